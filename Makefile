@@ -1,0 +1,60 @@
+# m2ho build, test and run targets. `sudo make demo` and `sudo make test`
+# work on a fresh Debian/Ubuntu machine: missing tools are installed first.
+
+SHELL := /bin/bash
+GO ?= go
+GOFLAGS ?=
+export GOFLAGS
+
+# Pinned BPF compiler settings; bpf2go output is committed and CI checks
+# that regenerating it changes nothing, so these must not drift.
+BPF_CLANG ?= clang
+BPF_CFLAGS := -O2 -g -Wall -Werror -mcpu=v3 -fno-ident
+export BPF_CLANG BPF_CFLAGS
+
+BIN := bin
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+APT_PACKAGES := clang llvm libbpf-dev iproute2 ethtool tcpdump
+# Commands that prove each package is present (same order as above).
+APT_PROBES := clang llvm-strip /usr/include/bpf/bpf_helpers.h ip ethtool tcpdump
+
+.PHONY: all deps build generate test test-unit bench lint demo eval clean
+
+all: build
+
+# deps installs what the build and the tests need when it is missing.
+deps:
+	@missing=""; set -- $(APT_PACKAGES); for probe in $(APT_PROBES); do \
+		pkg=$$1; shift; \
+		if [[ $$probe == /* ]]; then [ -e $$probe ] || missing="$$missing $$pkg"; \
+		else command -v $$probe >/dev/null 2>&1 || missing="$$missing $$pkg"; fi; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		if ! command -v apt-get >/dev/null; then echo "missing:$$missing (install them; no apt-get here)"; exit 1; fi; \
+		echo "installing:$$missing"; \
+		if [ "$$(id -u)" -ne 0 ]; then echo "run as root (sudo make ...) to install:$$missing"; exit 1; fi; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+generate: deps
+	$(GO) generate ./pkg/datapath/...
+
+test: deps build
+	$(GO) test -p 1 -count=1 -timeout 20m ./...
+
+bench: deps
+	$(GO) test -p 1 -count=1 -run '^$$' -bench . -benchmem -timeout 30m ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+demo: deps build
+	@echo "demo: the handover testbed is not built yet"
+
+clean:
+	rm -rf $(BIN) out

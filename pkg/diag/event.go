@@ -1,0 +1,159 @@
+// Package diag defines the modem diagnostic event model shared by every
+// input (JSON, Qualcomm DIAG, GSMTAP) and every consumer (state machine,
+// estimator, tools), and the version-1 JSON encoding of DESIGN.md.
+package diag
+
+import (
+	"fmt"
+	"time"
+)
+
+// RAT is the radio access technology of a cell.
+type RAT string
+
+// Radio access technologies.
+const (
+	RATLTE RAT = "lte"
+	RATNR  RAT = "nr"
+)
+
+// Band is the frequency range class of a cell.
+type Band string
+
+// Band classes. The split at FR2 is what matters to M2HO: mmWave cells
+// have an order of magnitude more capacity than sub-6 GHz ones.
+const (
+	BandSub6   Band = "sub6"
+	BandMmWave Band = "mmwave"
+)
+
+// FR2MinNRARFCN is the first NR-ARFCN of frequency range 2 (24.25 GHz,
+// 3GPP TS 38.104 table 5.4.2.1-1).
+const FR2MinNRARFCN = 2016667
+
+// BandOf derives the band class of a cell from its RAT and carrier.
+func BandOf(rat RAT, arfcn uint32) Band {
+	if rat == RATNR && arfcn >= FR2MinNRARFCN {
+		return BandMmWave
+	}
+	return BandSub6
+}
+
+// Cell identifies a cell. Its key is RAT + ARFCN + PCI.
+type Cell struct {
+	RAT   RAT    `json:"rat"`
+	Band  Band   `json:"band,omitempty"`
+	PCI   uint16 `json:"pci"`
+	ARFCN uint32 `json:"arfcn"`
+}
+
+// CellKey is the identity of a cell, usable as a map key.
+type CellKey struct {
+	RAT   RAT
+	ARFCN uint32
+	PCI   uint16
+}
+
+// Key returns the identity of the cell.
+func (c Cell) Key() CellKey { return CellKey{RAT: c.RAT, ARFCN: c.ARFCN, PCI: c.PCI} }
+
+// IsZero reports whether the cell is unset.
+func (c Cell) IsZero() bool { return c == Cell{} }
+
+// Normalized fills the band from the carrier when it is absent.
+func (c Cell) Normalized() Cell {
+	if c.Band == "" && c.RAT != "" {
+		c.Band = BandOf(c.RAT, c.ARFCN)
+	}
+	return c
+}
+
+// String renders a cell as rat/band/arfcn/pci for logs and labels.
+func (c Cell) String() string {
+	return fmt.Sprintf("%s/%s/%d/%d", c.RAT, c.Band, c.ARFCN, c.PCI)
+}
+
+// Type is the kind of a diag event.
+type Type string
+
+// Event types of the JSON v1 contract.
+const (
+	TypeMeasReport Type = "meas_report"
+	TypeHOCommand  Type = "ho_command"
+	TypeHOComplete Type = "ho_complete"
+	TypeHOFailure  Type = "ho_failure"
+	TypeRBAlloc    Type = "rb_alloc"
+)
+
+// MeasEvent is the 3GPP measurement event that triggered a report.
+type MeasEvent string
+
+// Measurement events (TS 36.331 / 38.331 section 5.5.4).
+const (
+	EventA1 MeasEvent = "A1"
+	EventA2 MeasEvent = "A2"
+	EventA3 MeasEvent = "A3"
+	EventA4 MeasEvent = "A4"
+	EventA5 MeasEvent = "A5"
+	EventA6 MeasEvent = "A6"
+	EventB1 MeasEvent = "B1"
+	EventB2 MeasEvent = "B2"
+)
+
+// HOKind is the mobility procedure a handover command starts.
+type HOKind string
+
+// Handover kinds: a primary cell handover and the three EN-DC secondary
+// cell group procedures.
+const (
+	HOPCell      HOKind = "pcell"
+	HOSCGAdd     HOKind = "scg_add"
+	HOSCGRelease HOKind = "scg_release"
+	HOSCGChange  HOKind = "scg_change"
+)
+
+// FailureCause is why a connection was interrupted outside a normal handover.
+type FailureCause string
+
+// Failure causes (the HSR study's disconnection taxonomy).
+const (
+	CauseRLF             FailureCause = "rlf"
+	CauseHOF             FailureCause = "hof"
+	CauseReestablishment FailureCause = "reestablishment"
+	CauseNASRecovery     FailureCause = "nas_recovery"
+)
+
+// Slot is one scheduling slot: resource blocks given to this UE and
+// resource blocks in the carrier.
+type Slot struct {
+	Given uint16
+	Total uint16
+}
+
+// Event is one diagnostic event. Which fields are set depends on Type:
+//   - meas_report: Meas, Serving, Neighbor (Neighbor may be zero for A1/A2)
+//   - ho_command:  Kind, Source (may be zero), Target
+//   - ho_complete: Cell (may be zero when the log does not say)
+//   - ho_failure:  Cause
+//   - rb_alloc:    Cell, SlotDuration, Slots
+type Event struct {
+	Type Type
+	// Time is the modem's timestamp, or the receive time when the input
+	// carries none.
+	Time time.Time
+
+	Meas     MeasEvent
+	Serving  Cell
+	Neighbor Cell
+
+	Kind   HOKind
+	Source Cell
+	Target Cell
+
+	Cell Cell
+
+	Cause FailureCause
+
+	SlotDuration time.Duration
+	Slots        []Slot
+}

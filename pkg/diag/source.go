@@ -1,0 +1,108 @@
+package diag
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Source is one diag input. Run delivers events in order until the input
+// ends (a file: returns nil), ctx is cancelled (returns ctx.Err()), or the
+// input fails for good (returns the error). Malformed input never ends a
+// Run: it is counted in Stats with a reason and skipped.
+type Source interface {
+	Run(ctx context.Context, out chan<- Event) error
+	// Name is the URI the source was opened from, for logs.
+	Name() string
+}
+
+// Stats counts what the inputs produced: events by type and errors by
+// reason. It is shared by all sources of a daemon and read at scrape time.
+// The zero value is ready to use.
+type Stats struct {
+	mu     sync.Mutex
+	events map[Type]uint64
+	errors map[string]uint64
+}
+
+// CountEvent records one event of type t.
+func (s *Stats) CountEvent(t Type) {
+	s.mu.Lock()
+	if s.events == nil {
+		s.events = make(map[Type]uint64)
+	}
+	s.events[t]++
+	s.mu.Unlock()
+}
+
+// CountError records one input error; reason is a short stable token
+// (for example "json_syntax", "crc", "unknown_log_version").
+func (s *Stats) CountError(reason string) {
+	s.mu.Lock()
+	if s.errors == nil {
+		s.errors = make(map[string]uint64)
+	}
+	s.errors[reason]++
+	s.mu.Unlock()
+}
+
+// Counter is one labelled count of a Stats snapshot.
+type Counter struct {
+	Label string
+	Value uint64
+}
+
+// Snapshot returns the counts, each list sorted by label.
+func (s *Stats) Snapshot() (events, errors []Counter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for t, v := range s.events {
+		events = append(events, Counter{Label: string(t), Value: v})
+	}
+	for r, v := range s.errors {
+		errors = append(errors, Counter{Label: r, Value: v})
+	}
+	byLabel := func(c []Counter) { sort.Slice(c, func(i, j int) bool { return c[i].Label < c[j].Label }) }
+	byLabel(events)
+	byLabel(errors)
+	return events, errors
+}
+
+// RRCChannel is the logical channel an RRC PDU was carried on; it selects
+// the ASN.1 top-level type to decode it with.
+type RRCChannel uint8
+
+// RRC logical channels (the message classes of TS 36.331 and 38.331).
+const (
+	ChannelUnknown RRCChannel = iota
+	ChannelBCCHBCH
+	ChannelBCCHDLSCH
+	ChannelPCCH
+	ChannelDLCCCH
+	ChannelDLDCCH
+	ChannelULCCCH
+	ChannelULDCCH
+	// ChannelRRCReconfiguration is a bare NR RRCReconfiguration (as SCAT's
+	// GSMTAP v3 subtype 0x0201 and EN-DC containers carry it).
+	ChannelRRCReconfiguration
+)
+
+// RRCMessage is one RRC PDU lifted out of a transport (DIAG log packet or
+// GSMTAP), before ASN.1 decoding.
+type RRCMessage struct {
+	Time    time.Time
+	RAT     RAT
+	Channel RRCChannel
+	// PCI and ARFCN of the cell the PDU was exchanged with, when the
+	// transport says.
+	PCI   uint16
+	ARFCN uint32
+	PDU   []byte
+}
+
+// RRCDecoder turns RRC PDUs into events. It is stateful: measurement
+// reports name a measId that only the earlier measConfig resolves.
+type RRCDecoder interface {
+	Decode(msg RRCMessage) ([]Event, error)
+}
