@@ -9,14 +9,18 @@ export GOFLAGS
 # Pinned BPF compiler settings; bpf2go output is committed and CI checks
 # that regenerating it changes nothing, so these must not drift.
 BPF_CLANG ?= clang
-BPF_CFLAGS := -O2 -g -Wall -Werror -mcpu=v3 -fno-ident
+# The multiarch include directory provides <asm/...> for the uapi headers
+# (Debian/Ubuntu layout: /usr/include/x86_64-linux-gnu, aarch64-linux-gnu).
+BPF_CFLAGS := -O2 -g -Wall -Werror -mcpu=v3 -fno-ident -I/usr/include/$(shell uname -m)-linux-gnu
 export BPF_CLANG BPF_CFLAGS
 
 BIN := bin
+# Test-only Python environment with the pycrate RRC oracle.
+VENV := .venv
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
-APT_PACKAGES := clang llvm libbpf-dev iproute2 ethtool tcpdump
+APT_PACKAGES := clang llvm libbpf-dev iproute2 ethtool tcpdump python3
 # Commands that prove each package is present (same order as above).
-APT_PROBES := clang llvm-strip /usr/include/bpf/bpf_helpers.h ip ethtool tcpdump
+APT_PROBES := clang llvm-strip /usr/include/bpf/bpf_helpers.h ip ethtool tcpdump python3
 
 .PHONY: all deps build generate test test-unit bench lint demo eval clean
 
@@ -35,14 +39,23 @@ deps:
 		if [ "$$(id -u)" -ne 0 ]; then echo "run as root (sudo make ...) to install:$$missing"; exit 1; fi; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+	@python3 -c 'import ensurepip, venv' 2>/dev/null || { \
+		echo "installing: python3-venv"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null; }
+
+# The RRC differential tests compare the Go decoder with pycrate.
+$(VENV)/.installed: tools/rrc-oracle/requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q -r tools/rrc-oracle/requirements.txt
+	touch $@
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -o $(BIN)/ ./cmd/... ./test/cmd/...
 
 generate: deps
 	$(GO) generate ./pkg/datapath/...
 
-test: deps build
+test: deps build $(VENV)/.installed
 	$(GO) test -p 1 -count=1 -timeout 20m ./...
 
 bench: deps
@@ -54,7 +67,7 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 
 demo: deps build
-	@echo "demo: the handover testbed is not built yet"
+	$(BIN)/m2ho-testbed demo --out out/demo --scenario test/scenarios/demo.yaml --m2hod $(BIN)/m2hod
 
 clean:
 	rm -rf $(BIN) out

@@ -86,6 +86,10 @@ const (
 	// ChannelRRCReconfiguration is a bare NR RRCReconfiguration (as SCAT's
 	// GSMTAP v3 subtype 0x0201 and EN-DC containers carry it).
 	ChannelRRCReconfiguration
+	// ChannelRRCReconfigurationComplete is a bare NR
+	// RRCReconfigurationComplete (GSMTAP v3 subtype 0x0202; the NR RRC OTA
+	// log of an EN-DC modem records the one it tunnels through LTE).
+	ChannelRRCReconfigurationComplete
 )
 
 // RRCMessage is one RRC PDU lifted out of a transport (DIAG log packet or

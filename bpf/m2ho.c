@@ -1,0 +1,478 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * m2ho tc programs for the modem-side interface.
+ *
+ * Egress: receive-window clamp on the host's ACKs, duplicate-ACK
+ * suppression after a handover, TSval stamps for RTT measurement.
+ * Ingress: per-flow bytes and highest sequence, RTT from echoed TSvals,
+ * downlink bursts.
+ *
+ * Everything fails open: packets the programs do not understand, flows they
+ * do not track and policies past their deadline leave the packet untouched.
+ */
+#include <stdbool.h>
+#include <linux/bpf.h>
+#include <linux/errno.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include "m2ho.h"
+#include "lib/csum.h"
+#include "lib/parse.h"
+#include "lib/tcpopt.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Set by the loader: the link carries bare IP packets (ARPHRD_NONE,
+ * ARPHRD_RAWIP), no Ethernet header. */
+volatile const __u8 cfg_raw_ip = 0;
+/* Set by the loader: idle time that ends a downlink burst. */
+volatile const __u64 cfg_burst_gap_ns = 1000000;
+
+/* RFC 9293 section 3.7.1 and RFC 8200 section 5: MSS assumed when the SYN
+ * carries no MSS option. */
+#define DEFAULT_MSS_IPV4 536
+#define DEFAULT_MSS_IPV6 1220
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, M2HO_DEFAULT_MAX_FLOWS);
+	__type(key, struct flow_key);
+	__type(value, struct flow_state);
+} flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, M2HO_MAX_TS_STAMPS);
+	__type(key, struct ts_key);
+	__type(value, __u64);
+} ts_stamps SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct policy);
+} policy_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CNT_MAX);
+	__type(key, enum counter_id);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, M2HO_RTT_BUCKETS);
+	__type(key, __u32);
+	__type(value, __u64);
+} rtt_hist SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct burst_state);
+} burst_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, M2HO_BURST_RINGBUF_BYTES);
+} bursts SEC(".maps");
+
+/* Emit BTF for the types only user space reads (bpf2go -type needs it). */
+const enum flow_flags *btf_flow_flags __attribute__((unused));
+const enum clamp_mode *btf_clamp_mode __attribute__((unused));
+const struct burst_event *btf_burst_event __attribute__((unused));
+
+static __always_inline void count(__u32 id)
+{
+	__u64 *value = bpf_map_lookup_elem(&counters, &id);
+	if (value)
+		*value += 1;
+}
+
+/* Flag updates are atomic: ingress and egress of one flow may run on two
+ * CPUs at once, and a plain read-modify-write would lose the other's bit.
+ * The plain read first keeps the common already-set case free of locked
+ * instructions. */
+static __always_inline void flow_set(struct flow_state *flow, __u32 bits)
+{
+	if ((flow->flags & bits) != bits)
+		__sync_fetch_and_or(&flow->flags, bits);
+}
+
+static __always_inline void flow_clear(struct flow_state *flow, __u32 bits)
+{
+	if (flow->flags & bits)
+		__sync_fetch_and_and(&flow->flags, ~bits);
+}
+
+/* Serial number arithmetic (RFC 1982) on 32-bit TCP sequence numbers. */
+static __always_inline bool seq_after(__u32 a, __u32 b)
+{
+	return (__s32)(a - b) > 0;
+}
+
+static __always_inline bool seq_after_eq(__u32 a, __u32 b)
+{
+	return (__s32)(a - b) >= 0;
+}
+
+static __always_inline void count_parse_failure(int result)
+{
+	switch (result) {
+	case PARSE_NOT_IP:
+		count(CNT_NOT_IP);
+		break;
+	case PARSE_NOT_TCP:
+		count(CNT_NOT_TCP);
+		break;
+	case PARSE_FRAGMENT:
+		count(CNT_FRAGMENT);
+		break;
+	default:
+		count(CNT_MALFORMED);
+	}
+}
+
+/* parse parses skb, pulling non-linear headers into the linear part once. */
+static __always_inline int parse(struct __sk_buff *skb, struct packet *pkt, bool egress)
+{
+	int result = parse_packet(skb, pkt, cfg_raw_ip, egress);
+	if (result != PARSE_NEED_PULL)
+		return result;
+	if (bpf_skb_pull_data(skb, pkt->need))
+		return PARSE_MALFORMED;
+	result = parse_packet(skb, pkt, cfg_raw_ip, egress);
+	return result == PARSE_NEED_PULL ? PARSE_MALFORMED : result;
+}
+
+static __always_inline __u16 default_mss(const struct packet *pkt)
+{
+	return pkt->ipv6 ? DEFAULT_MSS_IPV6 : DEFAULT_MSS_IPV4;
+}
+
+/*
+ * lookup_flow returns the flow of pkt, creating it unless the segment is a
+ * RST (which ends a connection). A SYN the host sends starts a connection
+ * afresh, so it resets any state left by an earlier one with the same ports.
+ */
+static __always_inline struct flow_state *lookup_flow(const struct packet *pkt, __u64 now, bool egress)
+{
+	bool host_syn = egress && (pkt->tcp_flags & TCPF_SYN);
+	struct flow_state *flow = bpf_map_lookup_elem(&flows, &pkt->key);
+	if (flow && !host_syn)
+		return flow;
+	if (!flow && (pkt->tcp_flags & TCPF_RST))
+		return NULL;
+
+	struct flow_state fresh = {
+		.first_seen_ns = now,
+		.last_seen_ns = now,
+	};
+	long err = bpf_map_update_elem(&flows, &pkt->key, &fresh, flow ? BPF_EXIST : BPF_NOEXIST);
+	if (err == -E2BIG) {
+		count(CNT_MAP_FULL);
+		return NULL;
+	}
+	if (!err && !flow)
+		count(CNT_FLOW_CREATED);
+	/* On -EEXIST another CPU created it first: use theirs. */
+	return bpf_map_lookup_elem(&flows, &pkt->key);
+}
+
+/*
+ * learn_handshake records the host's window scale and MSS. Scaling is in
+ * effect only when both SYNs carry the option (RFC 7323 section 2.2): the
+ * host's SYN-ACK carries it only if the peer's SYN did, while an offer in the
+ * host's SYN must wait for the peer's SYN-ACK.
+ */
+static __always_inline void learn_handshake(struct flow_state *flow, const struct packet *pkt, bool egress)
+{
+	if (!(pkt->tcp_flags & TCPF_SYN))
+		return;
+	if (egress) {
+		/* a zero MSS option would remove the one-segment floor */
+		flow->mss = pkt->opts.has_mss && pkt->opts.mss ? pkt->opts.mss : default_mss(pkt);
+		flow->wscale = pkt->opts.has_wscale ? pkt->opts.wscale : 0;
+		if ((pkt->tcp_flags & TCPF_ACK) || !pkt->opts.has_wscale)
+			flow_set(flow, FLOW_WSCALE_KNOWN);
+		else
+			flow_set(flow, FLOW_WSCALE_OFFERED);
+		return;
+	}
+	if ((pkt->tcp_flags & TCPF_ACK) && (flow->flags & FLOW_WSCALE_OFFERED)) {
+		if (!pkt->opts.has_wscale)
+			flow->wscale = 0;
+		flow_set(flow, FLOW_WSCALE_KNOWN);
+		flow_clear(flow, FLOW_WSCALE_OFFERED);
+	}
+}
+
+/*
+ * enter_epoch snapshots the highest received sequence the first time a flow
+ * is seen in a new handover epoch, before the packet is accounted. A flow
+ * that had received nothing has nothing to protect and starts released.
+ */
+static __always_inline void enter_epoch(struct flow_state *flow, const struct policy *pol)
+{
+	if (flow->epoch == pol->epoch)
+		return;
+	flow->epoch = pol->epoch;
+	flow->snapshot_rx_seq = flow->highest_rx_seq;
+	if (flow->flags & FLOW_RX_SEQ_VALID)
+		flow_clear(flow, FLOW_RELEASED);
+	else
+		flow_set(flow, FLOW_RELEASED);
+	count(CNT_SNAPSHOTS);
+}
+
+/* policy_live says whether a policy part is in force; the first packet to
+ * see it expired counts the expiry once. */
+static __always_inline bool policy_live(__u64 deadline_ns, __u32 *expired, __u32 counter, __u64 now)
+{
+	if (now <= deadline_ns)
+		return true;
+	if (__sync_val_compare_and_swap(expired, 0, 1) == 0)
+		count(counter);
+	return false;
+}
+
+/* suppress_dupack decides whether an egress ACK is a duplicate to drop. */
+static __always_inline bool suppress_dupack(struct flow_state *flow, const struct packet *pkt,
+					    struct policy *pol, __u64 now)
+{
+	if (!pol->suppress_active ||
+	    !policy_live(pol->suppress_deadline_ns, &pol->suppress_expired, CNT_SUPPRESS_EXPIRED, now))
+		return false;
+	if (flow->flags & FLOW_RELEASED)
+		return false;
+	if (seq_after_eq(pkt->ack, flow->snapshot_rx_seq)) {
+		/* everything received before the handover is acknowledged */
+		flow_set(flow, FLOW_RELEASED);
+		count(CNT_FLOW_RELEASED);
+		return false;
+	}
+	bool pure = pkt->payload_len == 0 && !(pkt->tcp_flags & (TCPF_SYN | TCPF_FIN | TCPF_RST));
+	return pure && (flow->flags & FLOW_ACK_VALID) && pkt->ack == flow->last_ack;
+}
+
+/*
+ * clamped_window returns the window field to advertise: min(own, clamp)
+ * in units of the flow's scale, never below one MSS (rounded up so the
+ * scaled window still holds a full segment) unless freezing.
+ */
+static __always_inline __u16 clamped_window(__u16 own, __u8 shift, __u32 clamp_bytes, __u16 mss, bool freeze)
+{
+	if (freeze)
+		return 0;
+	__u32 limit = clamp_bytes >> shift;
+	__u32 floor = ((__u32)mss + (1U << shift) - 1) >> shift;
+	if (limit < floor)
+		limit = floor;
+	return own <= limit ? own : (__u16)limit;
+}
+
+static __always_inline void apply_clamp(struct __sk_buff *skb, struct flow_state *flow, const struct packet *pkt,
+					struct policy *pol, __u64 now)
+{
+	if (pol->clamp_mode == CLAMP_OFF ||
+	    !policy_live(pol->clamp_deadline_ns, &pol->clamp_expired, CNT_CLAMP_EXPIRED, now))
+		return;
+	if (!(flow->flags & FLOW_WSCALE_KNOWN)) {
+		count(CNT_NO_WSCALE);
+		return;
+	}
+	__u16 window = clamped_window(pkt->window, flow->wscale, pol->clamp_bytes, flow->mss,
+				      pol->clamp_mode == CLAMP_FREEZE);
+	if (window == pkt->window) {
+		count(CNT_CLAMP_NOT_NEEDED);
+		return;
+	}
+	if (rewrite_tcp_window(skb, pkt->l4_off, pkt->window, window))
+		count(CNT_REWRITE_FAILED);
+	else
+		count(CNT_CLAMP_APPLIED);
+}
+
+/* stamp_tsval records when a TSval first left, for the pping RTT method: a
+ * TSval repeated by later segments is not stamped again, since its echo
+ * cannot tell which of them the peer answered. */
+static __always_inline void stamp_tsval(struct flow_state *flow, const struct packet *pkt)
+{
+	if (!pkt->opts.has_timestamps)
+		return;
+	if ((flow->flags & FLOW_TSVAL_VALID) && flow->last_tsval == pkt->opts.tsval)
+		return;
+	flow->last_tsval = pkt->opts.tsval;
+	flow_set(flow, FLOW_TSVAL_VALID);
+	struct ts_key key = {.flow = pkt->key, .tsval = pkt->opts.tsval};
+	__u64 sent = bpf_ktime_get_ns();
+	if (!bpf_map_update_elem(&ts_stamps, &key, &sent, BPF_NOEXIST))
+		count(CNT_TS_STAMPED);
+}
+
+static __always_inline __u32 log2_bucket(__u64 value)
+{
+	__u32 bucket = 0;
+#pragma unroll
+	for (int shift = 16; shift > 0; shift >>= 1) {
+		if (value >= (1ULL << shift)) {
+			value >>= shift;
+			bucket += shift;
+		}
+	}
+	return bucket < M2HO_RTT_BUCKETS ? bucket : M2HO_RTT_BUCKETS - 1;
+}
+
+static __always_inline void match_tsecr(struct flow_state *flow, const struct packet *pkt, __u64 now)
+{
+	if (!pkt->opts.has_timestamps || !(pkt->tcp_flags & TCPF_ACK) || pkt->opts.tsecr == 0)
+		return;
+	/* Segments of a train echo the same TSecr; only the first can match,
+	 * since a match deletes the stamp. */
+	if (pkt->opts.tsecr == flow->last_tsecr)
+		return;
+	flow->last_tsecr = pkt->opts.tsecr;
+	struct ts_key key = {.flow = pkt->key, .tsval = pkt->opts.tsecr};
+	__u64 *sent = bpf_map_lookup_elem(&ts_stamps, &key);
+	if (!sent)
+		return;
+	__u64 rtt = now > *sent ? now - *sent : 0;
+	bpf_map_delete_elem(&ts_stamps, &key);
+
+	flow->rtt_latest_ns = rtt;
+	if (!flow->rtt_samples || rtt < flow->rtt_min_ns)
+		flow->rtt_min_ns = rtt;
+	if (!flow->rtt_samples)
+		flow->srtt_ns = rtt;
+	else
+		flow->srtt_ns = flow->srtt_ns - (flow->srtt_ns >> 3) + (rtt >> 3);
+	flow->rtt_samples++;
+	count(CNT_RTT_SAMPLES);
+
+	__u32 bucket = log2_bucket(rtt / 1000);
+	__u64 *slot = bpf_map_lookup_elem(&rtt_hist, &bucket);
+	if (slot)
+		*slot += 1;
+}
+
+/*
+ * account_burst adds an ingress packet to the current downlink burst. The
+ * packet that arrives more than the idle gap after the previous one swaps
+ * in a new burst and emits the finished one, once. Packets on other CPUs
+ * racing with that swap may land in either burst: a few bytes at the
+ * boundary, no loss and no double count.
+ */
+static __always_inline void account_burst(__u64 now, __u64 bytes)
+{
+	__u32 zero = 0;
+	struct burst_state *state = bpf_map_lookup_elem(&burst_map, &zero);
+	if (!state)
+		return;
+	__u64 prev = __sync_lock_test_and_set(&state->last_ns, now);
+	if (prev == 0) {
+		state->start_ns = now;
+	} else if (now > prev && now - prev > cfg_burst_gap_ns) {
+		struct burst_event finished = {
+			.start_ns = __sync_lock_test_and_set(&state->start_ns, now),
+			.end_ns = prev,
+			.bytes = __sync_lock_test_and_set(&state->bytes, bytes),
+			.packets = __sync_lock_test_and_set(&state->packets, 1),
+		};
+		if (bpf_ringbuf_output(&bursts, &finished, sizeof(finished), 0))
+			count(CNT_BURST_LOST);
+		else
+			count(CNT_BURSTS);
+		return;
+	}
+	__sync_fetch_and_add(&state->bytes, bytes);
+	__sync_fetch_and_add(&state->packets, 1);
+}
+
+static __always_inline struct policy *current_policy(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&policy_map, &zero);
+}
+
+SEC("tc")
+int m2ho_egress(struct __sk_buff *skb)
+{
+	struct packet pkt = {};
+	count(CNT_EGRESS_PACKETS);
+	int result = parse(skb, &pkt, true);
+	if (result != PARSE_TCP) {
+		count_parse_failure(result);
+		return TC_ACT_UNSPEC;
+	}
+	struct policy *pol = current_policy();
+	if (!pol)
+		return TC_ACT_UNSPEC;
+	/* The coarse clock (same base, at most one tick behind) is precise
+	 * enough for last-seen times and policy deadlines and costs half of
+	 * bpf_ktime_get_ns; TSval stamps read the precise clock themselves. */
+	__u64 now = bpf_ktime_get_coarse_ns();
+	struct flow_state *flow = lookup_flow(&pkt, now, true);
+	if (!flow) {
+		count(CNT_UNTRACKED);
+		return TC_ACT_UNSPEC;
+	}
+	learn_handshake(flow, &pkt, true);
+	flow->last_seen_ns = now;
+	enter_epoch(flow, pol);
+	stamp_tsval(flow, &pkt);
+
+	if (!(pkt.tcp_flags & TCPF_ACK) || (pkt.tcp_flags & (TCPF_SYN | TCPF_RST)))
+		return TC_ACT_UNSPEC;
+	if (suppress_dupack(flow, &pkt, pol, now)) {
+		count(CNT_DUPACK_SUPPRESSED);
+		return TC_ACT_SHOT;
+	}
+	flow->last_ack = pkt.ack;
+	flow_set(flow, FLOW_ACK_VALID);
+	apply_clamp(skb, flow, &pkt, pol, now);
+	return TC_ACT_UNSPEC;
+}
+
+SEC("tc")
+int m2ho_ingress(struct __sk_buff *skb)
+{
+	struct packet pkt = {};
+	count(CNT_INGRESS_PACKETS);
+	__u64 now = bpf_ktime_get_ns();
+	int result = parse(skb, &pkt, false);
+	/* bursts cover every downlink packet, whatever its protocol */
+	__u32 l2_len = result == PARSE_NOT_IP || result == PARSE_MALFORMED ? 0 : pkt.l3_off;
+	account_burst(now, skb->len - l2_len);
+	if (result != PARSE_TCP) {
+		count_parse_failure(result);
+		return TC_ACT_UNSPEC;
+	}
+	struct policy *pol = current_policy();
+	if (!pol)
+		return TC_ACT_UNSPEC;
+	struct flow_state *flow = lookup_flow(&pkt, now, false);
+	if (!flow) {
+		count(CNT_UNTRACKED);
+		return TC_ACT_UNSPEC;
+	}
+	learn_handshake(flow, &pkt, false);
+	flow->last_seen_ns = now;
+	enter_epoch(flow, pol);
+
+	flow->rx_bytes += pkt.payload_len;
+	flow->rx_packets++;
+	__u32 end = pkt.seq + pkt.payload_len + ((pkt.tcp_flags & TCPF_SYN) ? 1 : 0) +
+		    ((pkt.tcp_flags & TCPF_FIN) ? 1 : 0);
+	if (end != pkt.seq &&
+	    (!(flow->flags & FLOW_RX_SEQ_VALID) || seq_after(end, flow->highest_rx_seq))) {
+		flow->highest_rx_seq = end;
+		flow_set(flow, FLOW_RX_SEQ_VALID);
+	}
+	match_tsecr(flow, &pkt, now);
+	return TC_ACT_UNSPEC;
+}

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Every structure shared between the BPF programs and user space. Go reads
+ * them through bpf2go (-type), so all fields are fixed width, naturally
+ * aligned and padded explicitly: the layout is identical on every ABI.
+ */
+#ifndef M2HO_H
+#define M2HO_H
+
+#include <linux/types.h>
+
+/* Default capacity of the flows map; user space may override it at load. */
+#define M2HO_DEFAULT_MAX_FLOWS 65536
+/* Outstanding egress TSval stamps awaiting their echo (LRU, so lost
+ * segments never pin entries). */
+#define M2HO_MAX_TS_STAMPS 16384
+/* RTT histogram: bucket i counts samples with floor(log2(rtt_us)) == i,
+ * bucket 0 also holds 0 us and the last bucket everything above. */
+#define M2HO_RTT_BUCKETS 32
+#define M2HO_BURST_RINGBUF_BYTES (256 * 1024)
+
+/* Connection seen from the host: local is the modem-side host (or the LAN
+ * client behind it), remote the Internet peer. IPv4 addresses are stored as
+ * IPv4-mapped IPv6 (::ffff:a.b.c.d). Ports in host byte order. */
+struct flow_key {
+	__u8 local_addr[16];
+	__u8 remote_addr[16];
+	__u16 local_port;
+	__u16 remote_port;
+	__u32 pad;
+};
+
+enum flow_flags {
+	/* Receive window shift is known (handshake seen). */
+	FLOW_WSCALE_KNOWN = 1 << 0,
+	/* The host's SYN offered a window scale; waiting for the peer's
+	 * SYN-ACK to learn whether scaling is in effect. */
+	FLOW_WSCALE_OFFERED = 1 << 1,
+	/* highest_rx_seq holds a value. */
+	FLOW_RX_SEQ_VALID = 1 << 2,
+	/* last_ack holds the ack number of the last ACK let through. */
+	FLOW_ACK_VALID = 1 << 3,
+	/* Suppression ended for this flow in the current epoch. */
+	FLOW_RELEASED = 1 << 4,
+	/* last_tsval holds the last TSval stamped on egress. */
+	FLOW_TSVAL_VALID = 1 << 5,
+};
+
+struct flow_state {
+	__u64 first_seen_ns;   /* CLOCK_MONOTONIC */
+	__u64 last_seen_ns;    /* CLOCK_MONOTONIC, any direction */
+	__u64 rx_bytes;        /* ingress TCP payload bytes */
+	__u64 rx_packets;      /* ingress TCP segments */
+	__u64 rtt_latest_ns;
+	__u64 rtt_min_ns;
+	__u64 srtt_ns;         /* EWMA with gain 1/8, as RFC 6298 */
+	__u64 rtt_samples;
+	__u32 highest_rx_seq;  /* end (seq + payload) of the highest segment received */
+	__u32 snapshot_rx_seq; /* highest_rx_seq when this flow entered `epoch` */
+	__u32 last_ack;        /* ack number of the last egress ACK let through */
+	__u32 last_tsval;      /* last TSval stamped on egress */
+	__u32 epoch;           /* suppression epoch the snapshot belongs to */
+	__u32 flags;           /* enum flow_flags */
+	__u32 last_tsecr;      /* last TSecr looked up on ingress (0: none) */
+	__u16 mss;             /* MSS the host announced in its SYN */
+	__u8 wscale;           /* shift of the host's advertised window */
+	__u8 pad;
+};
+
+/* Key of an egress TSval stamp awaiting its echo in an ingress TSecr. */
+struct ts_key {
+	struct flow_key flow;
+	__u32 tsval;
+	__u32 pad;
+};
+
+enum clamp_mode {
+	CLAMP_OFF = 0,
+	/* advertise min(own, clamp_bytes), never below one MSS */
+	CLAMP_BYTES = 1,
+	/* advertise a zero window (Freeze-TCP baseline) */
+	CLAMP_FREEZE = 2,
+};
+
+/*
+ * Policy written by user space, read by every packet. Deadlines are
+ * CLOCK_MONOTONIC ns; a policy past its deadline is ignored by the BPF code
+ * itself so a dead daemon cannot keep clamping or suppressing. The
+ * *_expired fields are reset to 0 by user space with each new policy; BPF
+ * flips them once to count each expiry a single time.
+ */
+struct policy {
+	__u64 clamp_deadline_ns;
+	__u64 suppress_deadline_ns;
+	__u32 clamp_mode;      /* enum clamp_mode */
+	__u32 clamp_bytes;
+	__u32 suppress_active; /* 1 while dupACK suppression is on */
+	__u32 epoch;           /* bumped by user space at every handover */
+	__u32 clamp_expired;
+	__u32 suppress_expired;
+};
+
+/* Downlink burst in progress: one per interface, updated with atomic
+ * instructions only (a spin lock costs two helper calls per packet). */
+struct burst_state {
+	__u64 start_ns;
+	__u64 last_ns; /* 0 before the first packet */
+	__u64 bytes;
+	__u64 packets;
+};
+
+/* A finished downlink burst, emitted to the ring buffer. */
+struct burst_event {
+	__u64 start_ns; /* first packet, CLOCK_MONOTONIC */
+	__u64 end_ns;   /* last packet, CLOCK_MONOTONIC */
+	__u64 bytes;    /* IP bytes of all packets (every protocol) */
+	__u64 packets;
+};
+
+/* Index into the per-CPU counters array. Append only: user space maps the
+ * indices to names. */
+enum counter_id {
+	CNT_EGRESS_PACKETS,
+	CNT_INGRESS_PACKETS,
+	CNT_NOT_IP,            /* neither IPv4 nor IPv6: passed */
+	CNT_NOT_TCP,           /* IP but not TCP: passed */
+	CNT_MALFORMED,         /* truncated or inconsistent headers: passed */
+	CNT_FRAGMENT,          /* IP fragment: passed */
+	CNT_FLOW_CREATED,
+	CNT_MAP_FULL,          /* flows map full, flow left untracked */
+	CNT_UNTRACKED,         /* segment of a flow not in the map: passed */
+	CNT_NO_WSCALE,         /* clamp skipped: handshake not seen */
+	CNT_CLAMP_APPLIED,     /* window rewritten */
+	CNT_CLAMP_NOT_NEEDED,  /* own window already within the clamp */
+	CNT_REWRITE_FAILED,    /* checksum or store helper failed: passed */
+	CNT_DUPACK_SUPPRESSED, /* duplicate ACK dropped */
+	CNT_FLOW_RELEASED,     /* flow left suppression by its own ACK */
+	CNT_CLAMP_EXPIRED,     /* clamp policy passed its deadline */
+	CNT_SUPPRESS_EXPIRED,  /* suppression passed its deadline */
+	CNT_SNAPSHOTS,         /* per-flow epoch snapshots taken */
+	CNT_TS_STAMPED,        /* egress TSvals recorded */
+	CNT_RTT_SAMPLES,       /* ingress TSecr matched */
+	CNT_BURSTS,            /* bursts emitted */
+	CNT_BURST_LOST,        /* ring buffer full: burst dropped */
+	CNT_MAX,
+};
+
+#endif /* M2HO_H */

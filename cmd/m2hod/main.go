@@ -1,0 +1,112 @@
+// Command m2hod is the M2HO daemon: it predicts 5G handovers from modem
+// diagnostics and drives the BPF datapath that protects TCP from them.
+//
+//	m2hod --iface IFACE [--config FILE] [--diag URI ...] [--mode enforce|observe]
+//	      [--listen 127.0.0.1:9569] [--state-dir DIR] [--log-level info]
+//	m2hod decode [--raw] URI
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/m2ho/m2ho/pkg/config"
+	"github.com/m2ho/m2ho/pkg/daemon"
+	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/diag/diagsrc"
+	"github.com/m2ho/m2ho/pkg/diag/rrc"
+)
+
+// Exit codes: 2 for usage errors (bad flags or configuration), 1 for
+// failures while starting or running.
+const (
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "decode" {
+		return decode(ctx, args[1:], stdout, stderr)
+	}
+	cfg, err := config.Parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "m2hod: %v\n", err)
+		return exitUsage
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	d, err := daemon.Open(cfg, logger)
+	if err != nil {
+		return fail(stderr, logger, err)
+	}
+	if err := d.Run(ctx); err != nil {
+		return fail(stderr, logger, err)
+	}
+	return 0
+}
+
+// fail prints the one-line reason of a failure. Some errors carry more
+// (a verifier log spans hundreds of lines): that goes to the debug log.
+func fail(stderr io.Writer, logger *slog.Logger, err error) int {
+	reason, detail, multiline := strings.Cut(err.Error(), "\n")
+	fmt.Fprintf(stderr, "m2hod: %s\n", reason)
+	if multiline {
+		logger.Debug("failure detail", "detail", detail)
+	}
+	return exitFailure
+}
+
+// decode prints the events of a diag input as version-1 JSON lines, or
+// its DIAG log packets with --raw, and a summary of what was skipped.
+func decode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("m2hod decode", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	raw := fs.Bool("raw", false, "list every DIAG log packet (time, log code, version, length, decoded) instead of events")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: m2hod decode [--raw] URI   (jsonl:PATH, qmdl:PATH, udp://, gsmtap://, serial:)")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var stats diag.Stats
+	opts := diagsrc.Options{Stats: &stats, RRC: rrc.NewDecoder(logger), Logger: logger}
+	err := diagsrc.Decode(ctx, stdout, fs.Arg(0), *raw, opts)
+	events, errs := stats.Snapshot()
+	for _, c := range events {
+		fmt.Fprintf(stderr, "events %s: %d\n", c.Label, c.Value)
+	}
+	for _, c := range errs {
+		fmt.Fprintf(stderr, "skipped %s: %d\n", c.Label, c.Value)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "m2hod decode: %v\n", err)
+		return exitFailure
+	}
+	return 0
+}

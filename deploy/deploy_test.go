@@ -1,0 +1,262 @@
+// Package deploy_test checks the packaging files: the systemd unit, the
+// example configuration, the Prometheus rules and the Grafana dashboard.
+package deploy_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/m2ho/m2ho/pkg/config"
+	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/estimator"
+	"github.com/m2ho/m2ho/pkg/metrics"
+	"github.com/m2ho/m2ho/pkg/statemachine"
+)
+
+// unitDirectives parses a systemd unit into section.key -> values.
+func unitDirectives(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	out := make(map[string][]string)
+	section := ""
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";"):
+		case strings.HasPrefix(line, "["):
+			section = strings.Trim(line, "[]")
+		default:
+			key, value, ok := strings.Cut(line, "=")
+			require.True(t, ok, "unit line %q", line)
+			out[section+"."+key] = append(out[section+"."+key], value)
+		}
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+func TestSystemdUnitHardening(t *testing.T) {
+	unit := unitDirectives(t, "m2hod.service")
+	tests := []struct {
+		key  string
+		want string
+	}{
+		{"Service.DynamicUser", "yes"},
+		{"Service.CapabilityBoundingSet", "CAP_BPF CAP_NET_ADMIN CAP_PERFMON"},
+		{"Service.AmbientCapabilities", "CAP_BPF CAP_NET_ADMIN CAP_PERFMON"},
+		{"Service.NoNewPrivileges", "yes"},
+		{"Service.ProtectSystem", "strict"},
+		{"Service.ProtectHome", "yes"},
+		{"Service.PrivateTmp", "yes"},
+		{"Service.StateDirectory", "m2ho"},
+		{"Service.Restart", "on-failure"},
+		{"Service.ProtectKernelModules", "yes"},
+		{"Service.RestrictNamespaces", "yes"},
+		{"Service.MemoryDenyWriteExecute", "yes"},
+		{"Install.WantedBy", "multi-user.target"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, []string{tt.want}, unit[tt.key], tt.key)
+	}
+	execStart := unit["Service.ExecStart"]
+	require.Len(t, execStart, 1)
+	// The unit reads the example configuration once installed.
+	installed := strings.ReplaceAll(execStart[0], "/etc/m2ho/m2hod.yaml", "m2hod.yaml")
+	_, err := config.Parse(strings.Fields(installed)[1:], nil)
+	assert.NoError(t, err, "ExecStart's flags and the example configuration are valid together")
+	assert.Contains(t, execStart[0], "--state-dir /var/lib/m2ho", "the store lives in the StateDirectory")
+}
+
+func TestSystemdUnitVerifies(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze not installed")
+	}
+	// verify insists that ExecStart names an executable. The binary is
+	// installed at deploy time, so it is replaced by this test's own
+	// executable; every other line is verified as shipped.
+	self, err := os.Executable()
+	require.NoError(t, err)
+	data, err := os.ReadFile("m2hod.service")
+	require.NoError(t, err)
+	unit := strings.ReplaceAll(string(data), "/usr/local/bin/m2hod", self)
+	path := filepath.Join(t.TempDir(), "m2hod.service")
+	require.NoError(t, os.WriteFile(path, []byte(unit), 0o644))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, analyze, "verify", path).CombinedOutput()
+	require.NoError(t, err, "systemd-analyze verify: %s", out)
+	assert.Empty(t, strings.TrimSpace(string(out)), "no warnings")
+}
+
+func TestExampleConfig(t *testing.T) {
+	cfg, err := config.LoadFile("m2hod.yaml", config.Default())
+	require.NoError(t, err)
+	require.NoError(t, cfg.Validate())
+	assert.Equal(t, "wwan0", cfg.Iface)
+	assert.Equal(t, []string{config.DefaultDiag}, cfg.Diag)
+	assert.Equal(t, config.ModeEnforce, cfg.Mode)
+	assert.Equal(t, config.DefaultListen, cfg.Listen)
+	assert.Equal(t, config.DefaultStateDir, cfg.StateDir)
+	assert.Equal(t, config.PolicyM2HO, cfg.Policy)
+	assert.Empty(t, cfg.Ablate)
+	// The tunables the example spells out are the components' defaults,
+	// so the comments saying so stay true.
+	assert.Equal(t, statemachine.DefaultConfig().SmoothingMax, cfg.SmoothingMax)
+	assert.Equal(t, estimator.DefaultConfig().Lambda, cfg.Lambda)
+	assert.Equal(t, estimator.DefaultConfig().DefaultBufferBytes, cfg.DefaultBufferBytes)
+	assert.Zero(t, cfg.BurstGap)
+	assert.Zero(t, cfg.MaxFlows)
+}
+
+// exportedMetrics returns the names m2hod serves on /metrics, with the
+// suffixes Prometheus derives for histograms.
+func exportedMetrics(t *testing.T) []string {
+	t.Helper()
+	var stats diag.Stats
+	stats.CountEvent(diag.TypeMeasReport)
+	stats.CountError("json_syntax")
+	m := metrics.New([]string{"stable"}, metrics.Info{}, metrics.Sources{
+		Datapath: func() (metrics.DatapathSnapshot, error) {
+			return metrics.DatapathSnapshot{RTT: metrics.Log2Histogram{Unit: time.Microsecond, Buckets: []uint64{1}}}, nil
+		},
+		Policy:           func() metrics.PolicySnapshot { return metrics.PolicySnapshot{} },
+		Diag:             &stats,
+		EstimatorSkipped: func() []diag.Counter { return []diag.Counter{{Label: "rtt_implausible", Value: 1}} },
+	}, nil)
+	m.ActuationError("set_clamp")
+	families, err := m.Registry().Gather()
+	require.NoError(t, err)
+	var names []string
+	for _, f := range families {
+		names = append(names, f.GetName())
+		if f.GetType().String() == "HISTOGRAM" {
+			names = append(names, f.GetName()+"_bucket", f.GetName()+"_sum", f.GetName()+"_count")
+		}
+	}
+	return names
+}
+
+var metricName = regexp.MustCompile(`\bm2hod_[a-z0-9_]+`)
+
+// assertKnownMetrics fails for any m2hod_ metric in expr that m2hod does not
+// export: a renamed metric must not leave a silent dashboard or alert.
+func assertKnownMetrics(t *testing.T, known []string, where, expr string) {
+	t.Helper()
+	for _, name := range metricName.FindAllString(expr, -1) {
+		assert.True(t, slices.Contains(known, name), "%s uses %s, which m2hod does not export", where, name)
+	}
+}
+
+func TestAlertRules(t *testing.T) {
+	data, err := os.ReadFile("m2hod-alerts.yml")
+	require.NoError(t, err)
+	var rules struct {
+		Groups []struct {
+			Name  string `yaml:"name"`
+			Rules []struct {
+				Alert       string            `yaml:"alert"`
+				Expr        string            `yaml:"expr"`
+				For         string            `yaml:"for"`
+				Labels      map[string]string `yaml:"labels"`
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	dec.KnownFields(true)
+	require.NoError(t, dec.Decode(&rules))
+
+	var groups []string
+	known := exportedMetrics(t)
+	alerts := map[string]bool{}
+	for _, g := range rules.Groups {
+		groups = append(groups, g.Name)
+		require.NotEmpty(t, g.Rules, g.Name)
+		for _, r := range g.Rules {
+			assert.NotEmpty(t, r.Alert, "group %s", g.Name)
+			assert.False(t, alerts[r.Alert], "duplicate alert %s", r.Alert)
+			alerts[r.Alert] = true
+			assert.NotEmpty(t, r.Expr, r.Alert)
+			assert.Contains(t, []string{"critical", "warning", "info"}, r.Labels["severity"], r.Alert)
+			assert.NotEmpty(t, r.Annotations["summary"], r.Alert)
+			if r.For != "" {
+				_, err := time.ParseDuration(r.For)
+				assert.NoError(t, err, r.Alert)
+			}
+			assertKnownMetrics(t, known, r.Alert, r.Expr)
+		}
+	}
+	assert.Equal(t, []string{"m2hod.availability", "m2hod.policy", "m2hod.diag"}, groups)
+
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Log("promtool not installed: rule expressions checked for metric names only")
+		return
+	}
+	out, err := exec.Command(promtool, "check", "rules", "m2hod-alerts.yml").CombinedOutput()
+	assert.NoError(t, err, "promtool check rules: %s", out)
+}
+
+func TestGrafanaDashboard(t *testing.T) {
+	data, err := os.ReadFile("grafana-dashboard.json")
+	require.NoError(t, err)
+	var dash struct {
+		UID    string `json:"uid"`
+		Title  string `json:"title"`
+		Panels []struct {
+			ID      int    `json:"id"`
+			Title   string `json:"title"`
+			Type    string `json:"type"`
+			GridPos struct {
+				X, Y, W, H int
+			} `json:"gridPos"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	require.NoError(t, json.Unmarshal(data, &dash))
+	assert.Equal(t, "m2hod", dash.UID)
+	require.NotEmpty(t, dash.Panels)
+
+	known := exportedMetrics(t)
+	ids := map[int]bool{}
+	covered := map[string]bool{}
+	for _, p := range dash.Panels {
+		assert.False(t, ids[p.ID], "duplicate panel id %d", p.ID)
+		ids[p.ID] = true
+		assert.NotEmpty(t, p.Title)
+		assert.LessOrEqual(t, p.GridPos.X+p.GridPos.W, 24, "panel %q fits the grid", p.Title)
+		require.NotEmpty(t, p.Targets, p.Title)
+		for _, target := range p.Targets {
+			assertKnownMetrics(t, known, p.Title, target.Expr)
+			for _, name := range metricName.FindAllString(target.Expr, -1) {
+				covered[strings.TrimSuffix(name, "_bucket")] = true
+			}
+		}
+	}
+	for _, name := range []string{"m2hod_state", "m2hod_clamp_bytes", "m2hod_handovers_total", "m2hod_predictions_total",
+		"m2hod_acks_rewritten_total", "m2hod_dupacks_suppressed_total", "m2hod_policy_expired_total", "m2hod_flows",
+		"m2hod_flows_untracked_total", "m2hod_rtt_seconds", "m2hod_burst_bytes", "m2hod_diag_events_total",
+		"m2hod_diag_errors_total", "m2hod_map_full_total"} {
+		assert.True(t, covered[name], "the dashboard shows %s", name)
+	}
+}

@@ -1,0 +1,399 @@
+// Package nstest builds small network topologies for tests: named network
+// namespaces joined by veth pairs, with addresses, routes and sysctls.
+//
+// Every namespace gets a unique name (prefix plus a random suffix), so tests
+// running concurrently on one machine never collide, and everything a test
+// creates is removed through t.Cleanup. Interfaces live only inside the
+// namespaces created here, so their names (for example "veth0") need not be
+// unique on the host.
+//
+// Namespaces are created as named namespaces (/run/netns/NAME), so external
+// tools can run inside them with NS.Command ("ip netns exec NAME ...").
+package nstest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// maxPrefixLen keeps namespace names short enough to read in `ip netns list`.
+const maxPrefixLen = 16
+
+// RequireRoot skips the test when the process is not root: namespaces,
+// veth pairs and BPF programs all need CAP_SYS_ADMIN and CAP_NET_ADMIN.
+func RequireRoot(tb testing.TB) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("needs root: creates network namespaces and veth pairs")
+	}
+}
+
+// UniqueSuffix returns 6 random hex digits, for names that must not collide
+// with those of concurrently running tests.
+func UniqueSuffix() string {
+	var b [3]byte
+	// crypto/rand.Read never returns an error: it aborts the program itself
+	// if the kernel's random source fails.
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// NS is a named network namespace owned by one test.
+type NS struct {
+	// Name is the namespace name under /run/netns, e.g. "m2ho-ue-3fa9c1".
+	Name   string
+	handle netns.NsHandle
+	nl     *netlink.Handle
+}
+
+// NewNS creates a namespace named "m2ho-<prefix>-<random>", brings its
+// loopback up and removes the namespace when the test ends.
+func NewNS(tb testing.TB, prefix string) *NS {
+	tb.Helper()
+	ns, err := CreateNS(prefix)
+	if err != nil {
+		tb.Fatalf("nstest: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := ns.Delete(); err != nil {
+			tb.Errorf("nstest: %v", err)
+		}
+	})
+	return ns
+}
+
+// CreateNS is NewNS without a testing.TB, for long-lived testbeds. The
+// caller must call Delete.
+func CreateNS(prefix string) (*NS, error) {
+	if len(prefix) > maxPrefixLen {
+		prefix = prefix[:maxPrefixLen]
+	}
+	name := fmt.Sprintf("m2ho-%s-%s", prefix, UniqueSuffix())
+
+	handle, err := newNamedKeepingThread(name)
+	if err != nil {
+		return nil, fmt.Errorf("create namespace %s: %w", name, err)
+	}
+	nl, err := netlink.NewHandleAt(handle)
+	if err != nil {
+		handle.Close()
+		_ = netns.DeleteNamed(name)
+		return nil, fmt.Errorf("netlink handle in %s: %w", name, err)
+	}
+	ns := &NS{Name: name, handle: handle, nl: nl}
+	if err := ns.LinkUp("lo"); err != nil {
+		_ = ns.Delete()
+		return nil, err
+	}
+	return ns, nil
+}
+
+// newNamedKeepingThread creates a named namespace. netns.NewNamed moves the
+// calling thread into the new namespace, so the thread is locked, moved back
+// afterwards, and left locked (and therefore discarded by the Go runtime)
+// if moving back fails.
+func newNamedKeepingThread(name string) (netns.NsHandle, error) {
+	runtime.LockOSThread()
+	origin, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return netns.None(), fmt.Errorf("current namespace: %w", err)
+	}
+	defer origin.Close()
+	handle, createErr := netns.NewNamed(name)
+	if err := netns.Set(origin); err != nil {
+		return netns.None(), fmt.Errorf("return to original namespace: %w", err)
+	}
+	runtime.UnlockOSThread()
+	if createErr != nil {
+		return netns.None(), createErr
+	}
+	return handle, nil
+}
+
+// Delete removes the namespace; its interfaces disappear with it.
+func (n *NS) Delete() error {
+	n.nl.Close()
+	n.handle.Close()
+	if err := netns.DeleteNamed(n.Name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("delete namespace %s: %w", n.Name, err)
+	}
+	return nil
+}
+
+// Netlink returns a netlink handle bound to the namespace, for anything
+// this package does not wrap. It stays valid until the namespace is deleted.
+func (n *NS) Netlink() *netlink.Handle { return n.nl }
+
+// Do runs fn on an OS thread that has joined the namespace. Sockets opened
+// inside fn stay in the namespace and may be used from any goroutine after
+// fn returns. Goroutines started by fn do not inherit the namespace.
+func (n *NS) Do(fn func() error) error {
+	runtime.LockOSThread()
+	origin, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("current namespace: %w", err)
+	}
+	defer origin.Close()
+	if err := netns.Set(n.handle); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("enter namespace %s: %w", n.Name, err)
+	}
+	fnErr := fn()
+	if err := netns.Set(origin); err != nil {
+		// Leave the thread locked: the runtime terminates it when this
+		// goroutine exits instead of reusing a thread in the wrong namespace.
+		return errors.Join(fnErr, fmt.Errorf("leave namespace %s: %w", n.Name, err))
+	}
+	runtime.UnlockOSThread()
+	return fnErr
+}
+
+// Command prepares cmd to run inside the namespace ("ip netns exec").
+func (n *NS) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
+}
+
+// Run runs a command inside the namespace and returns its combined output;
+// a failure includes that output.
+func (n *NS) Run(ctx context.Context, name string, args ...string) (string, error) {
+	out, err := n.Command(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s in %s: %w: %s", name, strings.Join(args, " "), n.Name, err, out)
+	}
+	return string(out), nil
+}
+
+// SetSysctl writes a sysctl inside the namespace; key uses dots or slashes
+// ("net.ipv4.ip_forward" or "net/ipv4/ip_forward").
+func (n *NS) SetSysctl(key, value string) error {
+	path := filepath.Join("/proc/sys", strings.ReplaceAll(key, ".", "/"))
+	return n.Do(func() error {
+		if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
+			return fmt.Errorf("sysctl %s=%s in %s: %w", key, value, n.Name, err)
+		}
+		return nil
+	})
+}
+
+// EnableForwarding turns on IPv4 and IPv6 forwarding in the namespace.
+func (n *NS) EnableForwarding() error {
+	for _, key := range []string{"net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"} {
+		if err := n.SetSysctl(key, "1"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LinkUp sets an interface of the namespace up.
+func (n *NS) LinkUp(ifname string) error {
+	link, err := n.nl.LinkByName(ifname)
+	if err != nil {
+		return fmt.Errorf("find %s in %s: %w", ifname, n.Name, err)
+	}
+	if err := n.nl.LinkSetUp(link); err != nil {
+		return fmt.Errorf("set %s up in %s: %w", ifname, n.Name, err)
+	}
+	return nil
+}
+
+// AddAddr assigns an address in CIDR notation ("10.0.0.1/24", "fd00::1/64").
+// IPv6 addresses skip duplicate address detection so they are usable at once.
+func (n *NS) AddAddr(ifname, cidr string) error {
+	link, err := n.nl.LinkByName(ifname)
+	if err != nil {
+		return fmt.Errorf("find %s in %s: %w", ifname, n.Name, err)
+	}
+	addr, err := netlink.ParseAddr(cidr)
+	if err != nil {
+		return fmt.Errorf("parse address %q: %w", cidr, err)
+	}
+	if addr.IP.To4() == nil {
+		addr.Flags |= unix.IFA_F_NODAD
+	}
+	if err := n.nl.AddrAdd(link, addr); err != nil {
+		return fmt.Errorf("add %s to %s in %s: %w", cidr, ifname, n.Name, err)
+	}
+	return nil
+}
+
+// AddRoute adds a route to dst (CIDR, or "default"/"default6") via gateway.
+func (n *NS) AddRoute(dst, gateway string) error {
+	gw := net.ParseIP(gateway)
+	if gw == nil {
+		return fmt.Errorf("parse gateway %q", gateway)
+	}
+	route := netlink.Route{Gw: gw}
+	switch dst {
+	case "default":
+		_, route.Dst, _ = net.ParseCIDR("0.0.0.0/0")
+	case "default6":
+		_, route.Dst, _ = net.ParseCIDR("::/0")
+	default:
+		_, ipnet, err := net.ParseCIDR(dst)
+		if err != nil {
+			return fmt.Errorf("parse route destination %q: %w", dst, err)
+		}
+		route.Dst = ipnet
+	}
+	if err := n.nl.RouteAdd(&route); err != nil {
+		return fmt.Errorf("route %s via %s in %s: %w", dst, gateway, n.Name, err)
+	}
+	return nil
+}
+
+// SetOffloads turns segmentation and receive offloads (TSO, GSO, GRO, LRO)
+// on or off on an interface, so that packets on the wire are MTU-sized.
+func (n *NS) SetOffloads(ctx context.Context, ifname string, on bool) error {
+	state := "off"
+	if on {
+		state = "on"
+	}
+	_, err := n.Run(ctx, "ethtool", "-K", ifname, "tso", state, "gso", state, "gro", state)
+	return err
+}
+
+// VethEnd is one end of a veth pair: its namespace and interface name.
+type VethEnd struct {
+	NS     *NS
+	Ifname string
+}
+
+// Link returns the end's interface as seen from its namespace.
+func (e VethEnd) Link() (netlink.Link, error) {
+	link, err := e.NS.nl.LinkByName(e.Ifname)
+	if err != nil {
+		return nil, fmt.Errorf("find %s in %s: %w", e.Ifname, e.NS.Name, err)
+	}
+	return link, nil
+}
+
+// Index returns the end's interface index inside its namespace.
+func (e VethEnd) Index() (int, error) {
+	link, err := e.Link()
+	if err != nil {
+		return 0, err
+	}
+	return link.Attrs().Index, nil
+}
+
+// Veth joins two namespaces with a veth pair, both ends up. The pair is
+// created directly inside the namespaces, never in the caller's one, and
+// disappears with them.
+func Veth(a VethEnd, b VethEnd) error {
+	veth := &netlink.Veth{
+		LinkAttrs:     netlink.LinkAttrs{Name: a.Ifname},
+		PeerName:      b.Ifname,
+		PeerNamespace: netlink.NsFd(b.NS.handle),
+	}
+	if err := a.NS.nl.LinkAdd(veth); err != nil {
+		return fmt.Errorf("veth %s/%s - %s/%s: %w", a.NS.Name, a.Ifname, b.NS.Name, b.Ifname, err)
+	}
+	if err := a.NS.LinkUp(a.Ifname); err != nil {
+		return err
+	}
+	return b.NS.LinkUp(b.Ifname)
+}
+
+// Link describes a point-to-point link for Pair: interface names and
+// addresses (CIDR, any may be empty) of both ends.
+type Link struct {
+	AIfname, BIfname string
+	AAddrs, BAddrs   []string
+}
+
+// Pair creates a veth pair between a and b and assigns the addresses,
+// failing the test on error.
+func Pair(tb testing.TB, a, b *NS, l Link) (VethEnd, VethEnd) {
+	tb.Helper()
+	endA, endB := VethEnd{NS: a, Ifname: l.AIfname}, VethEnd{NS: b, Ifname: l.BIfname}
+	if err := Veth(endA, endB); err != nil {
+		tb.Fatalf("nstest: %v", err)
+	}
+	for _, cidr := range l.AAddrs {
+		if err := a.AddAddr(l.AIfname, cidr); err != nil {
+			tb.Fatalf("nstest: %v", err)
+		}
+	}
+	for _, cidr := range l.BAddrs {
+		if err := b.AddAddr(l.BIfname, cidr); err != nil {
+			tb.Fatalf("nstest: %v", err)
+		}
+	}
+	return endA, endB
+}
+
+// AddDeviceRoute adds a route to dst (CIDR) through an interface without a
+// gateway, as point-to-point links (tun, modems) need.
+func (n *NS) AddDeviceRoute(dst, ifname string) error {
+	link, err := n.nl.LinkByName(ifname)
+	if err != nil {
+		return fmt.Errorf("find %s in %s: %w", ifname, n.Name, err)
+	}
+	_, ipnet, err := net.ParseCIDR(dst)
+	if err != nil {
+		return fmt.Errorf("parse route destination %q: %w", dst, err)
+	}
+	route := netlink.Route{Dst: ipnet, LinkIndex: link.Attrs().Index, Scope: netlink.SCOPE_LINK}
+	if err := n.nl.RouteAdd(&route); err != nil {
+		return fmt.Errorf("route %s dev %s in %s: %w", dst, ifname, n.Name, err)
+	}
+	return nil
+}
+
+// OpenTun creates a tun interface (raw IP, no packet information header)
+// inside the namespace, sets it up and returns its file: reads return the
+// packets the namespace sends through it, writes inject packets into it.
+// The interface disappears when the file is closed.
+func (n *NS) OpenTun(ifname string) (*os.File, error) {
+	var tun *os.File
+	err := n.Do(func() error {
+		// The descriptor joins Go's poller only after TUNSETIFF: a tun file
+		// not yet attached to an interface reports an error to poll and
+		// would never deliver a readiness event.
+		fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open /dev/net/tun: %w", err)
+		}
+		req, err := unix.NewIfreq(ifname)
+		if err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("tun name %q: %w", ifname, err)
+		}
+		req.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
+		if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, req); err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("TUNSETIFF %s: %w", ifname, err)
+		}
+		if err := unix.SetNonblock(fd, true); err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("tun %s non-blocking: %w", ifname, err)
+		}
+		tun = os.NewFile(uintptr(fd), "/dev/net/tun:"+ifname)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tun %s in %s: %w", ifname, n.Name, err)
+	}
+	if err := n.LinkUp(ifname); err != nil {
+		tun.Close()
+		return nil, err
+	}
+	return tun, nil
+}

@@ -1,0 +1,246 @@
+package cellstore
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/estimator"
+)
+
+var _ estimator.Store = (*Store)(nil)
+
+var (
+	nrMmWave = diag.Cell{RAT: diag.RATNR, Band: diag.BandMmWave, PCI: 123, ARFCN: 2079167}
+	nrSub6   = diag.Cell{RAT: diag.RATNR, Band: diag.BandSub6, PCI: 7, ARFCN: 632628}
+	lte      = diag.Cell{RAT: diag.RATLTE, Band: diag.BandSub6, PCI: 301, ARFCN: 5110}
+)
+
+func rec(c diag.Cell, buffer, bursts uint64) estimator.CellRecord {
+	return estimator.CellRecord{Cell: c, BufferBytes: buffer, Bursts: bursts,
+		Updated: time.Date(2026, 11, 22, 7, 0, 0, int(buffer), time.UTC)}
+}
+
+func openStore(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(dir, Options{FlushInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	return s
+}
+
+func TestPersistsAcrossRestarts(t *testing.T) {
+	tests := []struct {
+		name  string
+		saves []estimator.CellRecord
+		want  []estimator.CellRecord // ordered by cell key
+	}{
+		{name: "nothing saved"},
+		{
+			name:  "three cells",
+			saves: []estimator.CellRecord{rec(nrMmWave, 900000, 3), rec(lte, 150000, 10), rec(nrSub6, 250000, 1)},
+			want:  []estimator.CellRecord{rec(lte, 150000, 10), rec(nrMmWave, 900000, 3), rec(nrSub6, 250000, 1)},
+		},
+		{
+			name:  "latest update of a cell wins",
+			saves: []estimator.CellRecord{rec(nrSub6, 100000, 1), rec(nrSub6, 180000, 2), rec(nrSub6, 170000, 3)},
+			want:  []estimator.CellRecord{rec(nrSub6, 170000, 3)},
+		},
+		{
+			name:  "band derived when absent",
+			saves: []estimator.CellRecord{rec(diag.Cell{RAT: diag.RATNR, PCI: 9, ARFCN: 2079167}, 5000, 1)},
+			want:  []estimator.CellRecord{rec(diag.Cell{RAT: diag.RATNR, Band: diag.BandMmWave, PCI: 9, ARFCN: 2079167}, 5000, 1)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openStore(t, dir)
+			for _, c := range tt.saves {
+				require.NoError(t, s.SaveCell(c))
+			}
+			before, err := s.LoadCells()
+			require.NoError(t, err)
+			assertCells(t, tt.want, before, "before the flush, pending updates are visible")
+			require.NoError(t, s.Close())
+
+			s = openStore(t, dir)
+			defer func() { require.NoError(t, s.Close()) }()
+			after, err := s.LoadCells()
+			require.NoError(t, err)
+			assertCells(t, tt.want, after, "after a restart")
+		})
+	}
+}
+
+// assertCells compares records, with times compared as instants.
+func assertCells(t *testing.T, want, got []estimator.CellRecord, msg string) {
+	t.Helper()
+	require.Len(t, got, len(want), msg)
+	for i := range want {
+		assert.Equal(t, want[i].Cell, got[i].Cell, msg)
+		assert.Equal(t, want[i].BufferBytes, got[i].BufferBytes, msg)
+		assert.Equal(t, want[i].Bursts, got[i].Bursts, msg)
+		assert.True(t, want[i].Updated.Equal(got[i].Updated), "%s: updated %v, want %v", msg, got[i].Updated, want[i].Updated)
+	}
+}
+
+func TestBackgroundFlush(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	defer func() { require.NoError(t, s.Close()) }()
+	require.NoError(t, s.SaveCell(rec(lte, 42000, 1)))
+	stored := func() bool {
+		var found bool
+		require.NoError(t, s.db.View(func(tx *bolt.Tx) error {
+			found = tx.Bucket(cellsBucket).Get([]byte(cellKey(lte))) != nil
+			return nil
+		}))
+		return found
+	}
+	assert.Eventually(t, stored, 2*time.Second, 5*time.Millisecond, "the flusher commits without Close")
+}
+
+func TestSaveAfterClose(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	require.NoError(t, s.Close())
+	assert.ErrorIs(t, s.SaveCell(rec(lte, 1, 1)), ErrClosed)
+	assert.NoError(t, s.Close(), "Close is idempotent")
+}
+
+// validStoreBytes returns the bytes of a store holding two cells.
+func validStoreBytes(t *testing.T) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	require.NoError(t, s.SaveCell(rec(nrMmWave, 900000, 3)))
+	require.NoError(t, s.SaveCell(rec(lte, 150000, 10)))
+	require.NoError(t, s.Close())
+	data, err := os.ReadFile(filepath.Join(dir, FileName))
+	require.NoError(t, err)
+	return data
+}
+
+func TestCorruptStoreMovedAside(t *testing.T) {
+	valid := validStoreBytes(t)
+	pageSize := os.Getpagesize()
+	tests := []struct {
+		name    string
+		corrupt func([]byte) []byte
+	}{
+		{name: "not a database", corrupt: func([]byte) []byte {
+			return bytes.Repeat([]byte("this is not bbolt "), 1000)
+		}},
+		{name: "truncated", corrupt: func(b []byte) []byte { return b[:100] }},
+		{name: "both meta pages zeroed", corrupt: func(b []byte) []byte {
+			clear(b[:2*pageSize])
+			return b
+		}},
+		{name: "every page after the metas scrambled", corrupt: func(b []byte) []byte {
+			for i := 2 * pageSize; i < len(b); i++ {
+				b[i] ^= 0xa5
+			}
+			return b
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, FileName)
+			damaged := tt.corrupt(bytes.Clone(valid))
+			require.NoError(t, os.WriteFile(path, damaged, 0o600))
+
+			var logs bytes.Buffer
+			now := time.Date(2026, 11, 22, 7, 1, 2, 345, time.UTC)
+			s, err := Open(dir, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Now: func() time.Time { return now }})
+			require.NoError(t, err, "a corrupt store never stops the daemon")
+			defer func() { require.NoError(t, s.Close()) }()
+
+			cells, err := s.LoadCells()
+			require.NoError(t, err)
+			assert.Empty(t, cells, "the rebuilt store starts empty")
+			aside := path + ".corrupt-20261122T070102.000000345Z"
+			kept, err := os.ReadFile(aside)
+			require.NoError(t, err, "the damaged file is kept for inspection")
+			assert.Equal(t, damaged, kept)
+			assert.Contains(t, logs.String(), "level=WARN")
+			assert.Contains(t, logs.String(), "moved aside")
+
+			require.NoError(t, s.SaveCell(rec(nrSub6, 1234, 1)))
+			require.NoError(t, s.Flush())
+			cells, err = s.LoadCells()
+			require.NoError(t, err)
+			assert.Len(t, cells, 1, "the rebuilt store works")
+		})
+	}
+}
+
+func TestUnreadableRecordsSkipped(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	require.NoError(t, s.SaveCell(rec(nrSub6, 250000, 1)))
+	require.NoError(t, s.Flush())
+	bad := map[string]string{
+		"x/1/1":  "{not json",
+		"x/1/2":  `{"v":99,"rat":"nr","pci":1,"arfcn":1}`,
+		"x/1/3":  `{"v":1,"rat":"wifi","pci":1,"arfcn":1}`,
+		"x/1/4":  `{"v":1,"rat":"nr","band":"thz","pci":1,"arfcn":1}`,
+		"x/1/5":  `[]`,
+		"x/1/6":  `{"v":1,"rat":"nr","pci":70000,"arfcn":1}`,
+		"x/1/7":  "",
+		"x/1/99": "\x00\xff",
+	}
+	require.NoError(t, s.db.Update(func(tx *bolt.Tx) error {
+		for k, v := range bad {
+			if err := tx.Bucket(cellsBucket).Put([]byte(k), []byte(v)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	cells, err := s.LoadCells()
+	require.NoError(t, err)
+	assertCells(t, []estimator.CellRecord{rec(nrSub6, 250000, 1)}, cells, "only the good record")
+	assert.Equal(t, len(bad), s.Skipped())
+	require.NoError(t, s.Close())
+}
+
+func TestLockedByAnotherProcess(t *testing.T) {
+	dir := t.TempDir()
+	first := openStore(t, dir)
+	defer func() { require.NoError(t, first.Close()) }()
+	_, err := Open(dir, Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "locked by another process")
+	_, statErr := os.Stat(filepath.Join(dir, FileName))
+	assert.NoError(t, statErr, "a locked store is never moved aside")
+}
+
+func TestUnusableStateDir(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "plain-file")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	_, err := Open(filepath.Join(file, "state"), Options{})
+	require.Error(t, err)
+	assert.True(t, strings.HasPrefix(err.Error(), "cell store: state directory"), err.Error())
+}
+
+func BenchmarkSaveCell(b *testing.B) {
+	s, err := Open(b.TempDir(), Options{})
+	require.NoError(b, err)
+	defer func() { require.NoError(b, s.Close()) }()
+	cells := []diag.Cell{nrMmWave, nrSub6, lte}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if err := s.SaveCell(rec(cells[i%len(cells)], uint64(i), uint64(i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

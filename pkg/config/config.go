@@ -1,0 +1,422 @@
+// Package config builds the single validated configuration of m2hod from
+// its command line and an optional YAML file. Flags override the file; the
+// file overrides the built-in defaults. Every error is one line that names
+// the offending flag or key.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Mode says whether m2hod changes packets.
+type Mode string
+
+// Modes of operation.
+const (
+	// ModeEnforce writes policies to the datapath.
+	ModeEnforce Mode = "enforce"
+	// ModeObserve runs prediction, estimation and the state machine but
+	// never changes a packet.
+	ModeObserve Mode = "observe"
+)
+
+// Policy is the handover mitigation in force.
+type Policy string
+
+// Policies of the evaluation.
+const (
+	// PolicyM2HO clamps the window to the target cell's buffer estimate.
+	PolicyM2HO Policy = "m2ho"
+	// PolicyFreeze advertises a zero window during the handover
+	// (the Freeze-TCP baseline).
+	PolicyFreeze Policy = "freeze"
+)
+
+// Component is an M2HO mechanism that can be switched off for ablations.
+type Component string
+
+// Components that can be ablated.
+const (
+	ComponentPrediction     Component = "prediction"
+	ComponentSuppression    Component = "suppression"
+	ComponentBandwidthClamp Component = "bandwidth_clamp"
+)
+
+var components = []Component{ComponentPrediction, ComponentSuppression, ComponentBandwidthClamp}
+
+// Defaults of the command line contract.
+const (
+	DefaultListen   = "127.0.0.1:9569"
+	DefaultDiag     = "udp://127.0.0.1:5599"
+	DefaultStateDir = "/var/lib/m2ho"
+)
+
+// Bounds of the tunables. The smoothing phase must end well before the
+// sender's minimum retransmission timeout (200 ms on Linux), or suppressed
+// duplicate ACKs would turn into a timeout.
+const (
+	maxSmoothing     = 200 * time.Millisecond
+	maxLambda        = 16
+	minDefaultBuffer = 1500
+	maxBurstGap      = 100 * time.Millisecond
+	maxIfaceName     = 15 // IFNAMSIZ - 1
+)
+
+// Config is everything m2hod needs to run. Tunables left at zero mean "the
+// default of the component that owns them" (state machine, estimator,
+// datapath), so those defaults live in one place.
+type Config struct {
+	Iface    string
+	Diag     []string
+	Mode     Mode
+	Listen   string
+	StateDir string
+	LogLevel slog.Level
+
+	Policy Policy
+	// Ablate lists the components switched off.
+	Ablate []Component
+	// SmoothingMax bounds the Smoothing state; 0 keeps the state
+	// machine's default.
+	SmoothingMax time.Duration
+	// Lambda is the probing factor of the bandwidth clamp (paper Eq. 2);
+	// 0 keeps the estimator's default.
+	Lambda float64
+	// DefaultBufferBytes is the buffer estimate used before any cell has
+	// history; 0 keeps the estimator's default.
+	DefaultBufferBytes uint64
+	// BurstGap is the idle gap that splits downlink packet trains; 0
+	// keeps the datapath's default.
+	BurstGap time.Duration
+	// MaxFlows bounds the datapath's flow table; 0 keeps its default.
+	MaxFlows uint32
+}
+
+// Enabled reports whether component c is on.
+func (c Config) Enabled(component Component) bool {
+	return !slices.Contains(c.Ablate, component)
+}
+
+// Default returns the configuration before any file or flag.
+func Default() Config {
+	return Config{
+		Diag:     []string{DefaultDiag},
+		Mode:     ModeEnforce,
+		Listen:   DefaultListen,
+		StateDir: DefaultStateDir,
+		LogLevel: slog.LevelInfo,
+		Policy:   PolicyM2HO,
+	}
+}
+
+// file is the YAML configuration file. Pointers tell "absent" from zero so
+// that only the keys present override the defaults.
+type file struct {
+	Iface              *string        `yaml:"iface"`
+	Diag               []string       `yaml:"diag"`
+	Mode               *string        `yaml:"mode"`
+	Listen             *string        `yaml:"listen"`
+	StateDir           *string        `yaml:"state_dir"`
+	LogLevel           *string        `yaml:"log_level"`
+	Policy             *string        `yaml:"policy"`
+	Ablate             []string       `yaml:"ablate"`
+	SmoothingMax       *time.Duration `yaml:"smoothing_max"`
+	Lambda             *float64       `yaml:"lambda"`
+	DefaultBufferBytes *uint64        `yaml:"default_buffer_bytes"`
+	BurstGap           *time.Duration `yaml:"burst_gap"`
+	MaxFlows           *uint32        `yaml:"max_flows"`
+}
+
+// LoadFile applies the YAML file at path over base. Unknown keys are
+// errors: a misspelt key silently ignored would run the wrong experiment.
+func LoadFile(path string, base Config) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config file: %w", err)
+	}
+	var f file
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("config file %s: %s", path, oneLine(err))
+	}
+	cfg, err := f.apply(base)
+	if err != nil {
+		return Config{}, fmt.Errorf("config file %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+func (f file) apply(cfg Config) (Config, error) {
+	setValue(&cfg.Iface, f.Iface)
+	if f.Diag != nil {
+		cfg.Diag = slices.Clone(f.Diag)
+	}
+	if f.Mode != nil {
+		cfg.Mode = Mode(*f.Mode)
+	}
+	setValue(&cfg.Listen, f.Listen)
+	setValue(&cfg.StateDir, f.StateDir)
+	if f.LogLevel != nil {
+		level, err := parseLevel(*f.LogLevel)
+		if err != nil {
+			return Config{}, fmt.Errorf("log_level: %w", err)
+		}
+		cfg.LogLevel = level
+	}
+	if f.Policy != nil {
+		cfg.Policy = Policy(*f.Policy)
+	}
+	if f.Ablate != nil {
+		cfg.Ablate = toComponents(f.Ablate)
+	}
+	setValue(&cfg.SmoothingMax, f.SmoothingMax)
+	setValue(&cfg.Lambda, f.Lambda)
+	setValue(&cfg.DefaultBufferBytes, f.DefaultBufferBytes)
+	setValue(&cfg.BurstGap, f.BurstGap)
+	setValue(&cfg.MaxFlows, f.MaxFlows)
+	return cfg, nil
+}
+
+func setValue[T any](dst *T, src *T) {
+	if src != nil {
+		*dst = *src
+	}
+}
+
+func toComponents(names []string) []Component {
+	out := make([]Component, 0, len(names))
+	for _, n := range names {
+		out = append(out, Component(strings.TrimSpace(n)))
+	}
+	return out
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var level slog.Level
+	switch strings.ToLower(s) {
+	case "debug", "info", "warn", "error":
+	default:
+		return 0, fmt.Errorf("must be debug, info, warn or error, got %q", s)
+	}
+	if err := level.UnmarshalText([]byte(s)); err != nil {
+		return 0, err
+	}
+	return level, nil
+}
+
+// oneLine folds a multi-line error (yaml lists one problem per line) into
+// a single line for the terminal and the journal.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+}
+
+// Validate checks every field; the error names the key at fault.
+func (c Config) Validate() error {
+	if c.Iface == "" {
+		return errors.New("iface: the modem interface is required (--iface)")
+	}
+	if len(c.Iface) > maxIfaceName || strings.ContainsAny(c.Iface, "/ \t\n:") {
+		return fmt.Errorf("iface: %q is not a valid interface name", c.Iface)
+	}
+	if len(c.Diag) == 0 {
+		return errors.New("diag: at least one diag input is required")
+	}
+	for _, uri := range c.Diag {
+		if err := validateDiagURI(uri); err != nil {
+			return fmt.Errorf("diag %q: %w", uri, err)
+		}
+	}
+	if c.Mode != ModeEnforce && c.Mode != ModeObserve {
+		return fmt.Errorf("mode: must be enforce or observe, got %q", c.Mode)
+	}
+	if err := validateHostPort(c.Listen); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if c.StateDir == "" {
+		return errors.New("state_dir: must not be empty")
+	}
+	if c.Policy != PolicyM2HO && c.Policy != PolicyFreeze {
+		return fmt.Errorf("policy: must be m2ho or freeze, got %q", c.Policy)
+	}
+	for _, a := range c.Ablate {
+		if !slices.Contains(components, a) {
+			return fmt.Errorf("ablate: unknown component %q (known: prediction, suppression, bandwidth_clamp)", a)
+		}
+	}
+	if c.SmoothingMax < 0 || c.SmoothingMax >= maxSmoothing {
+		return fmt.Errorf("smoothing_max: must be 0 (default) or below %v, got %v", maxSmoothing, c.SmoothingMax)
+	}
+	if !(c.Lambda >= 0 && c.Lambda <= maxLambda) { // also rejects NaN
+		return fmt.Errorf("lambda: must be between 0 (default) and %d, got %v", maxLambda, c.Lambda)
+	}
+	if c.DefaultBufferBytes != 0 && c.DefaultBufferBytes < minDefaultBuffer {
+		return fmt.Errorf("default_buffer_bytes: must be 0 (default) or at least %d, got %d", minDefaultBuffer, c.DefaultBufferBytes)
+	}
+	if c.BurstGap < 0 || c.BurstGap > maxBurstGap {
+		return fmt.Errorf("burst_gap: must be between 0 (default) and %v, got %v", maxBurstGap, c.BurstGap)
+	}
+	return nil
+}
+
+// diagSchemes are the inputs m2hod reads. Only the scheme is checked
+// here; the input itself parses the rest when the daemon opens it.
+var diagSchemes = []string{"udp", "gsmtap", "jsonl", "qmdl", "serial", "pcap"}
+
+func validateDiagURI(uri string) error {
+	scheme, rest, ok := strings.Cut(uri, ":")
+	if !ok || !slices.Contains(diagSchemes, scheme) {
+		return errors.New("unknown input (use udp://, gsmtap://, jsonl:, qmdl:, serial: or pcap:)")
+	}
+	if rest == "" {
+		return errors.New("missing address or path")
+	}
+	return nil
+}
+
+func validateHostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if host != "" && net.ParseIP(host) == nil && host != "localhost" {
+		return fmt.Errorf("%q: host must be an IP address or localhost", addr)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil || port == "" {
+		return fmt.Errorf("%q: bad port", addr)
+	}
+	return nil
+}
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
+// flagValues holds the raw flag values before they are merged.
+type flagValues struct {
+	configPath, iface, mode, listen, stateDir, logLevel, policy, ablate string
+	diag                                                                stringList
+	smoothingMax, burstGap                                              time.Duration
+	lambda                                                              float64
+	defaultBuffer                                                       uint64
+	maxFlows                                                            uint
+}
+
+func newFlagSet(v *flagValues, output io.Writer) *flag.FlagSet {
+	def := Default()
+	fs := flag.NewFlagSet("m2hod", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.StringVar(&v.configPath, "config", "", "YAML configuration `file` (flags override it)")
+	fs.StringVar(&v.iface, "iface", "", "modem `interface` (wwan0, rmnet_data0, usb0, ...)")
+	fs.Var(&v.diag, "diag", "diag input `URI`, repeatable (udp://, gsmtap://, jsonl:, qmdl:, serial:, pcap:; default "+DefaultDiag+")")
+	fs.StringVar(&v.mode, "mode", string(def.Mode), "enforce or observe (observe never changes a packet)")
+	fs.StringVar(&v.listen, "listen", def.Listen, "HTTP `address` for /metrics, /healthz and /status")
+	fs.StringVar(&v.stateDir, "state-dir", def.StateDir, "`directory` of the per-cell estimate store")
+	fs.StringVar(&v.logLevel, "log-level", strings.ToLower(def.LogLevel.String()), "debug, info, warn or error")
+	fs.StringVar(&v.policy, "policy", string(def.Policy), "m2ho or freeze (zero-window baseline)")
+	fs.StringVar(&v.ablate, "ablate", "", "comma-separated components to switch off: prediction, suppression, bandwidth_clamp")
+	fs.DurationVar(&v.smoothingMax, "smoothing-max", 0, "maximum Smoothing duration (0: default)")
+	fs.Float64Var(&v.lambda, "lambda", 0, "bandwidth clamp probing factor, paper Eq. 2 (0: default)")
+	fs.Uint64Var(&v.defaultBuffer, "default-buffer", 0, "buffer estimate in `bytes` before any cell history (0: default)")
+	fs.DurationVar(&v.burstGap, "burst-gap", 0, "idle gap that ends a downlink burst (0: default)")
+	fs.UintVar(&v.maxFlows, "max-flows", 0, "size of the datapath flow table (0: default)")
+	return fs
+}
+
+// Parse builds the configuration from the command line arguments (without
+// the program name). Usage goes to usageOut. It returns flag.ErrHelp for
+// -h.
+func Parse(args []string, usageOut io.Writer) (Config, error) {
+	var v flagValues
+	fs := newFlagSet(&v, usageOut)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{}, err
+		}
+		return Config{}, fmt.Errorf("command line: %s", oneLine(err))
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("command line: unexpected argument %q", fs.Arg(0))
+	}
+	cfg := Default()
+	if v.configPath != "" {
+		var err error
+		if cfg, err = LoadFile(v.configPath, cfg); err != nil {
+			return Config{}, err
+		}
+	}
+	var applyErr error
+	fs.Visit(func(f *flag.Flag) {
+		if applyErr == nil {
+			applyErr = v.apply(f.Name, &cfg)
+		}
+	})
+	if applyErr != nil {
+		return Config{}, applyErr
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	return cfg, nil
+}
+
+// apply copies the flag called name over cfg.
+func (v *flagValues) apply(name string, cfg *Config) error {
+	switch name {
+	case "iface":
+		cfg.Iface = v.iface
+	case "diag":
+		cfg.Diag = slices.Clone(v.diag)
+	case "mode":
+		cfg.Mode = Mode(v.mode)
+	case "listen":
+		cfg.Listen = v.listen
+	case "state-dir":
+		cfg.StateDir = v.stateDir
+	case "log-level":
+		level, err := parseLevel(v.logLevel)
+		if err != nil {
+			return fmt.Errorf("--log-level: %w", err)
+		}
+		cfg.LogLevel = level
+	case "policy":
+		cfg.Policy = Policy(v.policy)
+	case "ablate":
+		cfg.Ablate = nil
+		if v.ablate != "" {
+			cfg.Ablate = toComponents(strings.Split(v.ablate, ","))
+		}
+	case "smoothing-max":
+		cfg.SmoothingMax = v.smoothingMax
+	case "lambda":
+		cfg.Lambda = v.lambda
+	case "default-buffer":
+		cfg.DefaultBufferBytes = v.defaultBuffer
+	case "burst-gap":
+		cfg.BurstGap = v.burstGap
+	case "max-flows":
+		if v.maxFlows > 1<<31 {
+			return fmt.Errorf("--max-flows: %d is too large", v.maxFlows)
+		}
+		cfg.MaxFlows = uint32(v.maxFlows)
+	}
+	return nil
+}

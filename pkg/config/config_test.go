@@ -1,0 +1,194 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParse(t *testing.T) {
+	const fullFile = `
+iface: wwan0
+diag: ["udp://127.0.0.1:6000", "jsonl:/tmp/events.jsonl"]
+mode: observe
+listen: 127.0.0.1:9999
+state_dir: /srv/m2ho
+log_level: debug
+policy: freeze
+ablate: [prediction, bandwidth_clamp]
+smoothing_max: 120ms
+lambda: 1.5
+default_buffer_bytes: 300000
+burst_gap: 3ms
+max_flows: 4096
+`
+	tests := []struct {
+		name    string
+		file    string // written to a temporary file passed with --config
+		args    []string
+		want    func(*Config)
+		wantErr string
+	}{
+		{
+			name: "flags only take defaults for the rest",
+			args: []string{"--iface", "wwan0"},
+			want: func(c *Config) { c.Iface = "wwan0" },
+		},
+		{
+			name: "file sets every key",
+			file: fullFile,
+			want: func(c *Config) {
+				*c = Config{
+					Iface: "wwan0", Diag: []string{"udp://127.0.0.1:6000", "jsonl:/tmp/events.jsonl"},
+					Mode: ModeObserve, Listen: "127.0.0.1:9999", StateDir: "/srv/m2ho", LogLevel: slog.LevelDebug,
+					Policy: PolicyFreeze, Ablate: []Component{ComponentPrediction, ComponentBandwidthClamp},
+					SmoothingMax: 120 * time.Millisecond, Lambda: 1.5, DefaultBufferBytes: 300000,
+					BurstGap: 3 * time.Millisecond, MaxFlows: 4096,
+				}
+			},
+		},
+		{
+			name: "flags override the file",
+			file: fullFile,
+			args: []string{"--iface", "usb0", "--diag", "gsmtap://127.0.0.1:4729", "--diag", "qmdl:/x.qmdl",
+				"--mode", "enforce", "--listen", "[::1]:9000", "--state-dir", "/tmp/s", "--log-level", "warn",
+				"--policy", "m2ho", "--ablate", "", "--smoothing-max", "90ms", "--lambda", "3",
+				"--default-buffer", "2000", "--burst-gap", "1ms", "--max-flows", "10"},
+			want: func(c *Config) {
+				*c = Config{
+					Iface: "usb0", Diag: []string{"gsmtap://127.0.0.1:4729", "qmdl:/x.qmdl"},
+					Mode: ModeEnforce, Listen: "[::1]:9000", StateDir: "/tmp/s", LogLevel: slog.LevelWarn,
+					Policy: PolicyM2HO, SmoothingMax: 90 * time.Millisecond, Lambda: 3, DefaultBufferBytes: 2000,
+					BurstGap: time.Millisecond, MaxFlows: 10,
+				}
+			},
+		},
+		{
+			name: "empty file keeps defaults",
+			file: "# nothing\n",
+			args: []string{"--iface", "rmnet_data0"},
+			want: func(c *Config) { c.Iface = "rmnet_data0" },
+		},
+		{name: "missing iface", wantErr: "config: iface: the modem interface is required"},
+		{name: "bad iface", args: []string{"--iface", "a/b"}, wantErr: `iface: "a/b" is not a valid interface name`},
+		{name: "long iface", args: []string{"--iface", "abcdefghijklmnop"}, wantErr: "not a valid interface name"},
+		{name: "bad mode", args: []string{"--iface", "x", "--mode", "enforcing"}, wantErr: `mode: must be enforce or observe, got "enforcing"`},
+		{name: "bad policy", args: []string{"--iface", "x", "--policy", "mtcp"}, wantErr: "policy: must be m2ho or freeze"},
+		{name: "bad ablation", args: []string{"--iface", "x", "--ablate", "prediction,rtt"}, wantErr: `ablate: unknown component "rtt"`},
+		{name: "bad listen", args: []string{"--iface", "x", "--listen", "9569"}, wantErr: `listen: "9569" is not host:port`},
+		{name: "listen host name", args: []string{"--iface", "x", "--listen", "example.com:80"}, wantErr: "host must be an IP address"},
+		{name: "bad port", args: []string{"--iface", "x", "--listen", "127.0.0.1:99999"}, wantErr: "bad port"},
+		{name: "unknown diag scheme", args: []string{"--iface", "x", "--diag", "tcp://1.2.3.4:5"}, wantErr: `diag "tcp://1.2.3.4:5": unknown input`},
+		{name: "jsonl without path", args: []string{"--iface", "x", "--diag", "jsonl:"}, wantErr: "missing address or path"},
+		{name: "no scheme", args: []string{"--iface", "x", "--diag", "/tmp/events.jsonl"}, wantErr: "unknown input"},
+		{name: "smoothing too long", args: []string{"--iface", "x", "--smoothing-max", "250ms"}, wantErr: "smoothing_max: must be 0 (default) or below 200ms"},
+		{name: "smoothing at the minimum RTO", args: []string{"--iface", "x", "--smoothing-max", "200ms"}, wantErr: "smoothing_max"},
+		{name: "negative lambda", args: []string{"--iface", "x", "--lambda", "-1"}, wantErr: "lambda: must be between"},
+		{name: "lambda not a number", file: "iface: x\nlambda: .nan\n", wantErr: "lambda: must be between"},
+		{name: "tiny default buffer", args: []string{"--iface", "x", "--default-buffer", "10"}, wantErr: "default_buffer_bytes: must be 0 (default) or at least 1500"},
+		{name: "burst gap too long", args: []string{"--iface", "x", "--burst-gap", "1s"}, wantErr: "burst_gap: must be between"},
+		{name: "bad log level flag", args: []string{"--iface", "x", "--log-level", "loud"}, wantErr: "--log-level: must be debug, info, warn or error"},
+		{name: "unknown flag", args: []string{"--ifcae", "x"}, wantErr: "command line: flag provided but not defined: -ifcae"},
+		{name: "bad duration", args: []string{"--smoothing-max", "fast"}, wantErr: "command line: invalid value"},
+		{name: "stray argument", args: []string{"--iface", "x", "extra"}, wantErr: `unexpected argument "extra"`},
+		{name: "missing file", args: []string{"--config", "/nonexistent/m2hod.yaml"}, wantErr: "config file: open /nonexistent/m2hod.yaml"},
+		{name: "unknown key", file: "iface: x\npolcy: m2ho\n", wantErr: "field polcy not found"},
+		{name: "wrong type", file: "iface: x\nlambda: high\n", wantErr: "cannot unmarshal"},
+		{name: "bad duration in file", file: "iface: x\nburst_gap: soon\n", wantErr: "config file"},
+		{name: "bad log level in file", file: "iface: x\nlog_level: chatty\n", wantErr: "log_level: must be debug"},
+		{name: "not a mapping", file: "- a\n- b\n", wantErr: "cannot unmarshal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := tt.args
+			if tt.file != "" {
+				path := filepath.Join(t.TempDir(), "m2hod.yaml")
+				require.NoError(t, os.WriteFile(path, []byte(tt.file), 0o600))
+				args = append([]string{"--config", path}, args...)
+			}
+			got, err := Parse(args, io.Discard)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				assert.NotContains(t, err.Error(), "\n", "errors are one line")
+				return
+			}
+			require.NoError(t, err)
+			want := Default()
+			tt.want(&want)
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
+func TestParseHelp(t *testing.T) {
+	var usage strings.Builder
+	_, err := Parse([]string{"-h"}, &usage)
+	assert.True(t, errors.Is(err, flag.ErrHelp))
+	for _, name := range []string{"-iface", "-diag", "-mode", "-listen", "-state-dir", "-log-level", "-config"} {
+		assert.Contains(t, usage.String(), name)
+	}
+}
+
+func TestEnabled(t *testing.T) {
+	tests := []struct {
+		ablate    []Component
+		component Component
+		want      bool
+	}{
+		{nil, ComponentPrediction, true},
+		{[]Component{ComponentSuppression}, ComponentPrediction, true},
+		{[]Component{ComponentSuppression}, ComponentSuppression, false},
+		{[]Component{ComponentPrediction, ComponentBandwidthClamp}, ComponentBandwidthClamp, false},
+	}
+	for _, tt := range tests {
+		cfg := Config{Ablate: tt.ablate}
+		assert.Equal(t, tt.want, cfg.Enabled(tt.component), "ablate %v, component %s", tt.ablate, tt.component)
+	}
+}
+
+// FuzzLoadFile: no configuration file, however malformed, panics or
+// yields a configuration that passes Validate while breaking its bounds.
+func FuzzLoadFile(f *testing.F) {
+	seeds := []string{
+		"iface: wwan0\n",
+		"iface: wwan0\ndiag: [udp://127.0.0.1:5599]\nsmoothing_max: 150ms\nlambda: 2\n",
+		"ablate: [prediction, suppression]\npolicy: freeze\n",
+		"max_flows: -1\n",
+		"burst_gap: 1h\n",
+		"- [\n",
+		"iface: &a [*a]\n",
+		"",
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(dir, "fuzz.yaml")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := LoadFile(path, Default())
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		if cfg.Validate() == nil {
+			if cfg.SmoothingMax < 0 || cfg.SmoothingMax >= maxSmoothing || !(cfg.Lambda >= 0 && cfg.Lambda <= maxLambda) {
+				t.Fatalf("out-of-bounds configuration validated: %+v", cfg)
+			}
+		}
+	})
+}

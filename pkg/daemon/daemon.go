@@ -1,0 +1,411 @@
+// Package daemon wires m2hod together: the datapath, the cell store, the
+// estimator, the state machine, the diag inputs, the metrics and the HTTP
+// endpoints, and runs them until its context ends.
+//
+// One goroutine, the loop, owns the state machine. It serialises
+// everything that drives it: diag events, downlink bursts from the
+// datapath, a 10 ms ticker that runs the machine's timeouts and watches
+// suppressed flows, and /status requests. Inputs and the burst reader run
+// in their own goroutines and only hand over values. The sampler, another
+// goroutine, walks the flow table for the estimator (which is safe for
+// concurrent use): a walk costs time in proportion to the table's size,
+// and the loop must never wait for one before acting on an event.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/m2ho/m2ho/pkg/cellstore"
+	"github.com/m2ho/m2ho/pkg/config"
+	"github.com/m2ho/m2ho/pkg/datapath"
+	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/diag/diagsrc"
+	"github.com/m2ho/m2ho/pkg/diag/rrc"
+	"github.com/m2ho/m2ho/pkg/estimator"
+	"github.com/m2ho/m2ho/pkg/metrics"
+	"github.com/m2ho/m2ho/pkg/statemachine"
+)
+
+// Timing of the loop.
+const (
+	// pollInterval paces the machine's timeouts and the byte sampling
+	// while something happens. It is well below the shortest interval the
+	// machine acts on (a ~30 ms command-to-execution gap) and below the
+	// RTT of any cellular path, which the bandwidth estimate counts bytes
+	// over.
+	pollInterval = 10 * time.Millisecond
+	// idleInterval paces them while nothing does (Stable with no policy
+	// in force; a silent link): every 100 Hz timer costs about 1% of a
+	// core on a small virtual machine.
+	idleInterval = 100 * time.Millisecond
+	// quietAfter is how long the link must be silent before the byte
+	// sampling slows down.
+	quietAfter = time.Second
+	// evictInterval and flowIdle bound the flow table: a flow silent for
+	// flowIdle is forgotten (it would need a new SYN to be clamped again).
+	evictInterval = 30 * time.Second
+	flowIdle      = 5 * time.Minute
+	// stallAfter is how long the loop may go without a tick before
+	// /healthz reports it stalled.
+	stallAfter = time.Second
+	// statusTimeout bounds how long /status waits for the loop.
+	statusTimeout = time.Second
+	// eventQueue and burstQueue absorb bursts of input while the loop is
+	// busy; beyond them inputs wait (UDP then queues in the socket).
+	eventQueue = 1024
+	burstQueue = 256
+)
+
+// datapathAPI is what the daemon uses of the BPF datapath.
+type datapathAPI interface {
+	policyWriter
+	AttachMode() string
+	SuppressionPending() (int, error)
+	Counters() (datapath.Counters, error)
+	Flows() ([]datapath.Flow, error)
+	EvictIdle(idle time.Duration) (int, error)
+	RTTHistogram() ([]uint64, error)
+	ReadBursts(ctx context.Context, fn func(datapath.Burst)) error
+	Close() error
+}
+
+// opener creates the external resources; tests replace it.
+type opener struct {
+	datapath func(datapath.Options) (datapathAPI, error)
+	rxBytes  func(iface string) (byteCounter, error)
+	source   func(uri string, opts diagsrc.Options) (diag.Source, error)
+}
+
+var realOpener = opener{
+	datapath: func(o datapath.Options) (datapathAPI, error) {
+		dp, err := datapath.Open(o)
+		if err != nil {
+			// A nil *Datapath in the interface would not compare nil.
+			return nil, err
+		}
+		return dp, nil
+	},
+	rxBytes: openRxBytes,
+	source:  diagsrc.Open,
+}
+
+// Daemon is a running m2hod. Create it with Open, run it with Run.
+type Daemon struct {
+	cfg    config.Config
+	logger *slog.Logger
+
+	dp      datapathAPI
+	rxBytes byteCounter
+	store   *cellstore.Store
+	est     *estimator.Estimator
+	machine *statemachine.Machine
+	act     *recorder
+	metrics *metrics.Metrics
+	stats   *diag.Stats
+	sources []diag.Source
+
+	listener net.Listener
+	server   *http.Server
+
+	statusReq chan chan Status
+	// lastTick is the unix time in nanoseconds of the loop's last tick.
+	lastTick atomic.Int64
+	started  time.Time
+
+	closeOnce sync.Once
+}
+
+// Open creates every part of the daemon and binds its sockets, so that
+// every configuration or environment problem is reported before Run. On
+// error nothing is left open.
+func Open(cfg config.Config, logger *slog.Logger) (*Daemon, error) {
+	return open(cfg, logger, realOpener)
+}
+
+func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	d := &Daemon{
+		cfg:       cfg,
+		logger:    logger,
+		stats:     &diag.Stats{},
+		statusReq: make(chan chan Status),
+		started:   time.Now(),
+	}
+	defer func() {
+		if err != nil {
+			if closeErr := d.closeResources(); closeErr != nil {
+				logger.Warn("cleaning up after a failed start", "err", closeErr)
+			}
+		}
+	}()
+
+	if d.store, err = cellstore.Open(cfg.StateDir, cellstore.Options{Logger: logger}); err != nil {
+		return nil, err
+	}
+	estCfg := estimator.DefaultConfig()
+	if cfg.Lambda != 0 {
+		estCfg.Lambda = cfg.Lambda
+	}
+	if cfg.DefaultBufferBytes != 0 {
+		estCfg.DefaultBufferBytes = cfg.DefaultBufferBytes
+	}
+	// The estimator and the machine name themselves in their errors.
+	if d.est, err = estimator.New(estCfg, d.store, logger); err != nil {
+		return nil, err
+	}
+
+	d.dp, err = op.datapath(datapath.Options{Iface: cfg.Iface, BurstGap: cfg.BurstGap, MaxFlows: cfg.MaxFlows, Logger: logger})
+	switch {
+	case errors.Is(err, datapath.ErrNoInterface):
+		return nil, fmt.Errorf("interface %s not found: %w", cfg.Iface, err)
+	case errors.Is(err, datapath.ErrUnsupported):
+		return nil, fmt.Errorf("this kernel cannot run the m2ho programs: %w", err)
+	case err != nil:
+		return nil, fmt.Errorf("datapath on %s: %w", cfg.Iface, err)
+	}
+
+	if d.rxBytes, err = op.rxBytes(cfg.Iface); err != nil {
+		return nil, err
+	}
+
+	states := []string{statemachine.Stable.String(), statemachine.Preparation.String(), statemachine.Smoothing.String()}
+	d.act = &recorder{}
+	d.metrics = metrics.New(states, metrics.Info{Mode: string(cfg.Mode), Policy: string(cfg.Policy), AttachMode: d.dp.AttachMode()},
+		metrics.Sources{Datapath: d.datapathSnapshot, Policy: d.act.metricsSnapshot, Diag: d.stats, EstimatorSkipped: d.est.Skipped}, logger)
+	d.act.metrics = d.metrics
+	if cfg.Mode == config.ModeEnforce {
+		d.act.next = d.dp
+	}
+
+	if d.machine, err = statemachine.New(machineConfig(cfg), d.est, d.act, logger); err != nil {
+		return nil, err
+	}
+	d.machine.SetObserver(observer{d.metrics})
+
+	for _, uri := range cfg.Diag {
+		// Each input gets its own RRC decoder: measurement IDs resolve
+		// against the measConfig of the same modem stream.
+		src, err := op.source(uri, diagsrc.Options{Stats: d.stats, RRC: rrc.NewDecoder(logger), Logger: logger, Realtime: true})
+		if err != nil {
+			return nil, fmt.Errorf("diag input %s: %w", uri, err)
+		}
+		d.sources = append(d.sources, src)
+	}
+
+	if d.listener, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	d.server = &http.Server{Handler: d.handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+	logger.Info("m2hod ready", "iface", cfg.Iface, "mode", cfg.Mode, "policy", cfg.Policy, "attach", d.dp.AttachMode(),
+		"listen", d.listener.Addr().String(), "diag", cfg.Diag, "state", filepath.Join(cfg.StateDir, cellstore.FileName))
+	return d, nil
+}
+
+// machineConfig maps the daemon configuration to the state machine's.
+func machineConfig(cfg config.Config) statemachine.Config {
+	c := statemachine.DefaultConfig()
+	c.Policy = statemachine.Policy(cfg.Policy)
+	c.Prediction = cfg.Enabled(config.ComponentPrediction)
+	c.Suppression = cfg.Enabled(config.ComponentSuppression)
+	c.BandwidthClamp = cfg.Enabled(config.ComponentBandwidthClamp)
+	if cfg.SmoothingMax != 0 {
+		c.SmoothingMax = cfg.SmoothingMax
+	}
+	return c
+}
+
+// Addr returns the address the HTTP endpoints listen on.
+func (d *Daemon) Addr() net.Addr { return d.listener.Addr() }
+
+// Run serves until ctx ends (returns nil) or a part fails for good
+// (returns the error). Either way everything is closed and the datapath
+// detached when it returns.
+func (d *Daemon) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	// fatal receives the first error that must stop the daemon.
+	fatal := make(chan error, len(d.sources)+2)
+
+	events := make(chan diag.Event, eventQueue)
+	for _, src := range d.sources {
+		wg.Go(func() {
+			err := src.Run(ctx, events)
+			switch {
+			case ctx.Err() != nil:
+			case err == nil:
+				d.logger.Info("diag input ended", "input", src.Name())
+			default:
+				fatal <- fmt.Errorf("diag input %s: %w", src.Name(), err)
+			}
+		})
+	}
+
+	bursts := make(chan datapath.Burst, burstQueue)
+	wg.Go(func() {
+		err := d.dp.ReadBursts(ctx, func(b datapath.Burst) {
+			select {
+			case bursts <- b:
+			case <-ctx.Done():
+			}
+		})
+		if err != nil && ctx.Err() == nil {
+			fatal <- fmt.Errorf("datapath bursts: %w", err)
+		}
+	})
+
+	wg.Go(func() { d.sampleLoop(ctx) })
+
+	wg.Go(func() {
+		if err := d.server.Serve(d.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fatal <- fmt.Errorf("http: %w", err)
+		}
+	})
+
+	err := d.loop(ctx, events, bursts, fatal)
+	cancel()
+	shutdownCtx, done := context.WithTimeout(context.Background(), 2*time.Second)
+	defer done()
+	if shutdownErr := d.server.Shutdown(shutdownCtx); shutdownErr != nil {
+		d.logger.Warn("http shutdown", "err", shutdownErr)
+	}
+	wg.Wait()
+	if closeErr := d.Close(); closeErr != nil {
+		err = errors.Join(err, closeErr)
+	}
+	return err
+}
+
+func (d *Daemon) loop(ctx context.Context, events <-chan diag.Event, bursts <-chan datapath.Burst, fatal <-chan error) error {
+	interval := pollInterval
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	d.tick(time.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			d.logger.Info("stopping", "reason", context.Cause(ctx))
+			return nil
+		case err := <-fatal:
+			return err
+		case ev := <-events:
+			d.handleEvent(ev)
+		case b := <-bursts:
+			d.handleBurst(b)
+		case now := <-ticker.C:
+			d.tick(now)
+		case reply := <-d.statusReq:
+			reply <- d.loopStatus()
+		}
+		if want := d.tickInterval(); want != interval {
+			interval = want
+			ticker.Reset(interval)
+		}
+	}
+}
+
+// tickInterval is pollInterval while the machine has a timeout to run or
+// a policy to renew, idleInterval otherwise.
+func (d *Daemon) tickInterval() time.Duration {
+	if d.machine.State() == statemachine.Stable && !d.act.policyActive(time.Now()) {
+		return idleInterval
+	}
+	return pollInterval
+}
+
+// handleEvent runs one diag event. The event is stamped with the time it
+// reaches the loop: the machine compares event times with the ticker and
+// the datapath enforces wall-clock deadlines, while modem clocks (and the
+// time base of recordings) are not the host's.
+func (d *Daemon) handleEvent(ev diag.Event) {
+	received := time.Now()
+	ev.Time = received
+	writes := d.act.writeCount()
+	if ev.Type == diag.TypeRBAlloc {
+		d.est.AddRBAlloc(ev)
+	}
+	d.machine.HandleEvent(ev)
+	if d.act.writeCount() != writes {
+		d.metrics.Actuation(time.Since(received))
+	}
+}
+
+func (d *Daemon) handleBurst(b datapath.Burst) {
+	eb := estimatorBurst(b)
+	d.metrics.Burst(eb.Bytes)
+	d.est.AddBurst(eb)
+	d.machine.OnBurstEnd(eb)
+}
+
+// tick ends Smoothing when every suppressed flow released itself and
+// runs the machine's timeouts.
+func (d *Daemon) tick(now time.Time) {
+	d.lastTick.Store(now.UnixNano())
+	if d.machine.State() == statemachine.Smoothing && d.cfg.Mode == config.ModeEnforce {
+		// In observe mode nothing is suppressed, so nothing can be
+		// released: Smoothing ends on the burst end or SmoothingMax.
+		pending, err := d.dp.SuppressionPending()
+		if err == nil && pending == 0 {
+			d.machine.OnFlowsReleased(now)
+		}
+	}
+	d.machine.Tick(now)
+}
+
+// Close detaches the datapath and closes the store and inputs. Run calls
+// it; call it directly only for a Daemon that was opened but never run.
+func (d *Daemon) Close() error {
+	var err error
+	d.closeOnce.Do(func() { err = d.closeResources() })
+	return err
+}
+
+func (d *Daemon) closeResources() error {
+	var errs []error
+	if d.listener != nil {
+		// Closing an already served listener reports an error that
+		// carries no information.
+		_ = d.listener.Close()
+	}
+	for _, src := range d.sources {
+		if c, ok := src.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
+	if d.rxBytes != nil {
+		_ = d.rxBytes.Close()
+	}
+	if d.dp != nil {
+		if err := d.dp.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("detach datapath: %w", err))
+		}
+	}
+	if d.store != nil {
+		if err := d.store.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// observer feeds the machine's transitions to the metrics and the log.
+type observer struct{ m *metrics.Metrics }
+
+func (o observer) Transition(from, to statemachine.State, _ string, _ time.Time) {
+	o.m.Transition(from.String(), to.String())
+}
+
+func (o observer) Handover(kind string, _ time.Time)      { o.m.Handover(kind) }
+func (o observer) Prediction(outcome string, _ time.Time) { o.m.Prediction(outcome) }

@@ -1,0 +1,549 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/pkg/cellstore"
+	"github.com/m2ho/m2ho/pkg/config"
+	"github.com/m2ho/m2ho/pkg/datapath"
+	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/diag/diagsrc"
+	"github.com/m2ho/m2ho/pkg/estimator"
+	"github.com/m2ho/m2ho/pkg/metrics"
+)
+
+// fakeDatapath records policy writes and serves scripted measurements.
+type fakeDatapath struct {
+	mu       sync.Mutex
+	calls    []string
+	clamp    uint32
+	flows    []datapath.Flow
+	counters datapath.Counters
+	pending  int
+	bursts   chan datapath.Burst
+	closed   bool
+	failOp   string
+}
+
+func newFakeDatapath() *fakeDatapath { return &fakeDatapath{bursts: make(chan datapath.Burst, 16)} }
+
+func (f *fakeDatapath) record(op string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if op == f.failOp {
+		return errors.New("map update failed")
+	}
+	f.calls = append(f.calls, op)
+	return nil
+}
+
+func (f *fakeDatapath) SetClamp(bytes uint32, _ time.Time) error {
+	if err := f.record(opSetClamp); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.clamp = bytes
+	f.mu.Unlock()
+	return nil
+}
+func (f *fakeDatapath) SetFreeze(time.Time) error { return f.record(opSetFreeze) }
+func (f *fakeDatapath) ClearClamp() error         { return f.record(opClearClamp) }
+func (f *fakeDatapath) StartSuppression(time.Time) (uint32, error) {
+	return 7, f.record(opStartSuppression)
+}
+func (f *fakeDatapath) StopSuppression() error { return f.record(opStopSuppression) }
+func (f *fakeDatapath) AttachMode() string     { return "fake" }
+func (f *fakeDatapath) SuppressionPending() (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pending, nil
+}
+func (f *fakeDatapath) Counters() (datapath.Counters, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counters, nil
+}
+func (f *fakeDatapath) Flows() ([]datapath.Flow, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]datapath.Flow(nil), f.flows...), nil
+}
+func (f *fakeDatapath) EvictIdle(time.Duration) (int, error) { return 0, nil }
+func (f *fakeDatapath) RTTHistogram() ([]uint64, error)      { return make([]uint64, 32), nil }
+func (f *fakeDatapath) ReadBursts(ctx context.Context, fn func(datapath.Burst)) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case b := <-f.bursts:
+			fn(b)
+		}
+	}
+}
+func (f *fakeDatapath) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	return nil
+}
+
+func (f *fakeDatapath) callsSnapshot() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+// fakeCounter is an interface byte counter set by the test.
+type fakeCounter struct {
+	mu    sync.Mutex
+	bytes uint64
+}
+
+func (c *fakeCounter) Read() (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes, nil
+}
+
+func (c *fakeCounter) Close() error { return nil }
+
+func fakeRxBytes(string) (byteCounter, error) { return &fakeCounter{}, nil }
+
+// chanSource is a diag input fed by the test.
+type chanSource struct {
+	events chan diag.Event
+	err    error
+}
+
+func (s *chanSource) Name() string { return "test:" }
+func (s *chanSource) Run(ctx context.Context, out chan<- diag.Event) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev, ok := <-s.events:
+			if !ok {
+				return s.err
+			}
+			out <- ev
+		}
+	}
+}
+
+func testConfig(t *testing.T) config.Config {
+	cfg := config.Default()
+	cfg.Iface = "wwan0"
+	cfg.Diag = []string{"test:"}
+	cfg.Listen = "127.0.0.1:0"
+	cfg.StateDir = t.TempDir()
+	return cfg
+}
+
+type harness struct {
+	d      *Daemon
+	dp     *fakeDatapath
+	src    *chanSource
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startHarness(t *testing.T, cfg config.Config) *harness {
+	t.Helper()
+	h := &harness{dp: newFakeDatapath(), src: &chanSource{events: make(chan diag.Event)}, done: make(chan error, 1)}
+	var err error
+	h.d, err = open(cfg, nil, opener{
+		datapath: func(datapath.Options) (datapathAPI, error) { return h.dp, nil },
+		rxBytes:  fakeRxBytes,
+		source:   func(string, diagsrc.Options) (diag.Source, error) { return h.src, nil },
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() { h.done <- h.d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-h.done:
+			assert.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Error("Run did not return after cancel")
+		}
+	})
+	return h
+}
+
+func (h *harness) status(t *testing.T) Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := h.d.Status(ctx)
+	require.NoError(t, err)
+	return st
+}
+
+var (
+	cellA = diag.Cell{RAT: diag.RATNR, Band: diag.BandSub6, PCI: 1, ARFCN: 632628}
+	cellB = diag.Cell{RAT: diag.RATNR, Band: diag.BandSub6, PCI: 2, ARFCN: 632628}
+)
+
+func a3(serving, neighbor diag.Cell) diag.Event {
+	return diag.Event{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: serving, Neighbor: neighbor}
+}
+
+func TestPolicyFollowsEvents(t *testing.T) {
+	tests := []struct {
+		name        string
+		mode        config.Mode
+		policy      config.Policy
+		wantCalls   []string
+		wantClamp   uint32
+		wantFreeze  bool
+		wantForward bool
+	}{
+		{name: "enforce m2ho", mode: config.ModeEnforce, policy: config.PolicyM2HO,
+			wantCalls: []string{opSetClamp}, wantClamp: uint32(estimator.DefaultConfig().DefaultBufferBytes), wantForward: true},
+		{name: "enforce freeze", mode: config.ModeEnforce, policy: config.PolicyFreeze,
+			wantCalls: []string{opSetFreeze}, wantFreeze: true, wantForward: true},
+		{name: "observe writes nothing", mode: config.ModeObserve, policy: config.PolicyM2HO,
+			wantClamp: uint32(estimator.DefaultConfig().DefaultBufferBytes)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.Mode, cfg.Policy = tt.mode, tt.policy
+			h := startHarness(t, cfg)
+			h.src.events <- a3(cellA, cellB)
+			require.Eventually(t, func() bool { return h.status(t).State.String() == "preparation" }, 2*time.Second, 5*time.Millisecond)
+
+			st := h.status(t)
+			assert.Equal(t, tt.wantClamp, st.InForce.ClampBytes)
+			assert.Equal(t, tt.wantFreeze, st.InForce.Freeze)
+			assert.NotNil(t, st.InForce.ClampDeadline, "every policy carries a deadline")
+			assert.Equal(t, string(tt.mode), st.Mode)
+			assert.Equal(t, cellA, st.Serving)
+			calls := h.dp.callsSnapshot()
+			if tt.wantForward {
+				require.NotEmpty(t, calls)
+				assert.Equal(t, tt.wantCalls, calls[:1])
+			} else {
+				assert.Empty(t, calls, "observe mode never writes a policy")
+			}
+		})
+	}
+}
+
+func TestSmoothingEndsWhenFlowsRelease(t *testing.T) {
+	cfg := testConfig(t)
+	// The longest Smoothing allowed, to tell a release from the timeout.
+	cfg.SmoothingMax = 190 * time.Millisecond
+	h := startHarness(t, cfg)
+	h.dp.mu.Lock()
+	h.dp.pending = 1
+	h.dp.mu.Unlock()
+	h.src.events <- a3(cellA, cellB)
+	h.src.events <- diag.Event{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: cellA, Target: cellB}
+	h.src.events <- diag.Event{Type: diag.TypeHOComplete, Cell: cellB}
+	require.Eventually(t, func() bool { return h.status(t).State.String() == "smoothing" }, 2*time.Second, time.Millisecond)
+	st := h.status(t)
+	assert.True(t, st.InForce.Suppressing)
+	assert.Equal(t, uint32(7), st.InForce.Epoch, "the epoch the datapath returned")
+
+	// A flow still pending holds Smoothing across ticks.
+	time.Sleep(3 * pollInterval)
+	assert.Equal(t, "smoothing", h.status(t).State.String())
+
+	h.dp.mu.Lock()
+	h.dp.pending = 0
+	h.dp.mu.Unlock()
+	require.Eventually(t, func() bool { return h.status(t).State.String() == "stable" }, 2*time.Second, time.Millisecond)
+	assert.Contains(t, h.dp.callsSnapshot(), opStopSuppression)
+}
+
+func TestBurstsTeachTheServingCell(t *testing.T) {
+	h := startHarness(t, testConfig(t))
+	h.src.events <- a3(cellA, cellB)
+	h.src.events <- diag.Event{Type: diag.TypeMeasReport, Meas: diag.EventA1, Serving: cellA}
+	// Bursts and events reach the loop on different channels: the burst
+	// must come once the serving cell is known.
+	require.Eventually(t, func() bool { return h.status(t).Serving == cellA }, 2*time.Second, time.Millisecond)
+	now := time.Now()
+	h.dp.bursts <- datapath.Burst{Start: now.Add(-20 * time.Millisecond), End: now, Bytes: 400000, Packets: 280}
+	require.Eventually(t, func() bool {
+		for _, c := range h.status(t).Cells {
+			if c.Cell == cellA && c.BufferBytes == 400000 {
+				return true
+			}
+		}
+		return false
+	}, 2*time.Second, 5*time.Millisecond, "the burst became cell A's estimate")
+}
+
+func TestHTTPEndpoints(t *testing.T) {
+	h := startHarness(t, testConfig(t))
+	base := "http://" + h.d.Addr().String()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(base + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	require.Eventually(t, func() bool { code, _ := get("/healthz"); return code == http.StatusOK }, 2*time.Second, 5*time.Millisecond)
+
+	code, body := get("/status")
+	require.Equal(t, http.StatusOK, code)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &doc))
+	for _, key := range []string{"state", "serving_cell", "policy", "policy_in_force", "cells", "datapath", "attach_mode", "diag", "machine"} {
+		assert.Contains(t, doc, key)
+	}
+	assert.Equal(t, "stable", doc["state"])
+	assert.Equal(t, "fake", doc["attach_mode"])
+
+	code, body = get("/metrics")
+	require.Equal(t, http.StatusOK, code)
+	for _, name := range []string{"m2hod_state", "m2hod_clamp_bytes", "m2hod_flows", "m2hod_rtt_seconds_bucket", "m2hod_info"} {
+		assert.Contains(t, body, "\n"+name)
+	}
+
+	code, _ = get("/nope")
+	assert.Equal(t, http.StatusNotFound, code)
+	resp, err := http.Post(base+"/status", "application/json", strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+}
+
+func TestHealthzReportsStalledLoop(t *testing.T) {
+	cfg := testConfig(t)
+	d, err := open(cfg, nil, opener{
+		datapath: func(datapath.Options) (datapathAPI, error) { return newFakeDatapath(), nil },
+		rxBytes:  fakeRxBytes,
+		source:   func(string, diagsrc.Options) (diag.Source, error) { return &chanSource{}, nil },
+	})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Close()) }()
+	tests := []struct {
+		name     string
+		lastTick time.Time
+		want     int
+	}{
+		{"never ticked", time.Time{}, http.StatusServiceUnavailable},
+		{"ticked just now", time.Now(), http.StatusOK},
+		{"stalled", time.Now().Add(-3 * stallAfter), http.StatusServiceUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.lastTick.IsZero() {
+				d.lastTick.Store(0)
+			} else {
+				d.lastTick.Store(tt.lastTick.UnixNano())
+			}
+			rec := &responseRecorder{header: http.Header{}}
+			d.serveHealthz(rec, nil)
+			assert.Equal(t, tt.want, rec.code)
+		})
+	}
+}
+
+// responseRecorder is the minimum http.ResponseWriter for a handler call.
+type responseRecorder struct {
+	header http.Header
+	code   int
+	body   strings.Builder
+}
+
+func (r *responseRecorder) Header() http.Header { return r.header }
+func (r *responseRecorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+func (r *responseRecorder) WriteHeader(code int) { r.code = code }
+
+func TestRunStopsOnSourceFailureAndDetaches(t *testing.T) {
+	cfg := testConfig(t)
+	dp := newFakeDatapath()
+	src := &chanSource{events: make(chan diag.Event), err: errors.New("serial device gone")}
+	d, err := open(cfg, nil, opener{
+		datapath: func(datapath.Options) (datapathAPI, error) { return dp, nil },
+		rxBytes:  fakeRxBytes,
+		source:   func(string, diagsrc.Options) (diag.Source, error) { return src, nil },
+	})
+	require.NoError(t, err)
+	close(src.events)
+	err = d.Run(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "serial device gone")
+	assert.True(t, dp.closed, "the datapath is detached")
+	store, err := cellstore.Open(cfg.StateDir, cellstore.Options{})
+	require.NoError(t, err, "the store was closed and unlocked")
+	require.NoError(t, store.Close())
+}
+
+func TestOpenErrors(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+
+	tests := []struct {
+		name     string
+		mutate   func(*config.Config)
+		dpErr    error
+		srcErr   error
+		wantErr  string
+		wantDone bool // the datapath was opened, so it must be closed
+	}{
+		{name: "missing interface", dpErr: datapath.ErrNoInterface, wantErr: "interface wwan0 not found"},
+		{name: "kernel without BPF", dpErr: datapath.ErrUnsupported, wantErr: "this kernel cannot run the m2ho programs"},
+		{name: "diag input", srcErr: errors.New("address already in use"), wantErr: "diag input test:: address already in use", wantDone: true},
+		{name: "busy listen port", mutate: func(c *config.Config) { c.Listen = busy.Addr().String() }, wantErr: "listen " + busy.Addr().String(), wantDone: true},
+		{name: "unusable state dir", mutate: func(c *config.Config) { c.StateDir = "/proc/m2ho" }, wantErr: "cell store"},
+		{name: "estimator rejects its config", mutate: func(c *config.Config) { c.DefaultBufferBytes = 2000 }, wantErr: "estimator:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			if tt.mutate != nil {
+				tt.mutate(&cfg)
+			}
+			dp := newFakeDatapath()
+			opened := false
+			_, err := open(cfg, nil, opener{
+				datapath: func(datapath.Options) (datapathAPI, error) {
+					if tt.dpErr != nil {
+						return nil, tt.dpErr
+					}
+					opened = true
+					return dp, nil
+				},
+				rxBytes: fakeRxBytes,
+				source: func(string, diagsrc.Options) (diag.Source, error) {
+					if tt.srcErr != nil {
+						return nil, tt.srcErr
+					}
+					return &chanSource{}, nil
+				},
+			})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.wantErr)
+			assert.Equal(t, tt.wantDone, opened && dp.closed, "an opened datapath is detached again")
+			if _, statErr := os.Stat(filepath.Join(cfg.StateDir, cellstore.FileName)); statErr == nil {
+				store, err := cellstore.Open(cfg.StateDir, cellstore.Options{})
+				require.NoError(t, err, "the store was released")
+				require.NoError(t, store.Close())
+			}
+		})
+	}
+}
+
+func TestRecorderFailure(t *testing.T) {
+	dp := newFakeDatapath()
+	dp.failOp = opSetClamp
+	m := metrics.New([]string{"stable"}, metrics.Info{}, metrics.Sources{}, nil)
+	r := &recorder{next: dp, metrics: m}
+	deadline := time.Now().Add(time.Second)
+	require.Error(t, r.SetClamp(100000, deadline))
+	assert.Zero(t, r.snapshot(time.Now()).ClampBytes, "a failed write is not in force")
+	assert.Zero(t, r.writeCount())
+	require.NoError(t, r.SetFreeze(deadline))
+	p := r.snapshot(time.Now())
+	assert.True(t, p.Freeze)
+	assert.False(t, r.snapshot(deadline).Freeze, "gone at its deadline, as in the datapath")
+}
+
+func TestRTTSampler(t *testing.T) {
+	local := netip.MustParseAddrPort("10.0.0.2:40000")
+	peer1 := netip.MustParseAddrPort("192.0.2.1:443")
+	peer2 := netip.MustParseAddrPort("192.0.2.2:443")
+	flow := func(remote netip.AddrPort, samples uint64, rtt time.Duration) datapath.Flow {
+		return datapath.Flow{Local: local, Remote: remote, RTTSamples: samples, RTTLatest: rtt}
+	}
+	ms := time.Millisecond
+	steps := []struct {
+		name     string
+		flows    []datapath.Flow
+		wantRTTs []time.Duration
+	}{
+		{"first sample", []datapath.Flow{flow(peer1, 1, 20*ms)}, []time.Duration{20 * ms}},
+		{"no new sample", []datapath.Flow{flow(peer1, 1, 20*ms)}, nil},
+		{"new samples: only the latest", []datapath.Flow{flow(peer1, 5, 30*ms)}, []time.Duration{30 * ms}},
+		{"flow without samples", []datapath.Flow{flow(peer1, 5, 30*ms), flow(peer2, 0, 0)}, nil},
+		{"second flow measures", []datapath.Flow{flow(peer1, 6, 25*ms), flow(peer2, 1, 40*ms)},
+			[]time.Duration{25 * ms, 40 * ms}},
+		{"first evicted", []datapath.Flow{flow(peer2, 1, 40*ms)}, nil},
+		{"key reused by a new connection", []datapath.Flow{flow(peer1, 1, 5*ms), flow(peer2, 1, 40*ms)},
+			[]time.Duration{5 * ms}},
+		{"empty table", nil, nil},
+	}
+	s := newRTTSampler()
+	for _, step := range steps {
+		var rtts []time.Duration
+		s.observe(step.flows, func(rtt time.Duration) { rtts = append(rtts, rtt) })
+		assert.Equal(t, step.wantRTTs, rtts, step.name)
+	}
+}
+
+func TestSysfsCounter(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+		want    uint64
+		wantErr bool
+	}{
+		{"value", "123456789\n", 123456789, false},
+		{"zero", "0\n", 0, false},
+		{"largest", "18446744073709551615\n", 18446744073709551615, false},
+		{"empty", "", 0, true},
+		{"garbage", "n/a\n", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "rx_bytes")
+			require.NoError(t, os.WriteFile(path, []byte(tt.content), 0o600))
+			f, err := os.Open(path)
+			require.NoError(t, err)
+			c := &sysfsCounter{f: f}
+			defer c.Close()
+			for range 2 { // every read starts again at offset 0
+				got, err := c.Read()
+				if tt.wantErr {
+					assert.Error(t, err)
+					continue
+				}
+				require.NoError(t, err)
+				assert.Equal(t, tt.want, got)
+			}
+		})
+	}
+	_, err := openRxBytes("m2ho-no-such-iface")
+	assert.ErrorContains(t, err, "interface statistics")
+}
+
+func TestStartsOverCorruptStore(t *testing.T) {
+	cfg := testConfig(t)
+	path := filepath.Join(cfg.StateDir, cellstore.FileName)
+	require.NoError(t, os.WriteFile(path, []byte(strings.Repeat("garbage ", 1000)), 0o600))
+	h := startHarness(t, cfg)
+	assert.Empty(t, h.status(t).Cells, "a fresh store")
+	aside, err := filepath.Glob(path + ".corrupt-*")
+	require.NoError(t, err)
+	assert.Len(t, aside, 1, "the corrupt file is kept aside")
+}

@@ -1,0 +1,178 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/m2ho/m2ho/pkg/datapath"
+	"github.com/m2ho/m2ho/pkg/estimator"
+	"github.com/m2ho/m2ho/pkg/metrics"
+)
+
+// rttSampleInterval paces the walks of the flow table for RTT samples. A
+// walk scans every bucket of the BPF hash map, however few flows it holds,
+// so it is the costliest read of the daemon (about 1% of a core at ten
+// walks a second); ten samples a second per flow keep the smoothed and
+// minimum RTTs of Eq. 2 current.
+const rttSampleInterval = 100 * time.Millisecond
+
+// byteCounter reads a cumulative byte count.
+type byteCounter interface {
+	Read() (uint64, error)
+	Close() error
+}
+
+// sysfsCounter reads an interface statistic from sysfs. The file stays
+// open: sysfs regenerates an attribute on every read at offset 0, so one
+// pread per sample is all it costs.
+type sysfsCounter struct {
+	f   *os.File
+	buf [32]byte
+}
+
+// openRxBytes opens the received-bytes counter of iface, in the network
+// namespace sysfs was mounted for (the daemon's own).
+func openRxBytes(iface string) (byteCounter, error) {
+	f, err := os.Open(filepath.Join("/sys/class/net", iface, "statistics", "rx_bytes"))
+	if err != nil {
+		return nil, fmt.Errorf("interface statistics: %w", err)
+	}
+	return &sysfsCounter{f: f}, nil
+}
+
+func (c *sysfsCounter) Read() (uint64, error) {
+	n, err := c.f.ReadAt(c.buf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, fmt.Errorf("read %s: %w", c.f.Name(), err)
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(c.buf[:n])), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %w", c.f.Name(), err)
+	}
+	return v, nil
+}
+
+func (c *sysfsCounter) Close() error { return c.f.Close() }
+
+// flowKey identifies a flow between two walks.
+type flowKey struct{ local, remote netip.AddrPort }
+
+// rttSampler finds the RTT samples the datapath took since the previous
+// walk of the flow table.
+type rttSampler struct {
+	seen, next map[flowKey]uint64
+}
+
+func newRTTSampler() *rttSampler {
+	return &rttSampler{seen: make(map[flowKey]uint64), next: make(map[flowKey]uint64)}
+}
+
+// observe passes to onRTT the latest RTT of every flow that measured one
+// since the previous walk. Between two walks only the latest sample of a
+// flow is kept, which is enough for a smoothed and a minimum RTT.
+func (s *rttSampler) observe(flows []datapath.Flow, onRTT func(time.Duration)) {
+	clear(s.next)
+	for _, f := range flows {
+		key := flowKey{f.Local, f.Remote}
+		// A count below the last one is a new connection on the key of
+		// an evicted flow, whose samples are new too.
+		if f.RTTLatest > 0 && f.RTTSamples != s.seen[key] {
+			onRTT(f.RTTLatest)
+		}
+		s.next[key] = f.RTTSamples
+	}
+	s.seen, s.next = s.next, s.seen
+}
+
+// sampleLoop feeds the estimator until ctx ends: the interface's received
+// bytes every pollInterval (idleInterval once the link is quiet), RTT
+// samples every rttSampleInterval while traffic flows, and it evicts idle
+// flows every evictInterval.
+func (d *Daemon) sampleLoop(ctx context.Context) {
+	rtts := newRTTSampler()
+	interval := pollInterval
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	var lastBytes, walkedBytes uint64
+	lastChange, lastWalk, lastEvict := time.Now(), time.Now(), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-ticker.C:
+			rx, err := d.rxBytes.Read()
+			if err != nil {
+				d.logger.Debug("reading the interface byte count failed", "err", err)
+				continue
+			}
+			d.est.AddBytes(now, rx)
+			if rx != lastBytes {
+				lastBytes, lastChange = rx, now
+			}
+			if rx != walkedBytes && now.Sub(lastWalk) >= rttSampleInterval {
+				walkedBytes, lastWalk = rx, now
+				if flows, err := d.dp.Flows(); err != nil {
+					d.logger.Debug("reading flows failed", "err", err)
+				} else {
+					rtts.observe(flows, func(rtt time.Duration) { d.est.AddRTT(now, rtt) })
+				}
+			}
+			if now.Sub(lastEvict) >= evictInterval {
+				lastEvict = now
+				if n, err := d.dp.EvictIdle(flowIdle); err != nil {
+					d.logger.Warn("evicting idle flows failed", "err", err)
+				} else if n > 0 {
+					d.logger.Debug("evicted idle flows", "count", n)
+				}
+			}
+			want := pollInterval
+			if now.Sub(lastChange) > quietAfter {
+				want = idleInterval
+			}
+			if want != interval {
+				interval = want
+				ticker.Reset(interval)
+			}
+		}
+	}
+}
+
+// estimatorBurst converts a datapath burst.
+func estimatorBurst(b datapath.Burst) estimator.Burst {
+	return estimator.Burst{Start: b.Start, End: b.End, Bytes: b.Bytes, Packets: b.Packets}
+}
+
+// datapathSnapshot reads the datapath for a scrape. It runs on the HTTP
+// goroutine; the datapath's reads are safe for concurrent use.
+func (d *Daemon) datapathSnapshot() (metrics.DatapathSnapshot, error) {
+	c, err := d.dp.Counters()
+	if err != nil {
+		return metrics.DatapathSnapshot{}, fmt.Errorf("counters: %w", err)
+	}
+	flows, err := d.dp.Flows()
+	if err != nil {
+		return metrics.DatapathSnapshot{}, fmt.Errorf("flows: %w", err)
+	}
+	rtt, err := d.dp.RTTHistogram()
+	if err != nil {
+		return metrics.DatapathSnapshot{}, fmt.Errorf("rtt histogram: %w", err)
+	}
+	return metrics.DatapathSnapshot{
+		AcksRewritten:     c.ClampApplied,
+		DupAcksSuppressed: c.DupACKsSuppressed,
+		PolicyExpired:     c.ClampExpired + c.SuppressExpired,
+		FlowsUntracked:    c.Untracked + c.NoWScale,
+		MapFull:           c.MapFull,
+		Flows:             len(flows),
+		// Bucket i holds samples of floor(log2(rtt in us)) == i.
+		RTT: metrics.Log2Histogram{Unit: time.Microsecond, Buckets: rtt},
+	}, nil
+}

@@ -1,0 +1,155 @@
+package datapath
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/internal/nstest"
+)
+
+// vethPair is an Ethernet link between a server namespace and a ue
+// namespace whose veth0 carries the programs.
+func vethPair(t testing.TB) (server, ue *nstest.NS) {
+	t.Helper()
+	nstest.RequireRoot(t)
+	server, ue = nstest.NewNS(t, "srv"), nstest.NewNS(t, "ue")
+	nstest.Pair(t, server, ue, nstest.Link{AIfname: "veth0", BIfname: "veth0",
+		AAddrs: []string{serverAddr + "/24", serverAddr6 + "/64"}, BAddrs: []string{ueAddr + "/24", ueAddr6 + "/64"}})
+	return server, ue
+}
+
+func tcxPrograms(t *testing.T, ns *nstest.NS, ifname string) int {
+	t.Helper()
+	count := 0
+	require.NoError(t, ns.Do(func() error {
+		iface, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		for _, attach := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
+			res, err := link.QueryPrograms(link.QueryOptions{Target: iface.Index, Attach: attach})
+			if err != nil {
+				return err
+			}
+			count += len(res.Programs)
+		}
+		return nil
+	}))
+	return count
+}
+
+func tcShow(t *testing.T, ns *nstest.NS, args ...string) string {
+	t.Helper()
+	out, err := ns.Run(context.Background(), "tc", args...)
+	require.NoError(t, err)
+	return out
+}
+
+// TestAttachModesOnEthernet attaches both ways to a veth, checks that a
+// real transfer is clamped, and that Close leaves nothing behind.
+func TestAttachModesOnEthernet(t *testing.T) {
+	tests := []struct {
+		mode           string
+		server, client string
+	}{
+		{AttachTCX, serverAddr, ueAddr},
+		{AttachClsact, serverAddr6, ueAddr6},
+	}
+	for _, tc := range tests {
+		mode := tc.mode
+		t.Run(mode, func(t *testing.T) {
+			server, ue := vethPair(t)
+			serverEndpoint := net.JoinHostPort(tc.server, fmt.Sprint(uePort))
+			srv := startBulkServer(t, server, serverEndpoint)
+			var dp *Datapath
+			require.NoError(t, ue.Do(func() error {
+				var err error
+				dp, err = Open(Options{Iface: "veth0", Attach: mode, Logger: quietLogger()})
+				return err
+			}))
+			assert.Equal(t, mode, dp.AttachMode())
+			require.NoError(t, dp.SetClamp(32<<10, time.Now().Add(time.Minute)))
+
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			received, _ := download(t, ctx, ue, serverEndpoint)
+			<-srv.conns
+			<-ctx.Done()
+			cancel()
+			assert.Positive(t, received())
+
+			c, err := dp.Counters()
+			require.NoError(t, err)
+			assert.Positive(t, c.ClampApplied)
+			assert.Positive(t, c.IngressPackets)
+			assert.Zero(t, c.NoWScale)
+			flow := flowFrom(t, dp, tc.client)
+			assert.True(t, flow.WScaleKnown)
+			assert.Positive(t, flow.RxBytes)
+
+			require.NoError(t, dp.Close())
+			assert.Zero(t, tcxPrograms(t, ue, "veth0"))
+			assert.NotContains(t, tcShow(t, ue, "qdisc", "show", "dev", "veth0"), "clsact", "created qdisc removed")
+			require.NoError(t, dp.Close(), "Close is idempotent")
+		})
+	}
+}
+
+// TestClsactLeavesForeignStateAlone attaches next to someone else's clsact
+// qdisc and filter and checks that both survive Close.
+func TestClsactLeavesForeignStateAlone(t *testing.T) {
+	_, ue := vethPair(t)
+	ctx := context.Background()
+	_, err := ue.Run(ctx, "tc", "qdisc", "add", "dev", "veth0", "clsact")
+	require.NoError(t, err)
+	_, err = ue.Run(ctx, "tc", "filter", "add", "dev", "veth0", "ingress", "prio", "10", "protocol", "ip",
+		"u32", "match", "ip", "src", "192.0.2.99/32", "flowid", "1:1")
+	require.NoError(t, err)
+
+	var dp *Datapath
+	require.NoError(t, ue.Do(func() error {
+		var err error
+		dp, err = Open(Options{Iface: "veth0", Attach: AttachClsact, Logger: quietLogger()})
+		return err
+	}))
+	filters := tcShow(t, ue, "filter", "show", "dev", "veth0", "ingress")
+	assert.Contains(t, filters, "m2ho_ingress")
+	assert.Contains(t, filters, "u32")
+	require.NoError(t, dp.Close())
+
+	assert.Contains(t, tcShow(t, ue, "qdisc", "show", "dev", "veth0"), "clsact")
+	filters = tcShow(t, ue, "filter", "show", "dev", "veth0", "ingress")
+	assert.Contains(t, filters, "u32", "foreign filter kept")
+	assert.NotContains(t, filters, "m2ho")
+	assert.False(t, strings.Contains(tcShow(t, ue, "filter", "show", "dev", "veth0", "egress"), "m2ho"))
+}
+
+// TestCloseStopsReadBursts checks that ReadBursts returns when the
+// datapath closes.
+func TestCloseStopsReadBursts(t *testing.T) {
+	_, ue := vethPair(t)
+	var dp *Datapath
+	require.NoError(t, ue.Do(func() error {
+		var err error
+		dp, err = Open(Options{Iface: "veth0", Logger: quietLogger()})
+		return err
+	}))
+	done := make(chan error, 1)
+	go func() { done <- dp.ReadBursts(context.Background(), func(Burst) {}) }()
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, dp.Close())
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("ReadBursts still running after Close")
+	}
+}

@@ -1,0 +1,217 @@
+package datapath
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/internal/nstest"
+)
+
+// fillFlows adds n idle flows besides the benchmarked one, so that lookups
+// run against a map holding n+1 entries.
+func fillFlows(b *testing.B, d *Datapath, n int) {
+	b.Helper()
+	keys := make([]m2hoFlowKey, n)
+	values := make([]m2hoFlowState, n)
+	for i := range keys {
+		keys[i].LocalAddr = [16]byte{10: 0xff, 11: 0xff, 12: 10, 13: byte(i >> 16), 14: byte(i >> 8), 15: byte(i)}
+		keys[i].RemoteAddr = [16]byte{10: 0xff, 11: 0xff, 12: 198, 13: 51, 14: 100, 15: 7}
+		keys[i].LocalPort = uint16(i)
+		keys[i].RemotePort = 443
+		values[i].Flags = uint32(m2hoFlowFlagsFLOW_WSCALE_KNOWN)
+	}
+	_, err := d.objs.Flows.BatchUpdate(keys, values, nil)
+	require.NoError(b, err)
+}
+
+// BenchmarkPacket reports the programs' cost per packet (ns/packet, as
+// timed by the kernel in BPF_PROG_RUN) with 1 and 65,536 tracked flows.
+// Paths that leave their input unchanged run in one kernel repeat loop.
+// The clamp rewrite changes the packet and the RTT match consumes its
+// stamp, so those run once per syscall ("_single"), which adds the kernel's
+// per-call timer overhead; the "_single" references on unchanged paths
+// measure that overhead, and the difference is the path's own cost.
+// "egress_not_ip_baseline" is the cost of running any program at all.
+func BenchmarkPacket(b *testing.B) {
+	nstest.RequireRoot(b)
+	for _, flows := range []int{1, 65536} {
+		d := loadDetached(b, true, 65536)
+		if flows > 1 {
+			fillFlows(b, d, flows-1)
+		}
+		s := segment{timestamps: true, tsval: 1000, tsecr: 2000, localPort: 40000, remotePort: 443}
+		handshake(b, d, s, 7, 7)
+		ackFrame, _ := hostACK(s, 65535, 0).build(b)
+		data := peerData(s, 0, 1400)
+		data.tsval, data.tsecr = 3000, 4000
+		dataFrame, _ := data.build(b)
+		// version nibble 5: rejected at the first byte, so this measures the
+		// fixed cost of running a program under BPF_PROG_RUN
+		notIPFrame := append([]byte{0x50}, ackFrame[1:]...)
+
+		flowKey := m2hoFlowKey{LocalPort: s.localPort, RemotePort: s.remotePort}
+		flowKey.LocalAddr = [16]byte{10: 0xff, 11: 0xff, 12: 10, 13: 0, 14: 0, 15: 2}
+		flowKey.RemoteAddr = [16]byte{10: 0xff, 11: 0xff, 12: 192, 13: 0, 14: 2, 15: 1}
+		// restamp makes the next ingress segment's TSecr match a fresh stamp.
+		restamp := func() {
+			var st m2hoFlowState
+			require.NoError(b, d.objs.Flows.Lookup(&flowKey, &st))
+			st.LastTsecr = 0
+			require.NoError(b, d.objs.Flows.Update(&flowKey, &st, ebpf.UpdateExist))
+			key := m2hoTsKey{Flow: flowKey, Tsval: data.tsecr}
+			stamp := monotonicNow()
+			require.NoError(b, d.objs.TsStamps.Update(&key, &stamp, ebpf.UpdateAny))
+		}
+		noop := func() {}
+
+		cases := []struct {
+			name  string
+			prog  *ebpf.Program
+			frame []byte
+			setup func()
+			// perRun, when set, runs before each individually timed run;
+			// otherwise the kernel repeats the program b.N times.
+			perRun func()
+		}{
+			{name: "egress_not_ip_baseline", prog: d.objs.M2hoEgress, frame: notIPFrame},
+			{name: "egress_ack_clamp_off", prog: d.objs.M2hoEgress, frame: ackFrame,
+				setup: func() { require.NoError(b, d.ClearClamp()) }},
+			{name: "egress_ack_clamp_off_single", prog: d.objs.M2hoEgress, frame: ackFrame, perRun: noop},
+			{name: "egress_ack_clamp_on_single", prog: d.objs.M2hoEgress, frame: ackFrame,
+				setup:  func() { require.NoError(b, d.SetClamp(20000, time.Now().Add(time.Hour))) },
+				perRun: noop},
+			{name: "egress_dupack_suppressed", prog: d.objs.M2hoEgress, frame: ackFrame,
+				setup: func() {
+					require.NoError(b, d.ClearClamp())
+					frame, _ := peerData(s, 100000, 1000).build(b)
+					d.ingress(b, frame)
+					_, err := d.StartSuppression(time.Now().Add(time.Hour))
+					require.NoError(b, err)
+					d.egress(b, ackFrame) // the first ACK of the epoch passes
+				}},
+			{name: "ingress_data", prog: d.objs.M2hoIngress, frame: dataFrame,
+				setup: func() { require.NoError(b, d.StopSuppression()) }},
+			{name: "ingress_data_lookup_miss_single", prog: d.objs.M2hoIngress, frame: dataFrame,
+				perRun: func() {
+					restamp()
+					require.NoError(b, d.objs.TsStamps.Delete(&m2hoTsKey{Flow: flowKey, Tsval: data.tsecr}))
+				}},
+			{name: "ingress_data_rtt_match_single", prog: d.objs.M2hoIngress, frame: dataFrame, perRun: restamp},
+		}
+		for _, bc := range cases {
+			b.Run(fmt.Sprintf("%s/flows=%d", bc.name, flows), func(b *testing.B) {
+				if bc.setup != nil {
+					bc.setup()
+				}
+				var total time.Duration
+				if bc.perRun == nil {
+					_, per, err := bc.prog.Benchmark(bc.frame, b.N, b.ResetTimer)
+					require.NoError(b, err)
+					total = per * time.Duration(b.N)
+				} else {
+					for range b.N {
+						bc.perRun()
+						_, per, err := bc.prog.Benchmark(bc.frame, 1, nil)
+						require.NoError(b, err)
+						total += per
+					}
+				}
+				b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/packet")
+			})
+		}
+		c, err := d.Counters()
+		require.NoError(b, err)
+		require.Zero(b, c.Malformed)
+		require.Zero(b, c.MapFull)
+		require.NoError(b, d.Close())
+	}
+}
+
+// BenchmarkVethThroughput runs one CUBIC bulk TCP flow over a veth pair and
+// alternates windows with the programs attached to the receiver's
+// interface and detached (the objects stay loaded, so no verifier run
+// falls next to a window), reporting both rates and their ratio.
+func BenchmarkVethThroughput(b *testing.B) {
+	const window = 250 * time.Millisecond
+	server, ue := vethPair(b)
+	srv := startBulkServer(b, server, fmt.Sprintf("%s:%d", serverAddr, uePort))
+	var dp *Datapath
+	require.NoError(b, ue.Do(func() error {
+		var err error
+		dp, err = Open(Options{Iface: "veth0", Logger: quietLogger()})
+		return err
+	}))
+	b.Cleanup(func() { _ = dp.Close() })
+	var ifindex int
+	require.NoError(b, ue.Do(func() error {
+		iface, err := net.InterfaceByName("veth0")
+		if err == nil {
+			ifindex = iface.Index
+		}
+		return err
+	}))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	received, _ := download(b, ctx, ue, fmt.Sprintf("%s:%d", serverAddr, uePort))
+	<-srv.conns
+	time.Sleep(200 * time.Millisecond)
+
+	attachedNow := true
+	setAttached := func(want bool) {
+		if want == attachedNow {
+			return
+		}
+		if want {
+			require.NoError(b, ue.Do(func() error {
+				var err error
+				dp.attachment, err = attach(ifindex, AttachTCX, dp.objs.M2hoIngress, dp.objs.M2hoEgress)
+				return err
+			}))
+		} else {
+			require.NoError(b, dp.attachment.detach())
+			dp.attachment = detached{}
+		}
+		attachedNow = want
+	}
+
+	var attachedBytes, detachedBytes float64
+	var attachedTime, detachedTime time.Duration
+	b.ResetTimer()
+	// At least 10 alternations, whatever b.N, so that the ratio averages
+	// over the machine's noise.
+	for i := range max(b.N, 10) {
+		// alternate the order too, so that neither state always follows
+		// the other's transition
+		order := []bool{false, true}
+		if i%2 == 1 {
+			order = []bool{true, false}
+		}
+		for _, attached := range order {
+			setAttached(attached)
+			start, begin := received(), time.Now()
+			time.Sleep(window)
+			bytes, elapsed := float64(received()-start), time.Since(begin)
+			if attached {
+				attachedBytes, attachedTime = attachedBytes+bytes, attachedTime+elapsed
+			} else {
+				detachedBytes, detachedTime = detachedBytes+bytes, detachedTime+elapsed
+			}
+		}
+	}
+	b.StopTimer()
+	attachedRate := attachedBytes * 8 / attachedTime.Seconds()
+	detachedRate := detachedBytes * 8 / detachedTime.Seconds()
+	b.ReportMetric(attachedRate/1e9, "attached_Gbit/s")
+	b.ReportMetric(detachedRate/1e9, "detached_Gbit/s")
+	b.ReportMetric(attachedRate/detachedRate, "attached/detached")
+	c, err := dp.Counters()
+	require.NoError(b, err)
+	require.Positive(b, c.IngressPackets)
+}

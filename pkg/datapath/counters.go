@@ -1,0 +1,104 @@
+package datapath
+
+import "fmt"
+
+// Counters are the BPF programs' event counts since load, summed over CPUs.
+type Counters struct {
+	EgressPackets     uint64 // packets seen on egress
+	IngressPackets    uint64 // packets seen on ingress
+	NotIP             uint64 // neither IPv4 nor IPv6: passed
+	NotTCP            uint64 // IP but not TCP: passed
+	Malformed         uint64 // truncated or inconsistent headers: passed
+	Fragments         uint64 // IP fragments: passed
+	FlowsCreated      uint64 // entries added to the flows map
+	MapFull           uint64 // flows map full: flow left untracked
+	Untracked         uint64 // segments of flows not in the map: passed
+	NoWScale          uint64 // clamp skipped: handshake not seen
+	ClampApplied      uint64 // windows rewritten (clamp or freeze)
+	ClampNotNeeded    uint64 // own window already within the clamp
+	RewriteFailed     uint64 // window rewrite helper failed: passed
+	DupACKsSuppressed uint64 // duplicate ACKs dropped
+	FlowsReleased     uint64 // flows released by their own ACK
+	ClampExpired      uint64 // clamp policies that hit their deadline
+	SuppressExpired   uint64 // suppressions that hit their deadline
+	Snapshots         uint64 // per-flow epoch snapshots
+	TSStamped         uint64 // egress TSvals recorded
+	RTTSamples        uint64 // ingress TSecr matches
+	Bursts            uint64 // downlink bursts reported
+	BurstsLost        uint64 // bursts dropped: ring buffer full
+}
+
+// field returns the Counters field holding BPF counter id, or nil for ids
+// this version does not know.
+func (c *Counters) field(id m2hoCounterId) *uint64 {
+	switch id {
+	case m2hoCounterIdCNT_EGRESS_PACKETS:
+		return &c.EgressPackets
+	case m2hoCounterIdCNT_INGRESS_PACKETS:
+		return &c.IngressPackets
+	case m2hoCounterIdCNT_NOT_IP:
+		return &c.NotIP
+	case m2hoCounterIdCNT_NOT_TCP:
+		return &c.NotTCP
+	case m2hoCounterIdCNT_MALFORMED:
+		return &c.Malformed
+	case m2hoCounterIdCNT_FRAGMENT:
+		return &c.Fragments
+	case m2hoCounterIdCNT_FLOW_CREATED:
+		return &c.FlowsCreated
+	case m2hoCounterIdCNT_MAP_FULL:
+		return &c.MapFull
+	case m2hoCounterIdCNT_UNTRACKED:
+		return &c.Untracked
+	case m2hoCounterIdCNT_NO_WSCALE:
+		return &c.NoWScale
+	case m2hoCounterIdCNT_CLAMP_APPLIED:
+		return &c.ClampApplied
+	case m2hoCounterIdCNT_CLAMP_NOT_NEEDED:
+		return &c.ClampNotNeeded
+	case m2hoCounterIdCNT_REWRITE_FAILED:
+		return &c.RewriteFailed
+	case m2hoCounterIdCNT_DUPACK_SUPPRESSED:
+		return &c.DupACKsSuppressed
+	case m2hoCounterIdCNT_FLOW_RELEASED:
+		return &c.FlowsReleased
+	case m2hoCounterIdCNT_CLAMP_EXPIRED:
+		return &c.ClampExpired
+	case m2hoCounterIdCNT_SUPPRESS_EXPIRED:
+		return &c.SuppressExpired
+	case m2hoCounterIdCNT_SNAPSHOTS:
+		return &c.Snapshots
+	case m2hoCounterIdCNT_TS_STAMPED:
+		return &c.TSStamped
+	case m2hoCounterIdCNT_RTT_SAMPLES:
+		return &c.RTTSamples
+	case m2hoCounterIdCNT_BURSTS:
+		return &c.Bursts
+	case m2hoCounterIdCNT_BURST_LOST:
+		return &c.BurstsLost
+	}
+	return nil
+}
+
+// Counters reads every counter, summed over CPUs.
+func (d *Datapath) Counters() (Counters, error) {
+	var c Counters
+	var perCPU []uint64
+	for id := range m2hoCounterIdCNT_MAX {
+		if err := d.objs.Counters.Lookup(&id, &perCPU); err != nil {
+			return c, fmt.Errorf("datapath: read counter %d: %w", id, err)
+		}
+		if f := c.field(id); f != nil {
+			*f = sum(perCPU)
+		}
+	}
+	return c, nil
+}
+
+func sum(values []uint64) uint64 {
+	var total uint64
+	for _, v := range values {
+		total += v
+	}
+	return total
+}

@@ -1,0 +1,233 @@
+// Package datapath loads and drives the m2ho BPF programs on the modem-side
+// interface: tc egress clamps the receive window and suppresses duplicate
+// ACKs, tc ingress measures per-flow bytes, sequence numbers, RTT and
+// downlink bursts. See bpf/m2ho.c for the packet-level behaviour.
+//
+// All methods are safe for concurrent use.
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/rlimit"
+	"github.com/vishvananda/netlink"
+)
+
+var (
+	// ErrNoInterface reports that the interface given in Options does not exist.
+	ErrNoInterface = errors.New("datapath: no such interface")
+	// ErrUnsupported reports that the kernel cannot load or attach the
+	// programs, or that the interface's link type is not handled.
+	ErrUnsupported = errors.New("datapath: not supported")
+	// ErrDeadline reports a policy deadline that is not in the future.
+	ErrDeadline = errors.New("datapath: deadline not in the future")
+)
+
+// DefaultBurstGap ends a downlink burst after 1 ms without packets. 5G
+// schedules in slots of 0.5 ms (sub-6 GHz, 30 kHz spacing) down to
+// 0.125 ms (mmWave): the paper's burst ends with a partially allocated slot
+// followed by an empty one, so two sub-6 slots of silence mark the end of a
+// burst while modem and USB batching jitter, well below 1 ms, does not
+// split one.
+const DefaultBurstGap = time.Millisecond
+
+// DefaultMaxFlows bounds the flows map when Options.MaxFlows is 0.
+const DefaultMaxFlows = 65536
+
+// AttachMode names how the programs are hooked to the interface.
+const (
+	AttachTCX    = "tcx"
+	AttachClsact = "clsact"
+)
+
+// Options configures Open.
+type Options struct {
+	// Iface is the modem-side interface, in the caller's network namespace.
+	Iface string
+	// BurstGap is the idle time that ends a downlink burst; 0 means
+	// DefaultBurstGap.
+	BurstGap time.Duration
+	// MaxFlows bounds the flows map; 0 means DefaultMaxFlows.
+	MaxFlows uint32
+	// Logger receives attach and detach messages; nil means slog.Default().
+	Logger *slog.Logger
+	// Attach forces AttachTCX or AttachClsact; empty tries TCX first and
+	// falls back to clsact on kernels without TCX.
+	Attach string
+}
+
+// Datapath is the loaded and attached set of programs on one interface.
+type Datapath struct {
+	objs       m2hoObjects
+	attachment attachment
+	log        *slog.Logger
+	iface      string
+
+	// policyMu serialises the read-modify-write of the policy map.
+	policyMu sync.Mutex
+	// readMu allows one ReadBursts at a time.
+	readMu sync.Mutex
+
+	// hooksMu guards closeHooks, run by Close before the maps go away.
+	hooksMu    sync.Mutex
+	closeHooks map[int]func()
+	nextHook   int
+	closed     bool
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open loads the programs for opts.Iface and attaches them to its tc
+// ingress and egress hooks.
+func Open(opts Options) (*Datapath, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if opts.BurstGap == 0 {
+		opts.BurstGap = DefaultBurstGap
+	}
+	if opts.BurstGap < 0 {
+		return nil, fmt.Errorf("datapath: negative burst gap %v", opts.BurstGap)
+	}
+	if opts.MaxFlows == 0 {
+		opts.MaxFlows = DefaultMaxFlows
+	}
+	switch opts.Attach {
+	case "", AttachTCX, AttachClsact:
+	default:
+		return nil, fmt.Errorf("datapath: unknown attach mode %q", opts.Attach)
+	}
+
+	if opts.Iface == "" {
+		return nil, fmt.Errorf("%w: no interface name given", ErrNoInterface)
+	}
+	link, err := netlink.LinkByName(opts.Iface)
+	if err != nil {
+		var notFound netlink.LinkNotFoundError
+		if errors.As(err, &notFound) {
+			return nil, fmt.Errorf("%w: %s", ErrNoInterface, opts.Iface)
+		}
+		return nil, fmt.Errorf("datapath: look up %s: %w", opts.Iface, err)
+	}
+	rawIP, err := linkIsRawIP(link.Attrs())
+	if err != nil {
+		return nil, err
+	}
+
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("%w: memlock limit: %w", ErrUnsupported, err)
+	}
+	objs, err := load(rawIP, opts.BurstGap, opts.MaxFlows)
+	if err != nil {
+		return nil, err
+	}
+	att, err := attach(link.Attrs().Index, opts.Attach, objs.M2hoIngress, objs.M2hoEgress)
+	if err != nil {
+		objs.Close()
+		return nil, fmt.Errorf("datapath: attach to %s: %w", opts.Iface, err)
+	}
+	logger.Info("datapath attached", "iface", opts.Iface, "mode", att.mode(), "raw_ip", rawIP,
+		"burst_gap", opts.BurstGap, "max_flows", opts.MaxFlows)
+	return &Datapath{objs: objs, attachment: att, log: logger, iface: opts.Iface}, nil
+}
+
+// linkIsRawIP tells whether frames on the link start with the IP header.
+// Ethernet (and loopback, which carries an Ethernet header) is framed;
+// links without a hardware address (tun, ARPHRD_RAWIP modems such as rmnet
+// and qmi_wwan in raw-IP mode, PPP) carry bare IP packets.
+func linkIsRawIP(attrs *netlink.LinkAttrs) (bool, error) {
+	switch attrs.EncapType {
+	case "ether", "loopback":
+		return false, nil
+	}
+	if len(attrs.HardwareAddr) == 0 {
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: link type %s of %s", ErrUnsupported, attrs.EncapType, attrs.Name)
+}
+
+// loadSpec reads the embedded objects and sets the load-time constants.
+func loadSpec(rawIP bool, burstGap time.Duration, maxFlows uint32) (*ebpf.CollectionSpec, error) {
+	spec, err := loadM2ho()
+	if err != nil {
+		return nil, fmt.Errorf("datapath: read embedded BPF objects: %w", err)
+	}
+	var raw uint8
+	if rawIP {
+		raw = 1
+	}
+	if err := spec.Variables[m2hoVarCfgRawIp].Set(raw); err != nil {
+		return nil, fmt.Errorf("datapath: set %s: %w", m2hoVarCfgRawIp, err)
+	}
+	if err := spec.Variables[m2hoVarCfgBurstGapNs].Set(uint64(burstGap.Nanoseconds())); err != nil {
+		return nil, fmt.Errorf("datapath: set %s: %w", m2hoVarCfgBurstGapNs, err)
+	}
+	spec.Maps[m2hoMapFlows].MaxEntries = maxFlows
+	return spec, nil
+}
+
+func load(rawIP bool, burstGap time.Duration, maxFlows uint32) (m2hoObjects, error) {
+	var objs m2hoObjects
+	spec, err := loadSpec(rawIP, burstGap, maxFlows)
+	if err != nil {
+		return objs, err
+	}
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return objs, fmt.Errorf("%w: verifier rejected the programs: %+v", ErrUnsupported, verr)
+		}
+		return objs, fmt.Errorf("%w: load BPF objects: %w", ErrUnsupported, err)
+	}
+	return objs, nil
+}
+
+// AttachMode returns AttachTCX or AttachClsact.
+func (d *Datapath) AttachMode() string { return d.attachment.mode() }
+
+// Close detaches the programs (only what Open attached) and frees the maps.
+// It is idempotent.
+func (d *Datapath) Close() error {
+	d.closeOnce.Do(func() {
+		d.hooksMu.Lock()
+		for _, hook := range d.closeHooks {
+			hook()
+		}
+		d.closeHooks = nil
+		d.closed = true
+		d.hooksMu.Unlock()
+		detachErr := d.attachment.detach()
+		d.closeErr = errors.Join(detachErr, d.objs.Close())
+		d.log.Info("datapath detached", "iface", d.iface, "error", d.closeErr)
+	})
+	return d.closeErr
+}
+
+// onClose registers fn to run when the datapath closes; the returned
+// function unregisters it.
+func (d *Datapath) onClose(fn func()) (unregister func()) {
+	d.hooksMu.Lock()
+	defer d.hooksMu.Unlock()
+	if d.closed {
+		fn()
+		return func() {}
+	}
+	if d.closeHooks == nil {
+		d.closeHooks = map[int]func(){}
+	}
+	id := d.nextHook
+	d.nextHook++
+	d.closeHooks[id] = fn
+	return func() {
+		d.hooksMu.Lock()
+		defer d.hooksMu.Unlock()
+		delete(d.closeHooks, id)
+	}
+}

@@ -1,0 +1,224 @@
+package datapath
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/internal/nstest"
+)
+
+func openIn(t *testing.T, ns *nstest.NS, opts Options) *Datapath {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quietLogger()
+	}
+	var dp *Datapath
+	require.NoError(t, ns.Do(func() error {
+		var err error
+		dp, err = Open(opts)
+		return err
+	}))
+	t.Cleanup(func() { assert.NoError(t, dp.Close()) })
+	return dp
+}
+
+func flowFrom(t *testing.T, dp *Datapath, local string) Flow {
+	t.Helper()
+	flows, err := dp.Flows()
+	require.NoError(t, err)
+	for _, f := range flows {
+		if f.Local.Addr().String() == local && f.Remote.Port() == uePort {
+			return f
+		}
+	}
+	require.Failf(t, "flow not found", "no flow from %s in %v", local, flows)
+	return Flow{}
+}
+
+// TestE2EClampRTTAndExpiry runs a CUBIC bulk download over the raw-IP
+// modem link (20 ms RTT), from the ue host itself and from a LAN client
+// forwarded by it: the clamp holds the rate near clamp/RTT, the RTT the
+// programs measure matches the sender kernel's within 10%, and when the
+// clamp's deadline passes with nobody to clear it the rate recovers.
+func TestE2EClampRTTAndExpiry(t *testing.T) {
+	const (
+		oneWay     = 10 * time.Millisecond
+		clampBytes = 32 << 10
+	)
+	for _, client := range []string{"ue host", "lan client"} {
+		t.Run(client, func(t *testing.T) {
+			m := newModemLink(t, oneWay)
+			clientNS, clientAddr := m.ue, ueAddr
+			if client == "lan client" {
+				clientNS, clientAddr = m.addLAN(t), lanAddr
+			}
+			server := startBulkServer(t, m.server, fmt.Sprintf("%s:%d", serverAddr, uePort))
+			dp := openIn(t, m.ue, Options{Iface: "wwan0"})
+			assert.Equal(t, AttachTCX, dp.AttachMode())
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			received, _ := download(t, ctx, clientNS, fmt.Sprintf("%s:%d", serverAddr, uePort))
+			serverConn := <-server.conns
+			time.Sleep(500 * time.Millisecond)
+
+			deadline := time.Now().Add(2500 * time.Millisecond)
+			require.NoError(t, dp.SetClamp(clampBytes, deadline))
+			time.Sleep(500 * time.Millisecond)
+			clamped := rate(received, time.Second)
+
+			flow := flowFrom(t, dp, clientAddr)
+			assert.True(t, flow.WScaleKnown)
+			require.Positive(t, flow.RTTSamples)
+			info, err := tcpInfo(serverConn)
+			require.NoError(t, err)
+			kernelSRTT := time.Duration(info.Rtt) * time.Microsecond
+			kernelMinRTT := time.Duration(info.Min_rtt) * time.Microsecond
+			t.Logf("%s: clamped %.2f MB/s; measured srtt %v min %v (%d samples); sender kernel srtt %v min %v",
+				client, clamped/1e6, flow.SRTT, flow.RTTMin, flow.RTTSamples, kernelSRTT, kernelMinRTT)
+			// The minimum is what both ends see alike; the smoothed values
+			// also carry the relay's scheduling jitter on a busy machine.
+			assert.InEpsilon(t, kernelMinRTT.Seconds(), flow.RTTMin.Seconds(), 0.10, "min RTT vs TCP_INFO")
+			assert.InEpsilon(t, kernelSRTT.Seconds(), flow.SRTT.Seconds(), 0.25, "smoothed RTT vs TCP_INFO")
+
+			expected := clampBytes / flow.SRTT.Seconds()
+			ratio := clamped / expected
+			assert.True(t, ratio > 0.5 && ratio < 1.6, "clamped rate %.0f B/s vs clamp/RTT %.0f B/s", clamped, expected)
+
+			time.Sleep(time.Until(deadline) + 500*time.Millisecond)
+			recovered := rate(received, time.Second)
+			t.Logf("%s: after expiry %.2f MB/s", client, recovered/1e6)
+			assert.Greater(t, recovered, 2*clamped, "deadline expiry restores throughput")
+
+			c, err := dp.Counters()
+			require.NoError(t, err)
+			assert.Equal(t, uint64(1), c.ClampExpired)
+			assert.Positive(t, c.ClampApplied)
+			assert.Zero(t, c.Malformed)
+			hist, err := dp.RTTHistogram()
+			require.NoError(t, err)
+			assert.Equal(t, c.RTTSamples, sum(hist))
+		})
+	}
+}
+
+// TestE2EDupACKSuppression reorders the downlink like a handover's context
+// release: a segment is held back while later ones arrive. Duplicate ACKs
+// sent before the epoch reach the wire; those after it are dropped, exactly
+// as many as the receiver queued out of order, and the flow releases
+// itself when the held segment arrives and its ACK passes the snapshot.
+func TestE2EDupACKSuppression(t *testing.T) {
+	const (
+		before = 3 // out-of-order segments before the epoch
+		after  = 5 // out-of-order segments after it
+	)
+	m := newModemLink(t, 2*time.Millisecond)
+	// one duplicate ACK per out-of-order segment: no SACK compression
+	require.NoError(t, m.ue.SetSysctl("net.ipv4.tcp_comp_sack_nr", "0"))
+	server := startBulkServer(t, m.server, fmt.Sprintf("%s:%d", serverAddr, uePort))
+	dp := openIn(t, m.ue, Options{Iface: "wwan0"})
+	// a small receive window keeps the transfer steady and the test quick
+	require.NoError(t, dp.SetClamp(128<<10, time.Now().Add(time.Minute)))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	received, _ := download(t, ctx, m.ue, fmt.Sprintf("%s:%d", serverAddr, uePort))
+	<-server.conns
+	time.Sleep(300 * time.Millisecond)
+
+	var (
+		held        []byte
+		holeSeq     atomic.Uint32
+		suppressing atomic.Bool
+		passed      int
+		epochErr    = make(chan error, 1)
+		reordered   = make(chan struct{})
+	)
+	var dupsBefore, dupsDuring atomic.Uint64
+	seen := func(pkt []byte) {
+		seg, ok := parseIPv4TCP(pkt)
+		if !ok || seg.fromServer || seg.payload != 0 {
+			return
+		}
+		if hole := holeSeq.Load(); hole != 0 && seg.ack == hole {
+			if suppressing.Load() {
+				dupsDuring.Add(1)
+			} else {
+				dupsBefore.Add(1)
+			}
+		}
+	}
+	m.uplinkSeen.Store(&seen)
+	m.setDownlinkHook(func(pkt []byte) [][]byte {
+		seg, ok := parseIPv4TCP(pkt)
+		if !ok || !seg.fromServer || seg.payload == 0 || passed > before+after {
+			return [][]byte{pkt}
+		}
+		if held == nil {
+			held = pkt
+			holeSeq.Store(seg.seq)
+			return nil
+		}
+		passed++
+		if passed == before+1 {
+			// let the duplicates of the segments before leave first
+			time.Sleep(20 * time.Millisecond)
+			_, err := dp.StartSuppression(time.Now().Add(10 * time.Second))
+			suppressing.Store(true)
+			epochErr <- err
+		}
+		if passed == before+after {
+			passed++
+			close(reordered)
+			return [][]byte{pkt, held}
+		}
+		return [][]byte{pkt}
+	})
+
+	select {
+	case <-reordered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the downlink never carried enough segments")
+	}
+	require.NoError(t, <-epochErr)
+	time.Sleep(100 * time.Millisecond)
+
+	c, err := dp.Counters()
+	require.NoError(t, err)
+	flow := flowFrom(t, dp, ueAddr)
+	t.Logf("hole at %d, snapshot %d, duplicates on the wire before the epoch %d, counters %+v",
+		holeSeq.Load(), flow.SnapshotRxSeq, dupsBefore.Load(), c)
+	assert.Equal(t, uint64(after), c.DupACKsSuppressed, "dropped exactly the duplicates after the epoch")
+	assert.GreaterOrEqual(t, dupsBefore.Load(), uint64(before), "duplicates before the epoch reach the wire")
+	assert.Zero(t, dupsDuring.Load(), "no duplicate reaches the wire while suppressing")
+	assert.Equal(t, uint64(1), c.FlowsReleased)
+	pending, err := dp.SuppressionPending()
+	require.NoError(t, err)
+	assert.Zero(t, pending, "released by its own ACK")
+	bytesBefore := received()
+	time.Sleep(200 * time.Millisecond)
+	assert.Greater(t, received(), bytesBefore, "transfer goes on")
+}
+
+func TestOpenErrors(t *testing.T) {
+	nstest.RequireRoot(t)
+	ns := nstest.NewNS(t, "err")
+	err := ns.Do(func() error {
+		_, err := Open(Options{Iface: "nonexistent0"})
+		return err
+	})
+	assert.ErrorIs(t, err, ErrNoInterface)
+	_, err = Open(Options{})
+	assert.ErrorIs(t, err, ErrNoInterface)
+	err = ns.Do(func() error {
+		_, err := Open(Options{Iface: "lo", Attach: "xdp"})
+		return err
+	})
+	assert.Error(t, err)
+}

@@ -1,0 +1,128 @@
+package datapath
+
+import (
+	"fmt"
+	"time"
+)
+
+var policyKey = uint32(0)
+
+// updatePolicy applies change to the policy map under policyMu. The map is
+// read first so that the expiry flags BPF flips for the part not being
+// changed survive the write.
+func (d *Datapath) updatePolicy(change func(*m2hoPolicy)) (m2hoPolicy, error) {
+	d.policyMu.Lock()
+	defer d.policyMu.Unlock()
+	var pol m2hoPolicy
+	if err := d.objs.PolicyMap.Lookup(&policyKey, &pol); err != nil {
+		return pol, fmt.Errorf("datapath: read policy: %w", err)
+	}
+	change(&pol)
+	if err := d.objs.PolicyMap.Update(&policyKey, &pol, 0); err != nil {
+		return pol, fmt.Errorf("datapath: write policy: %w", err)
+	}
+	return pol, nil
+}
+
+func (d *Datapath) policy() (m2hoPolicy, error) {
+	var pol m2hoPolicy
+	if err := d.objs.PolicyMap.Lookup(&policyKey, &pol); err != nil {
+		return pol, fmt.Errorf("datapath: read policy: %w", err)
+	}
+	return pol, nil
+}
+
+// futureDeadline converts a policy deadline, refusing one already past: a
+// policy that would expire before it is written is a caller bug.
+func futureDeadline(deadline time.Time) (uint64, error) {
+	if !deadline.After(time.Now()) {
+		return 0, fmt.Errorf("%w: %v", ErrDeadline, deadline)
+	}
+	return toMonotonic(deadline), nil
+}
+
+func (d *Datapath) setClampPolicy(mode m2hoClampMode, bytes uint32, deadline time.Time) error {
+	deadlineNs, err := futureDeadline(deadline)
+	if err != nil {
+		return err
+	}
+	_, err = d.updatePolicy(func(p *m2hoPolicy) {
+		p.ClampMode = uint32(mode)
+		p.ClampBytes = bytes
+		p.ClampDeadlineNs = deadlineNs
+		p.ClampExpired = 0
+	})
+	return err
+}
+
+// SetClamp makes egress ACKs advertise min(own window, bytes) until the
+// deadline, never less than one MSS of the flow. Flows whose handshake was
+// not seen are left alone (Counters.NoWScale).
+func (d *Datapath) SetClamp(bytes uint32, deadline time.Time) error {
+	return d.setClampPolicy(m2hoClampModeCLAMP_BYTES, bytes, deadline)
+}
+
+// SetFreeze makes egress ACKs advertise a zero window until the deadline
+// (the Freeze-TCP baseline).
+func (d *Datapath) SetFreeze(deadline time.Time) error {
+	return d.setClampPolicy(m2hoClampModeCLAMP_FREEZE, 0, deadline)
+}
+
+// ClearClamp stops rewriting windows.
+func (d *Datapath) ClearClamp() error {
+	_, err := d.updatePolicy(func(p *m2hoPolicy) {
+		p.ClampMode = uint32(m2hoClampModeCLAMP_OFF)
+		p.ClampBytes = 0
+		p.ClampDeadlineNs = 0
+	})
+	return err
+}
+
+// StartSuppression opens a new handover epoch and drops pure duplicate
+// ACKs until the deadline. Each flow snapshots its highest received
+// sequence at its first packet in the epoch and is released by itself once
+// an outgoing ACK reaches that sequence. The returned epoch identifies the
+// handover in Flows.
+func (d *Datapath) StartSuppression(deadline time.Time) (uint32, error) {
+	deadlineNs, err := futureDeadline(deadline)
+	if err != nil {
+		return 0, err
+	}
+	pol, err := d.updatePolicy(func(p *m2hoPolicy) {
+		p.Epoch++
+		p.SuppressActive = 1
+		p.SuppressDeadlineNs = deadlineNs
+		p.SuppressExpired = 0
+	})
+	return pol.Epoch, err
+}
+
+// StopSuppression releases every flow at once.
+func (d *Datapath) StopSuppression() error {
+	_, err := d.updatePolicy(func(p *m2hoPolicy) {
+		p.SuppressActive = 0
+		p.SuppressDeadlineNs = 0
+	})
+	return err
+}
+
+// SuppressionPending counts the flows still suppressing in the current
+// epoch: those that have taken their snapshot and not yet been released.
+// It is 0 when suppression is off or past its deadline.
+func (d *Datapath) SuppressionPending() (int, error) {
+	pol, err := d.policy()
+	if err != nil {
+		return 0, err
+	}
+	if pol.SuppressActive == 0 || monotonicNow() > pol.SuppressDeadlineNs {
+		return 0, nil
+	}
+	pending := 0
+	err = d.eachFlow(func(_ *m2hoFlowKey, st *m2hoFlowState) (bool, error) {
+		if st.Epoch == pol.Epoch && st.Flags&uint32(m2hoFlowFlagsFLOW_RELEASED) == 0 {
+			pending++
+		}
+		return false, nil
+	})
+	return pending, err
+}

@@ -1,0 +1,348 @@
+package datapath
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket/layers"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// nextPort gives every fixture flow its own ports, so flows of different
+// cases never share state in one loaded datapath.
+var nextPort atomic.Uint32
+
+func freshPorts(s segment) segment {
+	p := nextPort.Add(1)
+	s.localPort = uint16(20000 + p%40000)
+	s.remotePort = 443
+	return s
+}
+
+func (s segment) l3Offset() int {
+	if !s.ethernet {
+		return 0
+	}
+	return 14 + 4*len(s.vlans)
+}
+
+const (
+	hostISN = 1000
+	peerISN = 5000000
+	hostMSS = 1460
+)
+
+// handshake runs the host's SYN (egress) and the peer's SYN-ACK (ingress)
+// of flow s. hostWScale/peerWScale < 0 leave the option out.
+func handshake(t testing.TB, d *Datapath, s segment, hostWScale, peerWScale int) {
+	t.Helper()
+	syn := s
+	syn.egress, syn.syn, syn.ackFlag = true, true, false
+	syn.seq, syn.ack, syn.window, syn.payload = hostISN, 0, 64240, 0
+	syn.mss, syn.wscale = hostMSS, hostWScale
+	frame, _ := syn.build(t)
+	verdict, out := d.egress(t, frame)
+	require.Equal(t, int32(verdictPass), verdict)
+	require.Equal(t, frame, out, "SYN must pass untouched")
+
+	synAck := s
+	synAck.egress, synAck.syn, synAck.ackFlag = false, true, true
+	synAck.seq, synAck.ack, synAck.window, synAck.payload = peerISN, hostISN+1, 65160, 0
+	synAck.mss, synAck.wscale = 1400, peerWScale
+	frame, _ = synAck.build(t)
+	verdict, out = d.ingress(t, frame)
+	require.Equal(t, int32(verdictPass), verdict)
+	require.Equal(t, frame, out)
+}
+
+// hostACK is an egress ACK of flow s after the handshake.
+func hostACK(s segment, window uint16, payload int) segment {
+	s.egress, s.syn, s.ackFlag = true, false, true
+	s.seq, s.ack, s.window, s.payload = hostISN+1, peerISN+1, window, payload
+	s.mss, s.wscale = 0, -1
+	return s
+}
+
+// expectWindow runs seg through egress and checks that the output is the
+// same segment with the given window (exact bytes) and a valid checksum.
+func expectWindow(t *testing.T, d *Datapath, seg segment, want uint16) {
+	t.Helper()
+	frame, l4 := seg.build(t)
+	verdict, out := d.egress(t, frame)
+	assert.Equal(t, int32(verdictPass), verdict)
+	wantSeg := seg
+	wantSeg.window = want
+	wantFrame, _ := wantSeg.build(t)
+	assert.Equal(t, wantFrame, out, "output bytes")
+	assert.True(t, tcpChecksumOK(out, l4, seg.ipv6, seg.l3Offset()), "output checksum")
+	assert.Equal(t, want, tcpWindow(out, l4))
+}
+
+func ceilShift(v uint32, shift int) uint32 { return (v + 1<<shift - 1) >> shift }
+
+func expectedClamp(own uint16, shift int, clampBytes uint32) uint16 {
+	limit := max(clampBytes>>shift, ceilShift(hostMSS, shift))
+	return uint16(min(uint32(own), limit))
+}
+
+type framing struct {
+	name     string
+	ipv6     bool
+	ethernet bool
+	vlans    []uint16
+}
+
+var framings = []framing{
+	{"ipv4 raw", false, false, nil},
+	{"ipv6 raw", true, false, nil},
+	{"ipv4 ethernet", false, true, nil},
+	{"ipv6 ethernet", true, true, nil},
+	{"ipv4 vlan", false, true, []uint16{100}},
+	{"ipv6 qinq", true, true, []uint16{200, 100}},
+}
+
+type optionSet struct {
+	name       string
+	timestamps bool
+	sack       bool
+}
+
+var optionSets = []optionSet{{"no options", false, false}, {"timestamps", true, false}, {"timestamps sack", true, true}}
+
+func datapathFor(t *testing.T, f framing) *Datapath {
+	return loadDetached(t, !f.ethernet, 0)
+}
+
+func TestClampEveryWindowScale(t *testing.T) {
+	const clampBytes = 20000
+	for _, f := range framings {
+		t.Run(f.name, func(t *testing.T) {
+			d := datapathFor(t, f)
+			require.NoError(t, d.SetClamp(clampBytes, time.Now().Add(time.Minute)))
+			for shift := 0; shift <= 14; shift++ {
+				for _, o := range optionSets {
+					t.Run(fmt.Sprintf("wscale %d %s", shift, o.name), func(t *testing.T) {
+						s := freshPorts(segment{ipv6: f.ipv6, ethernet: f.ethernet, vlans: f.vlans,
+							timestamps: o.timestamps, tsval: 777, tsecr: 555, sack: o.sack})
+						handshake(t, d, s, shift, 7)
+						expectWindow(t, d, hostACK(s, 65535, 0), expectedClamp(65535, shift, clampBytes))
+						// a data-bearing ACK is clamped the same way
+						expectWindow(t, d, hostACK(s, 65535, 100), expectedClamp(65535, shift, clampBytes))
+					})
+				}
+			}
+			c, err := d.Counters()
+			require.NoError(t, err)
+			assert.Equal(t, uint64(15*len(optionSets)*2), c.ClampApplied)
+			assert.Zero(t, c.RewriteFailed)
+			assert.Zero(t, c.Malformed)
+		})
+	}
+}
+
+func TestClampRules(t *testing.T) {
+	deadline := time.Now().Add(time.Minute)
+	tests := []struct {
+		name       string
+		hostWScale int
+		peerWScale int
+		freeze     bool
+		clampBytes uint32
+		own        uint16
+		mutate     func(segment) segment
+		want       func(own uint16) uint16
+	}{
+		{name: "own window below clamp is kept", hostWScale: 7, peerWScale: 7, clampBytes: 1 << 20, own: 100,
+			want: func(own uint16) uint16 { return own }},
+		{name: "clamp below one MSS floors at the MSS", hostWScale: 7, peerWScale: 7, clampBytes: 100, own: 5000,
+			want: func(uint16) uint16 { return uint16(ceilShift(hostMSS, 7)) }},
+		{name: "zero clamp floors at the MSS", hostWScale: 0, peerWScale: 0, clampBytes: 0, own: 60000,
+			want: func(uint16) uint16 { return hostMSS }},
+		{name: "freeze advertises zero", hostWScale: 7, peerWScale: 7, freeze: true, own: 5000,
+			want: func(uint16) uint16 { return 0 }},
+		{name: "peer without window scale disables the host's", hostWScale: 7, peerWScale: -1, clampBytes: 30000, own: 65535,
+			want: func(uint16) uint16 { return 30000 }},
+		{name: "host without window scale", hostWScale: -1, peerWScale: 7, clampBytes: 30000, own: 65535,
+			want: func(uint16) uint16 { return 30000 }},
+		{name: "FIN-ACK is clamped", hostWScale: 2, peerWScale: 2, clampBytes: 4000, own: 65535,
+			mutate: func(s segment) segment { s.fin = true; return s },
+			want:   func(uint16) uint16 { return 1000 }},
+		{name: "RST is never rewritten", hostWScale: 2, peerWScale: 2, clampBytes: 4000, own: 65535,
+			mutate: func(s segment) segment { s.rst = true; return s },
+			want:   func(own uint16) uint16 { return own }},
+		{name: "SYN-ACK is never rewritten", hostWScale: 2, peerWScale: 2, clampBytes: 4000, own: 65535,
+			mutate: func(s segment) segment { s.syn = true; s.wscale = 2; return s },
+			want:   func(own uint16) uint16 { return own }},
+	}
+	for _, f := range framings[:4] {
+		t.Run(f.name, func(t *testing.T) {
+			d := datapathFor(t, f)
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					if tc.freeze {
+						require.NoError(t, d.SetFreeze(deadline))
+					} else {
+						require.NoError(t, d.SetClamp(tc.clampBytes, deadline))
+					}
+					s := freshPorts(segment{ipv6: f.ipv6, ethernet: f.ethernet, vlans: f.vlans, timestamps: true, tsval: 9})
+					handshake(t, d, s, tc.hostWScale, tc.peerWScale)
+					ack := hostACK(s, tc.own, 0)
+					if tc.mutate != nil {
+						ack = tc.mutate(ack)
+					}
+					expectWindow(t, d, ack, tc.want(tc.own))
+				})
+			}
+		})
+	}
+}
+
+func TestClampInboundConnection(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	require.NoError(t, d.SetClamp(8192, time.Now().Add(time.Minute)))
+	s := freshPorts(segment{timestamps: true})
+	// peer's SYN arrives, the host answers with a SYN-ACK offering shift 3
+	syn := s
+	syn.syn, syn.seq, syn.window, syn.mss, syn.wscale = true, peerISN, 64240, 1400, 8
+	frame, _ := syn.build(t)
+	d.ingress(t, frame)
+	synAck := s
+	synAck.egress, synAck.syn, synAck.ackFlag = true, true, true
+	synAck.seq, synAck.ack, synAck.window, synAck.mss, synAck.wscale = hostISN, peerISN+1, 65160, hostMSS, 3
+	frame, _ = synAck.build(t)
+	_, out := d.egress(t, frame)
+	assert.Equal(t, frame, out, "SYN-ACK untouched")
+	expectWindow(t, d, hostACK(s, 60000, 0), 8192>>3)
+}
+
+func TestClampSkipsFlowsWithoutHandshake(t *testing.T) {
+	d := loadDetached(t, false, 0)
+	require.NoError(t, d.SetClamp(1000, time.Now().Add(time.Minute)))
+	s := freshPorts(segment{ethernet: true})
+	expectWindow(t, d, hostACK(s, 50000, 0), 50000)
+	c, err := d.Counters()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), c.NoWScale)
+	assert.Zero(t, c.ClampApplied)
+	assert.Equal(t, uint64(1), c.FlowsCreated)
+}
+
+func TestClampOffAndCleared(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	s := freshPorts(segment{})
+	handshake(t, d, s, 5, 5)
+	expectWindow(t, d, hostACK(s, 50000, 0), 50000)
+	require.NoError(t, d.SetClamp(1<<16, time.Now().Add(time.Minute)))
+	expectWindow(t, d, hostACK(s, 50000, 0), 2048)
+	require.NoError(t, d.ClearClamp())
+	expectWindow(t, d, hostACK(s, 50000, 0), 50000)
+}
+
+func TestPolicyDeadlinesEnforcedInBPF(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	s := freshPorts(segment{})
+	handshake(t, d, s, 5, 5)
+	deadline := time.Now().Add(50 * time.Millisecond)
+	require.NoError(t, d.SetClamp(1<<16, deadline))
+	expectWindow(t, d, hostACK(s, 50000, 0), 2048)
+	time.Sleep(time.Until(deadline) + 10*time.Millisecond)
+	expectWindow(t, d, hostACK(s, 50000, 0), 50000)
+	expectWindow(t, d, hostACK(s, 50000, 0), 50000)
+	c, err := d.Counters()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), c.ClampExpired, "an expiry is counted once")
+
+	assert.ErrorIs(t, d.SetClamp(1000, time.Now().Add(-time.Second)), ErrDeadline)
+	_, err = d.StartSuppression(time.Time{})
+	assert.ErrorIs(t, err, ErrDeadline)
+}
+
+// TestPassUntouched feeds packets the programs must not change: each is
+// checked in both directions for a pass verdict, identical output and the
+// counter that explains why.
+func TestPassUntouched(t *testing.T) {
+	valid := func(f framing) segment {
+		return segment{ipv6: f.ipv6, ethernet: f.ethernet, vlans: f.vlans, localPort: 1, remotePort: 2, ackFlag: true, window: 100, wscale: -1}
+	}
+	truncate := func(n int) func([]byte) []byte {
+		return func(b []byte) []byte { return b[:len(b)-n] }
+	}
+	tests := []struct {
+		name    string
+		framing framing
+		seg     segment
+		edit    func([]byte) []byte
+		counter func(Counters) uint64
+	}{
+		{"ipv4 truncated tcp header", framings[0], valid(framings[0]), truncate(10), func(c Counters) uint64 { return c.Malformed }},
+		{"ipv6 truncated tcp header", framings[3], valid(framings[3]), truncate(10), func(c Counters) uint64 { return c.Malformed }},
+		{"ipv4 total length beyond packet", framings[2], valid(framings[2]), func(b []byte) []byte { b[14+3] += 40; return b }, func(c Counters) uint64 { return c.Malformed }},
+		{"ipv4 header length too short", framings[0], valid(framings[0]), func(b []byte) []byte { b[0] = 0x44; return b }, func(c Counters) uint64 { return c.Malformed }},
+		{"tcp data offset too short", framings[0], valid(framings[0]), func(b []byte) []byte { b[20+12] = 0x40; return b }, func(c Counters) uint64 { return c.Malformed }},
+		{"tcp data offset past packet", framings[1], valid(framings[1]), func(b []byte) []byte { b[40+12] = 0xf0; return b }, func(c Counters) uint64 { return c.Malformed }},
+		{"ipv4 fragment", framings[0], valid(framings[0]), func(b []byte) []byte { b[6] = 0x20; return b }, func(c Counters) uint64 { return c.Fragments }},
+		{"ipv4 later fragment", framings[2], valid(framings[2]), func(b []byte) []byte { b[14+7] = 0x10; return b }, func(c Counters) uint64 { return c.Fragments }},
+		{"ipv6 fragment header", framings[1], segment{ipv6: true, ackFlag: true, ipv6Ext: []uint8{uint8(layers.IPProtocolIPv6Fragment)}}, nil, func(c Counters) uint64 { return c.Fragments }},
+		{"udp", framings[0], valid(framings[0]), func(b []byte) []byte { b[9] = 17; return b }, func(c Counters) uint64 { return c.NotTCP }},
+		{"ipv6 no next header", framings[1], valid(framings[1]), func(b []byte) []byte { b[6] = 59; return b }, func(c Counters) uint64 { return c.NotTCP }},
+		{"arp", framings[2], valid(framings[2]), func(b []byte) []byte { b[12], b[13] = 0x08, 0x06; return b }, func(c Counters) uint64 { return c.NotIP }},
+		{"raw ip version 5", framings[0], valid(framings[0]), func(b []byte) []byte { b[0] = 0x55; return b }, func(c Counters) uint64 { return c.NotIP }},
+		{"garbage", framings[2], valid(framings[2]), func(b []byte) []byte {
+			for i := range b {
+				b[i] = byte(i*37 + 11)
+			}
+			return b
+		}, func(c Counters) uint64 { return c.NotIP }},
+		{"vlan truncated tcp header", framings[4], valid(framings[4]), truncate(6), func(c Counters) uint64 { return c.Malformed }},
+		{"qinq truncated tcp header", framings[5], valid(framings[5]), truncate(6), func(c Counters) uint64 { return c.Malformed }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := datapathFor(t, tc.framing)
+			require.NoError(t, d.SetClamp(0, time.Now().Add(time.Minute)))
+			_, err := d.StartSuppression(time.Now().Add(time.Minute))
+			require.NoError(t, err)
+			frame, _ := tc.seg.build(t)
+			if tc.edit != nil {
+				frame = tc.edit(frame)
+			}
+			for _, prog := range []func(testing.TB, []byte) (int32, []byte){d.egress, d.ingress} {
+				verdict, out := prog(t, append([]byte(nil), frame...))
+				assert.Equal(t, int32(verdictPass), verdict)
+				assert.Equal(t, frame, out)
+			}
+			c, err := d.Counters()
+			require.NoError(t, err)
+			assert.Equal(t, uint64(2), tc.counter(c))
+			assert.Zero(t, c.FlowsCreated)
+			assert.Zero(t, c.ClampApplied)
+		})
+	}
+}
+
+// TestHeadersWalked checks that IPv4 options and IPv6 extension headers are
+// skipped to reach TCP.
+func TestHeadersWalked(t *testing.T) {
+	tests := []struct {
+		name string
+		seg  segment
+	}{
+		{"ipv4 options", segment{ipv4Options: true}},
+		{"ipv6 hop-by-hop", segment{ipv6: true, ipv6Ext: []uint8{0}}},
+		{"ipv6 hop-by-hop routing destination", segment{ipv6: true, ipv6Ext: []uint8{0, 43, 60}}},
+		{"ipv6 authentication header", segment{ipv6: true, ipv6Ext: []uint8{60, 51}}},
+		{"ipv6 ethernet destination options", segment{ipv6: true, ethernet: true, ipv6Ext: []uint8{60}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := loadDetached(t, !tc.seg.ethernet, 0)
+			require.NoError(t, d.SetClamp(4096, time.Now().Add(time.Minute)))
+			s := freshPorts(tc.seg)
+			handshake(t, d, s, 4, 4)
+			expectWindow(t, d, hostACK(s, 4000, 0), 256)
+		})
+	}
+}

@@ -1,0 +1,283 @@
+package datapath
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// peerData is an ingress data segment of flow s at byte offset off.
+func peerData(s segment, off uint32, length int) segment {
+	s.egress, s.syn, s.ackFlag = false, false, true
+	s.seq, s.ack, s.window, s.payload = peerISN+1+off, hostISN+1, 500, length
+	s.mss, s.wscale = 0, -1
+	return s
+}
+
+// ackOf is the host's pure ACK of flow s acknowledging off bytes.
+func ackOf(s segment, off uint32) segment {
+	a := hostACK(s, 1000, 0)
+	a.ack = peerISN + 1 + off
+	return a
+}
+
+func verdictOf(t *testing.T, d *Datapath, s segment, egress bool) int32 {
+	t.Helper()
+	frame, _ := s.build(t)
+	if egress {
+		v, _ := d.egress(t, frame)
+		return v
+	}
+	v, _ := d.ingress(t, frame)
+	return v
+}
+
+func TestDupACKSuppression(t *testing.T) {
+	for _, f := range framings[:4] {
+		t.Run(f.name, func(t *testing.T) {
+			d := datapathFor(t, f)
+			s := freshPorts(segment{ipv6: f.ipv6, ethernet: f.ethernet, timestamps: true, tsval: 1, sack: true})
+			handshake(t, d, s, 7, 7)
+			// before the handover: 0..1000 arrives, then 2000..3000 (a hole)
+			verdictOf(t, d, peerData(s, 0, 1000), false)
+			verdictOf(t, d, peerData(s, 2000, 1000), false)
+			assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
+
+			epoch, err := d.StartSuppression(time.Now().Add(time.Minute))
+			require.NoError(t, err)
+			assert.Equal(t, uint32(1), epoch)
+
+			// the first packet in the epoch snapshots highest seq 3000
+			steps := []struct {
+				name   string
+				seg    segment
+				egress bool
+				want   int32
+			}{
+				{"duplicate ACK dropped", ackOf(s, 1000), true, verdictDrop},
+				{"another duplicate dropped", ackOf(s, 1000), true, verdictDrop},
+				{"data after the handover", peerData(s, 3000, 1000), false, verdictPass},
+				{"duplicate of it still dropped", ackOf(s, 1000), true, verdictDrop},
+				{"ACK carrying data passes", func() segment { a := ackOf(s, 1000); a.payload = 10; return a }(), true, verdictPass},
+				{"FIN passes", func() segment { a := ackOf(s, 1000); a.fin = true; return a }(), true, verdictPass},
+				{"new ACK below the snapshot passes", ackOf(s, 1500), true, verdictPass},
+				{"its duplicate is dropped", ackOf(s, 1500), true, verdictDrop},
+				{"ACK reaching the snapshot releases", ackOf(s, 3000), true, verdictPass},
+				{"released flow's duplicates pass", ackOf(s, 3000), true, verdictPass},
+			}
+			for _, step := range steps {
+				assert.Equal(t, step.want, verdictOf(t, d, step.seg, step.egress), step.name)
+				if step.name == "its duplicate is dropped" {
+					pending, err := d.SuppressionPending()
+					require.NoError(t, err)
+					assert.Equal(t, 1, pending)
+				}
+			}
+			pending, err := d.SuppressionPending()
+			require.NoError(t, err)
+			assert.Zero(t, pending)
+			c, err := d.Counters()
+			require.NoError(t, err)
+			assert.Equal(t, uint64(4), c.DupACKsSuppressed)
+			assert.Equal(t, uint64(1), c.FlowsReleased)
+
+			flows, err := d.Flows()
+			require.NoError(t, err)
+			require.Len(t, flows, 1)
+			assert.Equal(t, epoch, flows[0].Epoch)
+			assert.Equal(t, uint32(peerISN+1+3000), flows[0].SnapshotRxSeq)
+			assert.Equal(t, uint32(peerISN+1+4000), flows[0].HighestRxSeq)
+			assert.True(t, flows[0].Released)
+			assert.Equal(t, uint64(3000), flows[0].RxBytes)
+		})
+	}
+}
+
+func TestSuppressionGlobalReleaseAndDeadline(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	s := freshPorts(segment{})
+	handshake(t, d, s, 7, 7)
+	verdictOf(t, d, peerData(s, 0, 1000), false)
+	verdictOf(t, d, peerData(s, 2000, 1000), false)
+	verdictOf(t, d, ackOf(s, 1000), true)
+
+	_, err := d.StartSuppression(time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 1000), true))
+	require.NoError(t, d.StopSuppression())
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true), "global release")
+	pending, err := d.SuppressionPending()
+	require.NoError(t, err)
+	assert.Zero(t, pending)
+
+	// a new epoch takes a new snapshot; the deadline ends it without the daemon
+	deadline := time.Now().Add(50 * time.Millisecond)
+	epoch, err := d.StartSuppression(deadline)
+	require.NoError(t, err)
+	assert.Equal(t, uint32(2), epoch)
+	assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 1000), true))
+	time.Sleep(time.Until(deadline) + 10*time.Millisecond)
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true), "deadline passed")
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
+	c, err := d.Counters()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), c.SuppressExpired)
+	assert.Equal(t, uint64(2), c.DupACKsSuppressed)
+}
+
+func TestSuppressionFlowWithoutDataStartsReleased(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	s := freshPorts(segment{})
+	handshake(t, d, s, 7, 7)
+	verdictOf(t, d, ackOf(s, 0), true)
+	_, err := d.StartSuppression(time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	// the SYN-ACK's sequence counts: highest is ISN+1, the ACK covers it
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 0), true))
+	pending, err := d.SuppressionPending()
+	require.NoError(t, err)
+	assert.Zero(t, pending)
+}
+
+func TestRTTFromTimestamps(t *testing.T) {
+	d := loadDetached(t, false, 0)
+	s := freshPorts(segment{ethernet: true, timestamps: true})
+	handshake(t, d, s, 7, 7)
+
+	ack := ackOf(s, 0)
+	ack.tsval, ack.tsecr = 100, 50
+	verdictOf(t, d, ack, true)
+	verdictOf(t, d, ack, true) // a repeated TSval keeps the first stamp
+	time.Sleep(2 * time.Millisecond)
+	data := peerData(s, 0, 1000)
+	data.tsval, data.tsecr = 60, 100
+	verdictOf(t, d, data, false)
+	verdictOf(t, d, data, false) // the stamp was consumed: no second sample
+
+	flows, err := d.Flows()
+	require.NoError(t, err)
+	require.Len(t, flows, 1)
+	fl := flows[0]
+	assert.Equal(t, uint64(1), fl.RTTSamples)
+	assert.GreaterOrEqual(t, fl.RTTLatest, 2*time.Millisecond)
+	assert.Less(t, fl.RTTLatest, time.Second)
+	assert.Equal(t, fl.RTTLatest, fl.RTTMin)
+	assert.Equal(t, fl.RTTLatest, fl.SRTT)
+
+	hist, err := d.RTTHistogram()
+	require.NoError(t, err)
+	require.Len(t, hist, RTTBuckets)
+	var total uint64
+	for i, n := range hist {
+		total += n
+		if n > 0 {
+			lower, upper := RTTBucketBounds(i)
+			assert.True(t, fl.RTTLatest >= lower && fl.RTTLatest < upper, "bucket %d [%v, %v) holds %v", i, lower, upper, fl.RTTLatest)
+		}
+	}
+	assert.Equal(t, uint64(1), total)
+	c, err := d.Counters()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), c.RTTSamples)
+}
+
+func TestRTTBucketBounds(t *testing.T) {
+	tests := []struct {
+		bucket       int
+		lower, upper time.Duration
+	}{
+		{0, 0, 2 * time.Microsecond},
+		{1, 2 * time.Microsecond, 4 * time.Microsecond},
+		{10, 1024 * time.Microsecond, 2048 * time.Microsecond},
+		{RTTBuckets - 1, (1 << 31) * time.Microsecond, 1<<63 - 1},
+	}
+	for _, tc := range tests {
+		lower, upper := RTTBucketBounds(tc.bucket)
+		assert.Equal(t, tc.lower, lower, "bucket %d", tc.bucket)
+		assert.Equal(t, tc.upper, upper, "bucket %d", tc.bucket)
+	}
+}
+
+func TestBursts(t *testing.T) {
+	// a gap wide enough that scheduling stalls on a busy machine do not
+	// split the test's burst
+	const gap = 50 * time.Millisecond
+	d := loadDetachedWithGap(t, true, 0, gap)
+	s := freshPorts(segment{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got := make(chan Burst, 4)
+	done := make(chan error, 1)
+	go func() { done <- d.ReadBursts(ctx, func(b Burst) { got <- b }) }()
+
+	frame, _ := peerData(s, 0, 1000).build(t)
+	begin := time.Now()
+	for range 3 {
+		d.ingress(t, frame)
+	}
+	time.Sleep(3 * gap)
+	d.ingress(t, frame) // closes the first burst
+
+	select {
+	case b := <-got:
+		assert.Equal(t, uint64(3), b.Packets)
+		assert.Equal(t, uint64(3*len(frame)), b.Bytes)
+		assert.False(t, b.End.Before(b.Start))
+		assert.WithinDuration(t, begin, b.Start, 100*time.Millisecond)
+		assert.Less(t, b.End.Sub(b.Start), gap)
+	case <-ctx.Done():
+		t.Fatal("no burst reported")
+	}
+	cancel()
+	require.NoError(t, <-done)
+	c, err := d.Counters()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), c.Bursts)
+}
+
+func TestFlowsAndEviction(t *testing.T) {
+	d := loadDetached(t, true, 4)
+	var segs []segment
+	for range 4 {
+		s := freshPorts(segment{timestamps: true})
+		handshake(t, d, s, 9, 9)
+		segs = append(segs, s)
+	}
+	extra := freshPorts(segment{})
+	verdictOf(t, d, ackOf(extra, 0), true)
+	c, err := d.Counters()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), c.MapFull)
+	assert.Equal(t, uint64(1), c.Untracked)
+
+	flows, err := d.Flows()
+	require.NoError(t, err)
+	require.Len(t, flows, 4)
+	for _, fl := range flows {
+		assert.True(t, fl.WScaleKnown)
+		assert.Equal(t, uint8(9), fl.WScale)
+		assert.Equal(t, uint16(hostMSS), fl.MSS)
+		assert.Equal(t, "10.0.0.2", fl.Local.Addr().String())
+		assert.Equal(t, "192.0.2.1:443", fl.Remote.String())
+		assert.WithinDuration(t, time.Now(), fl.LastSeen, time.Second)
+	}
+
+	time.Sleep(20 * time.Millisecond)
+	verdictOf(t, d, ackOf(segs[0], 0), true) // keeps flow 0 fresh
+	evicted, err := d.EvictIdle(10 * time.Millisecond)
+	require.NoError(t, err)
+	assert.Equal(t, 3, evicted)
+	flows, err = d.Flows()
+	require.NoError(t, err)
+	require.Len(t, flows, 1)
+	assert.Equal(t, segs[0].localPort, flows[0].Local.Port())
+
+	// room again: the new flow is tracked
+	verdictOf(t, d, ackOf(extra, 0), true)
+	flows, err = d.Flows()
+	require.NoError(t, err)
+	assert.Len(t, flows, 2)
+}

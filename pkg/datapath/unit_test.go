@@ -1,0 +1,66 @@
+package datapath
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/vishvananda/netlink"
+)
+
+func TestEveryCounterHasAField(t *testing.T) {
+	var c Counters
+	seen := map[*uint64]bool{}
+	for id := range m2hoCounterIdCNT_MAX {
+		f := c.field(id)
+		if assert.NotNil(t, f, "counter %d has no field", id) {
+			assert.False(t, seen[f], "counter %d shares a field", id)
+			seen[f] = true
+		}
+	}
+}
+
+func TestMonotonicConversion(t *testing.T) {
+	tests := []struct {
+		name   string
+		offset time.Duration
+	}{
+		{"now", 0},
+		{"in a minute", time.Minute},
+		{"a second ago", -time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			wall := time.Now().Add(tc.offset)
+			assert.WithinDuration(t, wall, fromMonotonic(toMonotonic(wall)), time.Millisecond)
+		})
+	}
+	assert.Zero(t, toMonotonic(time.Unix(0, 0)), "instants before boot map to 0")
+}
+
+func TestLinkFraming(t *testing.T) {
+	tests := []struct {
+		name    string
+		attrs   netlink.LinkAttrs
+		rawIP   bool
+		wantErr bool
+	}{
+		{"ethernet", netlink.LinkAttrs{EncapType: "ether", HardwareAddr: []byte{2, 0, 0, 0, 0, 1}}, false, false},
+		{"loopback", netlink.LinkAttrs{EncapType: "loopback", HardwareAddr: make([]byte, 6)}, false, false},
+		{"tun", netlink.LinkAttrs{EncapType: "none"}, true, false},
+		{"rawip modem", netlink.LinkAttrs{EncapType: "unknown519"}, true, false},
+		{"ppp", netlink.LinkAttrs{EncapType: "ppp"}, true, false},
+		{"infiniband", netlink.LinkAttrs{EncapType: "infiniband", HardwareAddr: make([]byte, 20)}, false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			raw, err := linkIsRawIP(&tc.attrs)
+			if tc.wantErr {
+				assert.ErrorIs(t, err, ErrUnsupported)
+				return
+			}
+			assert.NoError(t, err)
+			assert.Equal(t, tc.rawIP, raw)
+		})
+	}
+}

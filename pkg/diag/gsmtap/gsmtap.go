@@ -1,0 +1,207 @@
+// Package gsmtap reads RRC messages that QCSuper and SCAT forward from a
+// Qualcomm modem as GSMTAP over UDP (port 4729) or, for QCSuper's NR RRC,
+// as raw NR RRC OTA log payloads (port 47928); live or from pcap/pcapng.
+package gsmtap
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
+)
+
+// UDP ports.
+const (
+	// Port is the IANA GSMTAP port.
+	Port = 4729
+	// QCSuperNRPort carries QCSuper's raw NR RRC OTA payloads.
+	QCSuperNRPort = 47928
+)
+
+// Payload types of the GSMTAP versions read here (libosmocore gsmtap.h
+// for version 2; the version 3 draft as SCAT writes it).
+const (
+	typeV2LTERRC = 0x0D
+	typeV3LTERRC = 0x0403
+	typeV3NRRRC  = 0x0503
+)
+
+// Error reasons, carried by the *diag.ParseError values returned here.
+const (
+	ReasonMalformed      = "gsmtap_malformed"
+	ReasonUnknownVersion = "gsmtap_version"
+	ReasonUnknownSubtype = "gsmtap_subtype"
+)
+
+// Header layout.
+const (
+	// v2MinHeaderWords: the v2 header is at least 16 bytes.
+	v2MinHeaderWords = 4
+	// v2ARFCNMask drops the PCS and uplink flags from the v2 ARFCN.
+	v2ARFCNMask      = 0x3FFF
+	v3FixedHeaderLen = 8
+	// v3 metadata tags and their value lengths.
+	v3TagTimestamp     = 0x0000
+	v3TagChannelNumber = 0x0002
+	v3TagPCI           = 0x0005
+	v3TagEndOfMetadata = 0xFFFE
+	v3TimestampLen     = 12
+	v3ChannelNumberLen = 4
+	v3PCILen           = 2
+)
+
+func malformed(format string, args ...any) error {
+	return &diag.ParseError{Reason: ReasonMalformed, Err: fmt.Errorf(format, args...)}
+}
+
+// v2LTEChannels maps GSMTAP v2 LTE RRC subtypes (libosmocore
+// gsmtap_lte_rrc_types) to channels; the MBMS, sidelink and NB-IoT ones
+// are valid but not read by M2HO.
+var v2LTEChannels = map[uint8]diag.RRCChannel{
+	0: diag.ChannelDLCCCH, 1: diag.ChannelDLDCCH, 2: diag.ChannelULCCCH, 3: diag.ChannelULDCCH,
+	4: diag.ChannelBCCHBCH, 5: diag.ChannelBCCHDLSCH, 6: diag.ChannelPCCH,
+}
+
+// v2LTELastSubtype is the last LTE RRC subtype libosmocore defines
+// (SC-MCCH NB); above it a subtype is unknown rather than unused.
+const v2LTELastSubtype = 22
+
+// v3 subtypes of LTE RRC and NR RRC (SCAT util.py gsmtapv3_*_rrc_types).
+var (
+	v3LTEChannels = map[uint16]diag.RRCChannel{
+		0x01: diag.ChannelBCCHBCH, 0x03: diag.ChannelBCCHDLSCH, 0x07: diag.ChannelPCCH,
+		0x08: diag.ChannelDLCCCH, 0x09: diag.ChannelDLDCCH, 0x0A: diag.ChannelULCCCH, 0x0B: diag.ChannelULDCCH,
+	}
+	v3NRChannels = map[uint16]diag.RRCChannel{
+		0x01: diag.ChannelBCCHBCH, 0x02: diag.ChannelBCCHDLSCH, 0x03: diag.ChannelDLCCCH,
+		0x04: diag.ChannelDLDCCH, 0x06: diag.ChannelPCCH, 0x07: diag.ChannelULCCCH, 0x09: diag.ChannelULDCCH,
+		0x0201: diag.ChannelRRCReconfiguration, 0x0202: diag.ChannelRRCReconfigurationComplete,
+	}
+)
+
+// Parse reads one GSMTAP datagram. It returns (_, false, nil) for GSMTAP
+// of other payload types (GSM, UMTS, NAS, ...) and for RRC channels M2HO
+// does not read. Time is set only when the header carries one (v3). The
+// PDU aliases udpPayload.
+func Parse(udpPayload []byte) (diag.RRCMessage, bool, error) {
+	if len(udpPayload) < 2 {
+		return diag.RRCMessage{}, false, malformed("%d bytes", len(udpPayload))
+	}
+	switch udpPayload[0] {
+	case 2:
+		return parseV2(udpPayload)
+	case 3:
+		return parseV3(udpPayload)
+	}
+	return diag.RRCMessage{}, false, &diag.ParseError{Reason: ReasonUnknownVersion, Err: fmt.Errorf("gsmtap version %d", udpPayload[0])}
+}
+
+// parseV2: version, header length in 32-bit words, type, timeslot,
+// ARFCN (16 bits, flags in the top two), signal, SNR, frame number (32),
+// subtype, antenna, subslot, reserved.
+func parseV2(b []byte) (diag.RRCMessage, bool, error) {
+	hdrLen := int(b[1]) * 4
+	if hdrLen < v2MinHeaderWords*4 || len(b) < hdrLen {
+		return diag.RRCMessage{}, false, malformed("v2 header length %d of %d bytes", hdrLen, len(b))
+	}
+	if b[2] != typeV2LTERRC {
+		return diag.RRCMessage{}, false, nil
+	}
+	subtype := b[12]
+	ch, ok := v2LTEChannels[subtype]
+	if !ok {
+		if subtype <= v2LTELastSubtype {
+			return diag.RRCMessage{}, false, nil
+		}
+		return diag.RRCMessage{}, false, &diag.ParseError{Reason: ReasonUnknownSubtype, Err: fmt.Errorf("lte rrc subtype %d", subtype)}
+	}
+	if len(b) == hdrLen {
+		return diag.RRCMessage{}, false, malformed("v2 lte rrc without pdu")
+	}
+	return diag.RRCMessage{
+		RAT:     diag.RATLTE,
+		Channel: ch,
+		ARFCN:   uint32(binary.BigEndian.Uint16(b[4:]) & v2ARFCNMask),
+		PDU:     b[hdrLen:],
+	}, true, nil
+}
+
+// parseV3: version, reserved, header length in 32-bit words (metadata
+// included), type (16), subtype (16), then tag-length-value metadata.
+func parseV3(b []byte) (diag.RRCMessage, bool, error) {
+	if len(b) < v3FixedHeaderLen {
+		return diag.RRCMessage{}, false, malformed("v3: %d bytes", len(b))
+	}
+	hdrLen := int(binary.BigEndian.Uint16(b[2:])) * 4
+	if hdrLen < v3FixedHeaderLen || len(b) < hdrLen {
+		return diag.RRCMessage{}, false, malformed("v3 header length %d of %d bytes", hdrLen, len(b))
+	}
+	typ, subtype := binary.BigEndian.Uint16(b[4:]), binary.BigEndian.Uint16(b[6:])
+	var msg diag.RRCMessage
+	var ch diag.RRCChannel
+	var ok bool
+	switch typ {
+	case typeV3LTERRC:
+		msg.RAT = diag.RATLTE
+		ch, ok = v3LTEChannels[subtype]
+	case typeV3NRRRC:
+		msg.RAT = diag.RATNR
+		ch, ok = v3NRChannels[subtype]
+	default:
+		return diag.RRCMessage{}, false, nil
+	}
+	if !ok {
+		// Subtypes M2HO does not read (MCCH, sidelink, capabilities, SIB
+		// containers) and unassigned ones look alike; neither is an error
+		// of the transport.
+		return diag.RRCMessage{}, false, nil
+	}
+	msg.Channel = ch
+	if err := readV3Metadata(b[v3FixedHeaderLen:hdrLen], &msg); err != nil {
+		return diag.RRCMessage{}, false, err
+	}
+	if len(b) == hdrLen {
+		return diag.RRCMessage{}, false, malformed("v3 rrc without pdu")
+	}
+	msg.PDU = b[hdrLen:]
+	return msg, true, nil
+}
+
+func readV3Metadata(md []byte, msg *diag.RRCMessage) error {
+	for len(md) >= 4 {
+		tag, n := binary.BigEndian.Uint16(md), int(binary.BigEndian.Uint16(md[2:]))
+		if tag == v3TagEndOfMetadata {
+			return nil
+		}
+		md = md[4:]
+		if n > len(md) {
+			return malformed("v3 metadata tag 0x%04X: %d bytes of %d", tag, n, len(md))
+		}
+		v := md[:n]
+		md = md[n:]
+		switch {
+		case tag == v3TagTimestamp && n == v3TimestampLen:
+			sec, nsec := binary.BigEndian.Uint64(v), binary.BigEndian.Uint32(v[8:])
+			if sec > 1<<40 || nsec >= 1e9 {
+				return malformed("v3 timestamp %d s %d ns", sec, nsec)
+			}
+			msg.Time = time.Unix(int64(sec), int64(nsec)).UTC()
+		case tag == v3TagChannelNumber && n == v3ChannelNumberLen:
+			msg.ARFCN = binary.BigEndian.Uint32(v)
+		case tag == v3TagPCI && n == v3PCILen:
+			msg.PCI = binary.BigEndian.Uint16(v)
+		}
+	}
+	// Whatever is left is padding to the 32-bit header length.
+	return nil
+}
+
+// ParseQCSuperNR reads a QCSuper NR RRC datagram (port 47928): the payload
+// of an NR RRC OTA log packet (0xB821) without its log header, so with the
+// packet version and the per-version header. Time is zero (no timestamp).
+// Errors carry the reasons of qcdiag.RRCMessageFrom.
+func ParseQCSuperNR(udpPayload []byte) (diag.RRCMessage, bool, error) {
+	return qcdiag.ParseNRRRCPayload(udpPayload)
+}

@@ -1,0 +1,231 @@
+package gsmtap_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/diag/gsmtap"
+	"github.com/m2ho/m2ho/pkg/diag/internal/diagtest"
+	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
+)
+
+// v2 builds a GSMTAP v2 datagram as libosmocore defines it:
+// '!BBBBHBBLBBBB' then the payload.
+func v2(typ uint8, arfcn uint16, subtype uint8, pdu []byte) []byte {
+	b := []byte{2, 4, typ, 0}
+	b = binary.BigEndian.AppendUint16(b, arfcn)
+	b = append(b, 0, 0)
+	b = binary.BigEndian.AppendUint32(b, 1234)
+	b = append(b, subtype, 0, 0, 0)
+	return append(b, pdu...)
+}
+
+// v3 builds a GSMTAP v3 datagram as SCAT writes it: '!BBHHH', TLV
+// metadata (timestamp, channel number, PCI), padding to 32 bits.
+func v3(typ, subtype uint16, at time.Time, arfcn uint32, pci uint16, pdu []byte) []byte {
+	var md []byte
+	md = binary.BigEndian.AppendUint16(md, 0x0000)
+	md = binary.BigEndian.AppendUint16(md, 12)
+	md = binary.BigEndian.AppendUint64(md, uint64(at.Unix()))
+	md = binary.BigEndian.AppendUint32(md, uint32(at.Nanosecond()))
+	md = binary.BigEndian.AppendUint16(md, 0x0002)
+	md = binary.BigEndian.AppendUint16(md, 4)
+	md = binary.BigEndian.AppendUint32(md, arfcn)
+	md = binary.BigEndian.AppendUint16(md, 0x0005)
+	md = binary.BigEndian.AppendUint16(md, 2)
+	md = binary.BigEndian.AppendUint16(md, pci)
+	for (8+len(md))%4 != 0 {
+		md = append(md, 0)
+	}
+	b := []byte{3, 0}
+	b = binary.BigEndian.AppendUint16(b, uint16((8+len(md))/4))
+	b = binary.BigEndian.AppendUint16(b, typ)
+	b = binary.BigEndian.AppendUint16(b, subtype)
+	return append(append(b, md...), pdu...)
+}
+
+func TestParse(t *testing.T) {
+	pdu := []byte{0x20, 0x10, 0x09}
+	at := time.Date(2024, 5, 6, 7, 8, 9, 123456000, time.UTC)
+	tests := []struct {
+		name   string
+		in     []byte
+		ok     bool
+		want   diag.RRCMessage
+		reason string
+	}{
+		{name: "v2 lte DL-DCCH", in: v2(0x0D, 1850, 1, pdu), ok: true,
+			want: diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelDLDCCH, ARFCN: 1850, PDU: pdu}},
+		{name: "v2 lte uplink flag masked", in: v2(0x0D, 0x4000|1850, 3, pdu), ok: true,
+			want: diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelULDCCH, ARFCN: 1850, PDU: pdu}},
+		{name: "v2 lte PCCH", in: v2(0x0D, 0, 6, pdu), ok: true,
+			want: diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelPCCH, PDU: pdu}},
+		{name: "v2 lte MCCH skipped", in: v2(0x0D, 0, 7, pdu)},
+		{name: "v2 lte unknown subtype", in: v2(0x0D, 0, 99, pdu), reason: gsmtap.ReasonUnknownSubtype},
+		{name: "v2 gsm skipped", in: v2(0x01, 0, 1, pdu)},
+		{name: "v2 short header", in: []byte{2, 4, 0x0D, 0, 0, 0}, reason: gsmtap.ReasonMalformed},
+		{name: "v2 header length below 16", in: v2(0x0D, 0, 1, pdu)[:2], reason: gsmtap.ReasonMalformed},
+		{name: "v2 without pdu", in: v2(0x0D, 0, 1, nil), reason: gsmtap.ReasonMalformed},
+		{name: "v3 nr RRCReconfiguration", in: v3(0x0503, 0x0201, at, 2079167, 501, pdu), ok: true,
+			want: diag.RRCMessage{Time: at, RAT: diag.RATNR, Channel: diag.ChannelRRCReconfiguration, PCI: 501, ARFCN: 2079167, PDU: pdu}},
+		{name: "v3 nr UL-DCCH", in: v3(0x0503, 9, at, 640704, 433, pdu), ok: true,
+			want: diag.RRCMessage{Time: at, RAT: diag.RATNR, Channel: diag.ChannelULDCCH, PCI: 433, ARFCN: 640704, PDU: pdu}},
+		{name: "v3 lte DL-DCCH", in: v3(0x0403, 9, at, 66486, 12, pdu), ok: true,
+			want: diag.RRCMessage{Time: at, RAT: diag.RATLTE, Channel: diag.ChannelDLDCCH, PCI: 12, ARFCN: 66486, PDU: pdu}},
+		{name: "v3 nr capability skipped", in: v3(0x0503, 0x0204, at, 0, 0, pdu)},
+		{name: "v3 nas skipped", in: v3(0x0504, 0, at, 0, 0, pdu)},
+		{name: "v3 metadata overruns header", in: func() []byte {
+			b := v3(0x0503, 9, at, 1, 1, pdu)
+			b[10], b[11] = 0x00, 0x40 // timestamp length 64
+			return b
+		}(), reason: gsmtap.ReasonMalformed},
+		{name: "v3 header length beyond datagram", in: func() []byte {
+			b := v3(0x0503, 9, at, 1, 1, pdu)
+			b[3] = 200
+			return b
+		}(), reason: gsmtap.ReasonMalformed},
+		{name: "unknown version", in: []byte{5, 0, 0, 0}, reason: gsmtap.ReasonUnknownVersion},
+		{name: "empty", in: nil, reason: gsmtap.ReasonMalformed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			msg, ok, err := gsmtap.Parse(tc.in)
+			if tc.reason != "" {
+				var pe *diag.ParseError
+				require.ErrorAs(t, err, &pe)
+				assert.Equal(t, tc.reason, pe.Reason)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.ok, ok)
+			if tc.ok {
+				assert.Equal(t, tc.want, msg)
+			}
+		})
+	}
+}
+
+func TestParseQCSuperNR(t *testing.T) {
+	// The first datagram of the shared tram ride capture: NR RRC OTA v12,
+	// PCI 433, NR-ARFCN 640704, MIB.
+	mib := []byte{0x0c, 0, 0, 0, 0x0f, 0x90, 0xff, 0xb1, 0x01, 0xc0, 0xc6, 0x09, 0, 0, 0, 0x08, 0x01, 0, 0, 0, 0, 0x04, 0, 0, 0, 0, 0}
+	msg, ok, err := gsmtap.ParseQCSuperNR(mib)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, diag.RRCMessage{RAT: diag.RATNR, Channel: diag.ChannelBCCHBCH, PCI: 433, ARFCN: 640704, PDU: []byte{0, 0, 0, 0}}, msg)
+
+	_, _, err = gsmtap.ParseQCSuperNR(mib[:20])
+	var pe *diag.ParseError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, qcdiag.ReasonMalformedRRC, pe.Reason)
+}
+
+// captureCounts are RRC messages per "rat channel" in each shared capture,
+// plus unknown NR PDU numbers. They were obtained once, by hand, with a
+// separate Python script (its own pcap and pcapng block parser, IPv4 and
+// UDP headers read by offset, the GSMTAP v2 subtype byte at offset 12 and
+// the QCSuper NR PDU number at offset 16 of the v12 header).
+var captureCounts = map[string]struct {
+	channels   map[string]int
+	unknownPDU int
+}{
+	"qcsuper_xperia_2g3g4g.pcap": {channels: map[string]int{
+		"lte DL-CCCH": 5, "lte DL-DCCH": 32, "lte UL-CCCH": 5, "lte UL-DCCH": 38, "lte BCCH-DL-SCH": 8, "lte PCCH": 53,
+	}},
+	"tram_ride_lte_nr.pcapng": {channels: map[string]int{
+		"lte DL-CCCH": 7, "lte DL-DCCH": 38, "lte UL-CCCH": 7, "lte UL-DCCH": 50, "lte BCCH-DL-SCH": 59, "lte PCCH": 1545,
+		"nr BCCH-BCH": 3, "nr DL-DCCH": 3, "nr BCCH-DL-SCH": 2, "nr UL-CCCH": 2, "nr DL-CCCH": 2, "nr UL-DCCH": 2,
+	}, unknownPDU: 3},
+}
+
+func TestRealCaptures(t *testing.T) {
+	dir := diagtest.DataDir(t, "gsmtap")
+	for name, want := range captureCounts {
+		t.Run(name, func(t *testing.T) {
+			f, err := os.Open(filepath.Join(dir, name))
+			require.NoError(t, err)
+			defer f.Close()
+			channels := map[string]int{}
+			unknownPDU := 0
+			var first time.Time
+			skipped, err := gsmtap.ReadCapture(f, func(d gsmtap.Datagram) error {
+				if first.IsZero() {
+					first = d.Time
+				}
+				var msg diag.RRCMessage
+				var ok bool
+				var err error
+				switch d.DstPort {
+				case gsmtap.Port:
+					msg, ok, err = gsmtap.Parse(d.Payload)
+				case gsmtap.QCSuperNRPort:
+					msg, ok, err = gsmtap.ParseQCSuperNR(d.Payload)
+				default:
+					return fmt.Errorf("unexpected port %d", d.DstPort)
+				}
+				if errors.Is(err, qcdiag.ErrUnknownPDU) {
+					unknownPDU++
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				if ok {
+					channels[fmt.Sprintf("%s %s", msg.RAT, msg.Channel)]++
+				}
+				return nil
+			})
+			require.NoError(t, err)
+			assert.Zero(t, skipped)
+			assert.Equal(t, want.channels, channels)
+			assert.Equal(t, want.unknownPDU, unknownPDU)
+			assert.Greater(t, first.Year(), 2015, "capture timestamps")
+		})
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	// Seed with datagrams of the shared captures: every QCSuper NR one and
+	// a sample of the GSMTAP ones.
+	for _, data := range diagtest.Files("gsmtap", "*") {
+		n := 0
+		_, err := gsmtap.ReadCapture(bytes.NewReader(data), func(d gsmtap.Datagram) error {
+			n++
+			if d.DstPort == gsmtap.QCSuperNRPort || n%25 == 0 {
+				f.Add(d.DstPort == gsmtap.QCSuperNRPort, bytes.Clone(d.Payload))
+			}
+			return nil
+		})
+		if err != nil {
+			f.Fatalf("seed corpus: %v", err)
+		}
+	}
+	f.Add(false, v3(0x0503, 0x0201, time.Unix(1, 2), 3, 4, []byte{5}))
+	f.Fuzz(func(t *testing.T, qcsuper bool, payload []byte) {
+		parse := gsmtap.Parse
+		if qcsuper {
+			parse = gsmtap.ParseQCSuperNR
+		}
+		msg, ok, err := parse(payload)
+		if err != nil {
+			var pe *diag.ParseError
+			if !errors.As(err, &pe) || pe.Reason == "" {
+				t.Fatalf("error without a reason: %v", err)
+			}
+			return
+		}
+		if ok && (len(msg.PDU) == 0 || len(msg.PDU) > len(payload) || msg.Channel == diag.ChannelUnknown) {
+			t.Fatalf("bad message %+v from %d bytes", msg, len(payload))
+		}
+	})
+}

@@ -1,0 +1,306 @@
+package diag
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// JSONVersion is the version of the diag event JSON encoding (DESIGN.md).
+const JSONVersion = 1
+
+// Reasons carried by ParseError. They are stable tokens used as metric
+// labels (m2hod_diag_errors_total{reason=...}).
+const (
+	ReasonJSONSyntax  = "json_syntax"
+	ReasonJSONVersion = "json_version"
+	ReasonJSONType    = "json_type"
+	ReasonJSONTime    = "json_time"
+	ReasonJSONCell    = "json_cell"
+	ReasonJSONField   = "json_field"
+)
+
+// ParseError is a rejected input record. Reason is a short stable token
+// suitable as a metric label; Err says what exactly was wrong.
+type ParseError struct {
+	Reason string
+	Err    error
+}
+
+func (e *ParseError) Error() string { return e.Reason + ": " + e.Err.Error() }
+
+func (e *ParseError) Unwrap() error { return e.Err }
+
+func parseErrorf(reason, format string, args ...any) *ParseError {
+	return &ParseError{Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+// ErrorReason returns the metric reason of err: the Reason of the
+// ParseError it wraps, or fallback.
+func ErrorReason(err error, fallback string) string {
+	var pe *ParseError
+	if errors.As(err, &pe) {
+		return pe.Reason
+	}
+	return fallback
+}
+
+// Carrier and cell identity limits (TS 36.101 5.7.3, TS 38.101 5.4.2,
+// TS 36.211 6.11, TS 38.211 7.4.2).
+const (
+	maxEARFCN  = 262143
+	maxNRARFCN = 3279165
+	maxLTEPCI  = 503
+	maxNRPCI   = 1007
+)
+
+// wireCell is a cell as JSON carries it; integers are wide so that out of
+// range values are reported as such rather than as type errors.
+type wireCell struct {
+	RAT   RAT    `json:"rat"`
+	Band  Band   `json:"band,omitempty"`
+	PCI   *int64 `json:"pci"`
+	ARFCN *int64 `json:"arfcn"`
+}
+
+type wireEvent struct {
+	V        *int            `json:"v"`
+	Type     Type            `json:"type"`
+	T        json.RawMessage `json:"t,omitempty"`
+	Event    MeasEvent       `json:"event,omitempty"`
+	Serving  *wireCell       `json:"serving,omitempty"`
+	Neighbor *wireCell       `json:"neighbor,omitempty"`
+	Kind     HOKind          `json:"kind,omitempty"`
+	Source   *wireCell       `json:"source,omitempty"`
+	Target   *wireCell       `json:"target,omitempty"`
+	Cell     *wireCell       `json:"cell,omitempty"`
+	Cause    FailureCause    `json:"cause,omitempty"`
+	SlotUS   *int64          `json:"slot_us,omitempty"`
+	Slots    [][]int64       `json:"slots,omitempty"`
+}
+
+// ParseJSON decodes one version-1 diag event (one line or datagram). The
+// event's Time is zero when the record has no "t"; the caller then uses the
+// receive time. Every rejection is a *ParseError.
+func ParseJSON(line []byte) (Event, error) {
+	var w wireEvent
+	if err := json.Unmarshal(line, &w); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return Event{}, &ParseError{Reason: ReasonJSONField, Err: err}
+		}
+		return Event{}, &ParseError{Reason: ReasonJSONSyntax, Err: err}
+	}
+	if w.V == nil || *w.V != JSONVersion {
+		return Event{}, parseErrorf(ReasonJSONVersion, "want \"v\":%d", JSONVersion)
+	}
+	ev := Event{Type: w.Type}
+	var err error
+	if ev.Time, err = parseJSONTime(w.T); err != nil {
+		return Event{}, err
+	}
+	switch w.Type {
+	case TypeMeasReport:
+		err = w.measReport(&ev)
+	case TypeHOCommand:
+		err = w.hoCommand(&ev)
+	case TypeHOComplete:
+		if w.Cell != nil {
+			ev.Cell, err = w.Cell.cell("cell")
+		}
+	case TypeHOFailure:
+		ev.Cause = w.Cause
+		switch w.Cause {
+		case CauseRLF, CauseHOF, CauseReestablishment, CauseNASRecovery:
+		default:
+			err = parseErrorf(ReasonJSONField, "unknown cause %q", w.Cause)
+		}
+	case TypeRBAlloc:
+		err = w.rbAlloc(&ev)
+	default:
+		err = parseErrorf(ReasonJSONType, "unknown type %q", w.Type)
+	}
+	if err != nil {
+		return Event{}, err
+	}
+	return ev, nil
+}
+
+func (w *wireEvent) measReport(ev *Event) error {
+	ev.Meas = w.Event
+	switch w.Event {
+	case EventA1, EventA2, EventA3, EventA4, EventA5, EventA6, EventB1, EventB2:
+	default:
+		return parseErrorf(ReasonJSONField, "unknown measurement event %q", w.Event)
+	}
+	if w.Serving == nil {
+		return parseErrorf(ReasonJSONCell, "meas_report without serving cell")
+	}
+	var err error
+	if ev.Serving, err = w.Serving.cell("serving"); err != nil {
+		return err
+	}
+	// A1 and A2 compare the serving cell with a threshold only; every
+	// other event names the neighbour that triggered it.
+	if w.Neighbor == nil {
+		if w.Event != EventA1 && w.Event != EventA2 {
+			return parseErrorf(ReasonJSONCell, "%s report without neighbor cell", w.Event)
+		}
+		return nil
+	}
+	ev.Neighbor, err = w.Neighbor.cell("neighbor")
+	return err
+}
+
+func (w *wireEvent) hoCommand(ev *Event) error {
+	ev.Kind = w.Kind
+	switch w.Kind {
+	case HOPCell, HOSCGAdd, HOSCGRelease, HOSCGChange:
+	default:
+		return parseErrorf(ReasonJSONField, "unknown handover kind %q", w.Kind)
+	}
+	var err error
+	if w.Source != nil {
+		if ev.Source, err = w.Source.cell("source"); err != nil {
+			return err
+		}
+	}
+	if w.Target == nil {
+		// An SCG release has no target cell: the secondary group goes away.
+		if w.Kind == HOSCGRelease {
+			return nil
+		}
+		return parseErrorf(ReasonJSONCell, "ho_command %s without target cell", w.Kind)
+	}
+	ev.Target, err = w.Target.cell("target")
+	return err
+}
+
+func (w *wireEvent) rbAlloc(ev *Event) error {
+	if w.Cell == nil {
+		return parseErrorf(ReasonJSONCell, "rb_alloc without cell")
+	}
+	var err error
+	if ev.Cell, err = w.Cell.cell("cell"); err != nil {
+		return err
+	}
+	if w.SlotUS == nil || *w.SlotUS <= 0 || *w.SlotUS > 1000 {
+		return parseErrorf(ReasonJSONField, "slot_us must be in 1..1000")
+	}
+	ev.SlotDuration = time.Duration(*w.SlotUS) * time.Microsecond
+	if len(w.Slots) == 0 {
+		return parseErrorf(ReasonJSONField, "rb_alloc without slots")
+	}
+	ev.Slots = make([]Slot, len(w.Slots))
+	for i, s := range w.Slots {
+		if len(s) != 2 || s[1] <= 0 || s[1] > math.MaxUint16 || s[0] < 0 || s[0] > s[1] {
+			return parseErrorf(ReasonJSONField, "slot %d: want [given, total] with 0 <= given <= total, total > 0", i)
+		}
+		ev.Slots[i] = Slot{Given: uint16(s[0]), Total: uint16(s[1])}
+	}
+	return nil
+}
+
+func (c *wireCell) cell(field string) (Cell, error) {
+	var maxPCI, maxARFCN int64
+	switch c.RAT {
+	case RATLTE:
+		maxPCI, maxARFCN = maxLTEPCI, maxEARFCN
+	case RATNR:
+		maxPCI, maxARFCN = maxNRPCI, maxNRARFCN
+	default:
+		return Cell{}, parseErrorf(ReasonJSONCell, "%s: unknown rat %q", field, c.RAT)
+	}
+	switch c.Band {
+	case "", BandSub6, BandMmWave:
+	default:
+		return Cell{}, parseErrorf(ReasonJSONCell, "%s: unknown band %q", field, c.Band)
+	}
+	if c.PCI == nil || *c.PCI < 0 || *c.PCI > maxPCI {
+		return Cell{}, parseErrorf(ReasonJSONCell, "%s: pci missing or outside 0..%d", field, maxPCI)
+	}
+	if c.ARFCN == nil || *c.ARFCN < 0 || *c.ARFCN > maxARFCN {
+		return Cell{}, parseErrorf(ReasonJSONCell, "%s: arfcn missing or outside 0..%d", field, maxARFCN)
+	}
+	return Cell{RAT: c.RAT, Band: c.Band, PCI: uint16(*c.PCI), ARFCN: uint32(*c.ARFCN)}.Normalized(), nil
+}
+
+// parseJSONTime accepts RFC 3339 strings and unix nanoseconds as a number.
+func parseJSONTime(raw json.RawMessage) (time.Time, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return time.Time{}, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return time.Time{}, &ParseError{Reason: ReasonJSONTime, Err: err}
+		}
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return time.Time{}, &ParseError{Reason: ReasonJSONTime, Err: err}
+		}
+		return t.UTC(), nil
+	}
+	ns, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil || ns <= 0 {
+		return time.Time{}, parseErrorf(ReasonJSONTime, "t: want RFC 3339 or positive unix nanoseconds, got %.40s", raw)
+	}
+	return time.Unix(0, ns).UTC(), nil
+}
+
+// jsonTimeLayout is RFC 3339 with all nine fraction digits, so that every
+// encoded time has the same width and sorts as text.
+const jsonTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// MarshalJSON encodes ev as one version-1 record (no trailing newline).
+// Cells are written with their band; a zero Time omits "t".
+func MarshalJSON(ev Event) ([]byte, error) {
+	v := JSONVersion
+	w := wireEvent{V: &v, Type: ev.Type}
+	if !ev.Time.IsZero() {
+		w.T = json.RawMessage(strconv.Quote(ev.Time.UTC().Format(jsonTimeLayout)))
+	}
+	switch ev.Type {
+	case TypeMeasReport:
+		w.Event = ev.Meas
+		w.Serving = toWireCell(ev.Serving)
+		w.Neighbor = toWireCell(ev.Neighbor)
+	case TypeHOCommand:
+		w.Kind = ev.Kind
+		w.Source = toWireCell(ev.Source)
+		w.Target = toWireCell(ev.Target)
+	case TypeHOComplete:
+		w.Cell = toWireCell(ev.Cell)
+	case TypeHOFailure:
+		w.Cause = ev.Cause
+	case TypeRBAlloc:
+		w.Cell = toWireCell(ev.Cell)
+		us := ev.SlotDuration.Microseconds()
+		w.SlotUS = &us
+		w.Slots = make([][]int64, len(ev.Slots))
+		for i, s := range ev.Slots {
+			w.Slots[i] = []int64{int64(s.Given), int64(s.Total)}
+		}
+	default:
+		return nil, fmt.Errorf("marshal diag event: unknown type %q", ev.Type)
+	}
+	out, err := json.Marshal(w)
+	if err != nil {
+		return nil, fmt.Errorf("marshal diag event: %w", err)
+	}
+	return out, nil
+}
+
+func toWireCell(c Cell) *wireCell {
+	if c.IsZero() {
+		return nil
+	}
+	c = c.Normalized()
+	pci, arfcn := int64(c.PCI), int64(c.ARFCN)
+	return &wireCell{RAT: c.RAT, Band: c.Band, PCI: &pci, ARFCN: &arfcn}
+}

@@ -1,0 +1,163 @@
+package diag_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+)
+
+var (
+	mmwaveA = diag.Cell{RAT: diag.RATNR, Band: diag.BandMmWave, PCI: 123, ARFCN: 2079167}
+	mmwaveB = diag.Cell{RAT: diag.RATNR, Band: diag.BandMmWave, PCI: 456, ARFCN: 2079167}
+	lteCell = diag.Cell{RAT: diag.RATLTE, Band: diag.BandSub6, PCI: 7, ARFCN: 66486}
+)
+
+func TestParseJSON(t *testing.T) {
+	at := time.Date(2024, 3, 1, 12, 0, 0, 123456789, time.UTC)
+	tests := []struct {
+		name   string
+		in     string
+		want   diag.Event
+		reason string
+	}{
+		{name: "design meas_report", in: `{"v":1,"type":"meas_report","event":"A3",
+			"serving":{"rat":"nr","band":"mmwave","pci":123,"arfcn":2079167},
+			"neighbor":{"rat":"nr","band":"mmwave","pci":456,"arfcn":2079167}}`,
+			want: diag.Event{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: mmwaveA, Neighbor: mmwaveB}},
+		{name: "band derived from arfcn, rfc3339 time", in: `{"v":1,"type":"meas_report","event":"A2","t":"2024-03-01T12:00:00.123456789Z",
+			"serving":{"rat":"nr","pci":123,"arfcn":2079167}}`,
+			want: diag.Event{Type: diag.TypeMeasReport, Time: at, Meas: diag.EventA2, Serving: mmwaveA}},
+		{name: "unix nanoseconds and unknown fields", in: `{"v":1,"type":"ho_command","kind":"pcell","t":1709294400123456789,"extra":[1,2],
+			"source":{"rat":"lte","pci":7,"arfcn":66486},"target":{"rat":"nr","pci":456,"arfcn":2079167}}`,
+			want: diag.Event{Type: diag.TypeHOCommand, Time: at, Kind: diag.HOPCell, Source: lteCell, Target: mmwaveB}},
+		{name: "scg release without target", in: `{"v":1,"type":"ho_command","kind":"scg_release","source":{"rat":"nr","pci":123,"arfcn":2079167}}`,
+			want: diag.Event{Type: diag.TypeHOCommand, Kind: diag.HOSCGRelease, Source: mmwaveA}},
+		{name: "ho_complete", in: `{"v":1,"type":"ho_complete","cell":{"rat":"nr","pci":456,"arfcn":2079167}}`,
+			want: diag.Event{Type: diag.TypeHOComplete, Cell: mmwaveB}},
+		{name: "ho_complete without cell", in: `{"v":1,"type":"ho_complete"}`, want: diag.Event{Type: diag.TypeHOComplete}},
+		{name: "ho_failure", in: `{"v":1,"type":"ho_failure","cause":"rlf"}`, want: diag.Event{Type: diag.TypeHOFailure, Cause: diag.CauseRLF}},
+		{name: "rb_alloc", in: `{"v":1,"type":"rb_alloc","cell":{"rat":"nr","band":"sub6","pci":7,"arfcn":640704},"slot_us":500,"slots":[[100,106],[0,106]]}`,
+			want: diag.Event{Type: diag.TypeRBAlloc, Cell: diag.Cell{RAT: diag.RATNR, Band: diag.BandSub6, PCI: 7, ARFCN: 640704},
+				SlotDuration: 500 * time.Microsecond, Slots: []diag.Slot{{Given: 100, Total: 106}, {Given: 0, Total: 106}}}},
+		{name: "syntax", in: `{"v":1,"type":`, reason: diag.ReasonJSONSyntax},
+		{name: "not an object", in: `[1,2]`, reason: diag.ReasonJSONField},
+		{name: "missing version", in: `{"type":"ho_failure","cause":"rlf"}`, reason: diag.ReasonJSONVersion},
+		{name: "version 2", in: `{"v":2,"type":"ho_failure","cause":"rlf"}`, reason: diag.ReasonJSONVersion},
+		{name: "unknown type", in: `{"v":1,"type":"bogus"}`, reason: diag.ReasonJSONType},
+		{name: "bad time string", in: `{"v":1,"type":"ho_failure","cause":"rlf","t":"yesterday"}`, reason: diag.ReasonJSONTime},
+		{name: "negative time", in: `{"v":1,"type":"ho_failure","cause":"rlf","t":-5}`, reason: diag.ReasonJSONTime},
+		{name: "fractional time", in: `{"v":1,"type":"ho_failure","cause":"rlf","t":1.5}`, reason: diag.ReasonJSONTime},
+		{name: "unknown cause", in: `{"v":1,"type":"ho_failure","cause":"gremlins"}`, reason: diag.ReasonJSONField},
+		{name: "unknown event", in: `{"v":1,"type":"meas_report","event":"C1","serving":{"rat":"nr","pci":1,"arfcn":1}}`, reason: diag.ReasonJSONField},
+		{name: "A3 without neighbor", in: `{"v":1,"type":"meas_report","event":"A3","serving":{"rat":"nr","pci":1,"arfcn":1}}`, reason: diag.ReasonJSONCell},
+		{name: "no serving", in: `{"v":1,"type":"meas_report","event":"A1"}`, reason: diag.ReasonJSONCell},
+		{name: "lte pci out of range", in: `{"v":1,"type":"ho_complete","cell":{"rat":"lte","pci":504,"arfcn":1}}`, reason: diag.ReasonJSONCell},
+		{name: "nr arfcn out of range", in: `{"v":1,"type":"ho_complete","cell":{"rat":"nr","pci":1,"arfcn":3279166}}`, reason: diag.ReasonJSONCell},
+		{name: "unknown rat", in: `{"v":1,"type":"ho_complete","cell":{"rat":"wifi","pci":1,"arfcn":1}}`, reason: diag.ReasonJSONCell},
+		{name: "unknown band", in: `{"v":1,"type":"ho_complete","cell":{"rat":"nr","band":"thz","pci":1,"arfcn":1}}`, reason: diag.ReasonJSONCell},
+		{name: "pci as string", in: `{"v":1,"type":"ho_complete","cell":{"rat":"nr","pci":"1","arfcn":1}}`, reason: diag.ReasonJSONField},
+		{name: "unknown kind", in: `{"v":1,"type":"ho_command","kind":"teleport","target":{"rat":"nr","pci":1,"arfcn":1}}`, reason: diag.ReasonJSONField},
+		{name: "pcell without target", in: `{"v":1,"type":"ho_command","kind":"pcell"}`, reason: diag.ReasonJSONCell},
+		{name: "rb_alloc given above total", in: `{"v":1,"type":"rb_alloc","cell":{"rat":"nr","pci":1,"arfcn":1},"slot_us":500,"slots":[[107,106]]}`, reason: diag.ReasonJSONField},
+		{name: "rb_alloc no slots", in: `{"v":1,"type":"rb_alloc","cell":{"rat":"nr","pci":1,"arfcn":1},"slot_us":500,"slots":[]}`, reason: diag.ReasonJSONField},
+		{name: "rb_alloc slot of three", in: `{"v":1,"type":"rb_alloc","cell":{"rat":"nr","pci":1,"arfcn":1},"slot_us":500,"slots":[[1,2,3]]}`, reason: diag.ReasonJSONField},
+		{name: "rb_alloc zero slot time", in: `{"v":1,"type":"rb_alloc","cell":{"rat":"nr","pci":1,"arfcn":1},"slot_us":0,"slots":[[1,2]]}`, reason: diag.ReasonJSONField},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := diag.ParseJSON([]byte(tc.in))
+			if tc.reason != "" {
+				var pe *diag.ParseError
+				require.True(t, errors.As(err, &pe), "want a *ParseError, got %v", err)
+				assert.Equal(t, tc.reason, pe.Reason, pe.Error())
+				assert.Equal(t, tc.reason, diag.ErrorReason(err, "other"))
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, ev)
+		})
+	}
+}
+
+func TestMarshalJSONRoundTrip(t *testing.T) {
+	at := time.Date(2024, 3, 1, 12, 0, 0, 5000, time.UTC)
+	events := []diag.Event{
+		{Type: diag.TypeMeasReport, Time: at, Meas: diag.EventB1, Serving: lteCell, Neighbor: mmwaveA},
+		{Type: diag.TypeMeasReport, Meas: diag.EventA1, Serving: mmwaveA},
+		{Type: diag.TypeHOCommand, Time: at, Kind: diag.HOSCGChange, Source: mmwaveA, Target: mmwaveB},
+		{Type: diag.TypeHOComplete, Time: at, Cell: mmwaveB},
+		{Type: diag.TypeHOFailure, Time: at, Cause: diag.CauseNASRecovery},
+		{Type: diag.TypeRBAlloc, Time: at, Cell: lteCell, SlotDuration: time.Millisecond, Slots: []diag.Slot{{Given: 50, Total: 100}}},
+	}
+	for _, ev := range events {
+		t.Run(string(ev.Type), func(t *testing.T) {
+			line, err := diag.MarshalJSON(ev)
+			require.NoError(t, err)
+			if !ev.Time.IsZero() {
+				assert.Contains(t, string(line), `"t":"2024-03-01T12:00:00.000005000Z"`)
+			}
+			back, err := diag.ParseJSON(line)
+			require.NoError(t, err, string(line))
+			assert.Equal(t, ev, back)
+		})
+	}
+	_, err := diag.MarshalJSON(diag.Event{Type: "bogus"})
+	assert.Error(t, err)
+}
+
+func FuzzParseJSON(f *testing.F) {
+	seeds := []string{
+		`{"v":1,"type":"meas_report","event":"A3","serving":{"rat":"nr","band":"mmwave","pci":123,"arfcn":2079167},"neighbor":{"rat":"nr","band":"mmwave","pci":456,"arfcn":2079167}}`,
+		`{"v":1,"type":"ho_command","kind":"pcell","source":{"rat":"lte","pci":1,"arfcn":2},"target":{"rat":"nr","pci":3,"arfcn":4},"t":1700000000000000000}`,
+		`{"v":1,"type":"ho_complete","cell":{"rat":"nr","pci":3,"arfcn":4},"t":"2024-01-01T00:00:00.5Z"}`,
+		`{"v":1,"type":"ho_failure","cause":"rlf"}`,
+		`{"v":1,"type":"rb_alloc","cell":{"rat":"nr","pci":3,"arfcn":4},"slot_us":500,"slots":[[100,106],[106,106],[20,106],[0,106]]}`,
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		ev, err := diag.ParseJSON(line)
+		if err != nil {
+			var pe *diag.ParseError
+			if !errors.As(err, &pe) || pe.Reason == "" {
+				t.Fatalf("error without a reason: %v", err)
+			}
+			return
+		}
+		out, err := diag.MarshalJSON(ev)
+		if err != nil {
+			t.Fatalf("accepted event does not marshal: %v", err)
+		}
+		back, err := diag.ParseJSON(out)
+		if err != nil {
+			t.Fatalf("marshalled event rejected: %v\n%s", err, out)
+		}
+		if !back.Time.Equal(ev.Time) {
+			t.Fatalf("time changed: %v -> %v", ev.Time, back.Time)
+		}
+		back.Time = ev.Time
+		if diff := compareEvents(ev, back); diff != "" {
+			t.Fatalf("round trip changed the event: %s", diff)
+		}
+	})
+}
+
+func compareEvents(a, b diag.Event) string {
+	if a.Type != b.Type || a.Meas != b.Meas || a.Serving != b.Serving || a.Neighbor != b.Neighbor ||
+		a.Kind != b.Kind || a.Source != b.Source || a.Target != b.Target || a.Cell != b.Cell ||
+		a.Cause != b.Cause || a.SlotDuration != b.SlotDuration || len(a.Slots) != len(b.Slots) {
+		return "fields differ"
+	}
+	for i := range a.Slots {
+		if a.Slots[i] != b.Slots[i] {
+			return "slots differ"
+		}
+	}
+	return ""
+}

@@ -1,0 +1,358 @@
+// Package rrc turns LTE and NR RRC messages (3GPP TS 36.331, TS 38.331)
+// into the handover events of pkg/diag: measurement reports resolved
+// through the measConfig in force, handover commands (primary cell and
+// EN-DC secondary cell group), their completion, and re-establishments.
+//
+// PDUs are decoded natively with the schema-driven UPER reader of
+// pkg/diag/rrc/uper; the schemas are data generated from the 3GPP ASN.1.
+package rrc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+)
+
+// ErrUnresolvedMeasID means a measurement report names a measId that no
+// measConfig seen so far defines (the capture started mid-connection).
+var ErrUnresolvedMeasID = errors.New("rrc: measId not configured")
+
+// Reasons of the *diag.ParseError values Decode returns, for
+// diag.Stats.CountError.
+const (
+	// ReasonMalformed: the PDU does not decode (or its RAT is unknown).
+	ReasonMalformed = "rrc_malformed"
+	// ReasonUnresolvedMeasID: a report names a measId no measConfig seen
+	// so far defines.
+	ReasonUnresolvedMeasID = "rrc_unresolved_meas_id"
+)
+
+// measState is the measurement configuration in force for one RAT.
+type measState struct {
+	objects map[int]MeasObject
+	reports map[int]diag.MeasEvent
+	measIDs map[int]MeasIDLink
+}
+
+func newMeasState() *measState {
+	return &measState{objects: map[int]MeasObject{}, reports: map[int]diag.MeasEvent{}, measIDs: map[int]MeasIDLink{}}
+}
+
+// apply updates the configuration in the order of TS 36.331 5.5.2 /
+// TS 38.331 5.5.2: objects, report configurations, then measIds.
+// Removing an object or a report configuration removes the measIds that
+// use it.
+func (m *measState) apply(d *MeasConfigDelta) {
+	if d == nil {
+		return
+	}
+	for _, id := range d.ObjectsRemoved {
+		delete(m.objects, id)
+		m.dropMeasIDs(func(l MeasIDLink) bool { return l.Object == id })
+	}
+	for _, o := range d.Objects {
+		if prev, ok := m.objects[o.ID]; ok && o.Carrier == 0 && o.RAT == prev.RAT {
+			o.Carrier = prev.Carrier // a modification that leaves the carrier as it was
+		}
+		m.objects[o.ID] = o
+	}
+	for _, id := range d.ReportsRemoved {
+		delete(m.reports, id)
+		m.dropMeasIDs(func(l MeasIDLink) bool { return l.Report == id })
+	}
+	for _, r := range d.Reports {
+		m.reports[r.ID] = r.Event
+	}
+	for _, id := range d.MeasIDsRemoved {
+		delete(m.measIDs, id)
+	}
+	for _, l := range d.MeasIDs {
+		m.measIDs[l.ID] = l
+	}
+}
+
+// followHandover re-links measIds after a handover from carrier source to
+// carrier target (TS 36.331 / TS 38.331 5.5.6.1): measIds of the source
+// carrier's object move to the target carrier's object and back; without
+// an object for the target carrier, those of the source carrier go.
+func (m *measState) followHandover(rat diag.RAT, source, target uint32) {
+	if source == target {
+		return
+	}
+	sourceObj, hasSource := m.objectOn(rat, source)
+	if !hasSource {
+		return
+	}
+	targetObj, hasTarget := m.objectOn(rat, target)
+	if !hasTarget {
+		m.dropMeasIDs(func(l MeasIDLink) bool { return l.Object == sourceObj })
+		return
+	}
+	for id, l := range m.measIDs {
+		switch l.Object {
+		case sourceObj:
+			l.Object = targetObj
+		case targetObj:
+			l.Object = sourceObj
+		default:
+			continue
+		}
+		m.measIDs[id] = l
+	}
+}
+
+// objectOn returns the measurement object of a carrier, the lowest
+// numbered when several share it.
+func (m *measState) objectOn(rat diag.RAT, carrier uint32) (int, bool) {
+	found, ok := 0, false
+	for id, o := range m.objects {
+		if o.RAT == rat && o.Carrier == carrier && (!ok || id < found) {
+			found, ok = id, true
+		}
+	}
+	return found, ok
+}
+
+func (m *measState) dropMeasIDs(match func(MeasIDLink) bool) {
+	for id, l := range m.measIDs {
+		if match(l) {
+			delete(m.measIDs, id)
+		}
+	}
+}
+
+// ratState is the per-RAT connection state.
+type ratState struct {
+	meas    *measState
+	serving diag.Cell
+	// pending are the targets of handover commands awaiting their
+	// reconfiguration complete.
+	pending []diag.Cell
+}
+
+// Decoder is the stateful RRC decoder of one modem. It is not safe for
+// concurrent use: feed it the modem's messages in order.
+type Decoder struct {
+	logger *slog.Logger
+	state  map[diag.RAT]*ratState
+	// scg is the EN-DC secondary cell in force, zero when none.
+	scg diag.Cell
+	// lastSCGReconfig is the last NR RRCReconfiguration handled for the
+	// secondary cell group. Modems log it twice, inside the LTE container
+	// and on its own, in either order a few ms apart: the second copy
+	// must not count as a second procedure.
+	lastSCGReconfig []byte
+}
+
+// NewDecoder returns a decoder with no measurement configuration yet.
+func NewDecoder(logger *slog.Logger) *Decoder {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	// Parse the embedded schemas now rather than on the first message; a
+	// broken schema fails every Decode with this same error.
+	if _, err := loadSchemas(); err != nil {
+		logger.Error("rrc: schemas unusable, no RRC message will decode", "err", err)
+	}
+	return &Decoder{
+		logger: logger,
+		state: map[diag.RAT]*ratState{
+			diag.RATLTE: {meas: newMeasState()},
+			diag.RATNR:  {meas: newMeasState()},
+		},
+	}
+}
+
+var _ diag.RRCDecoder = (*Decoder)(nil)
+
+// Decode decodes one RRC PDU, updates the connection state and returns
+// the events it implies (often none). PDUs of channels that carry nothing
+// m2ho uses (broadcast, paging, connection setup) are ignored. Errors are
+// *diag.ParseError values (ReasonMalformed, ReasonUnresolvedMeasID); a
+// PDU that does not decode leaves the state unchanged.
+func (d *Decoder) Decode(msg diag.RRCMessage) ([]diag.Event, error) {
+	if _, ok := d.state[msg.RAT]; !ok {
+		return nil, &diag.ParseError{Reason: ReasonMalformed, Err: fmt.Errorf("rrc: unknown RAT %q", msg.RAT)}
+	}
+	s, err := Summarize(msg.RAT, msg.Channel, msg.PDU)
+	switch {
+	case errors.Is(err, ErrUnsupportedChannel):
+		return nil, nil
+	case err != nil:
+		return nil, &diag.ParseError{Reason: ReasonMalformed, Err: err}
+	}
+	events, err := d.handle(msg, &s)
+	if err != nil {
+		return nil, &diag.ParseError{Reason: ReasonUnresolvedMeasID, Err: err}
+	}
+	return events, nil
+}
+
+// handle applies one summarised message to the connection state.
+func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) {
+	st := d.state[msg.RAT]
+	if msg.PCI != 0 || msg.ARFCN != 0 {
+		st.serving = diag.Cell{RAT: msg.RAT, PCI: msg.PCI, ARFCN: msg.ARFCN}.Normalized()
+	}
+	switch {
+	case s.Report != nil:
+		return d.measReport(msg.Time, msg.RAT, st.serving, s.Report)
+	case s.NestedNR != nil && s.NestedNR.Report != nil:
+		// An EN-DC NR report relayed by LTE: the NR cell serving is the
+		// secondary cell.
+		serving := d.scg
+		if serving.IsZero() {
+			serving = d.state[diag.RATNR].serving
+		}
+		return d.measReport(msg.Time, diag.RATNR, serving, s.NestedNR.Report)
+	case s.ReestablishmentCause != "":
+		// Re-establishment abandons pending handovers and, on LTE, the
+		// EN-DC secondary cell group (TS 36.331 5.3.7.2).
+		st.pending = nil
+		if msg.RAT == diag.RATLTE {
+			d.scg = diag.Cell{}
+		}
+		return []diag.Event{{Type: diag.TypeHOFailure, Time: msg.Time, Cause: failureCause(s.ReestablishmentCause)}}, nil
+	case s.Message == "rrcConnectionReconfigurationComplete" || s.Message == "rrcReconfigurationComplete":
+		var events []diag.Event
+		for _, target := range st.pending {
+			events = append(events, diag.Event{Type: diag.TypeHOComplete, Time: msg.Time, Cell: target})
+			if target.RAT == msg.RAT {
+				st.serving = target
+			}
+		}
+		st.pending = nil
+		return events, nil
+	case s.Message == "rrcConnectionReconfiguration" || s.Message == "rrcReconfiguration":
+		return d.reconfiguration(msg, st, s), nil
+	}
+	return nil, nil
+}
+
+// measReport resolves a report's measId through the measConfig of rat:
+// the event from the report configuration, the neighbour's carrier from
+// the measurement object.
+func (d *Decoder) measReport(at time.Time, rat diag.RAT, serving diag.Cell, r *MeasReport) ([]diag.Event, error) {
+	meas := d.state[rat].meas
+	link, ok := meas.measIDs[r.MeasID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s measId %d", ErrUnresolvedMeasID, rat, r.MeasID)
+	}
+	event, ok := meas.reports[link.Report]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s measId %d names reportConfig %d", ErrUnresolvedMeasID, rat, r.MeasID, link.Report)
+	}
+	if event == "" {
+		return nil, nil // periodical or another trigger m2ho does not follow
+	}
+	ev := diag.Event{Type: diag.TypeMeasReport, Time: at, Meas: event, Serving: serving}
+	object := meas.objects[link.Object]
+	for _, n := range r.Neighbors {
+		if n.RAT == object.RAT {
+			ev.Neighbor = diag.Cell{RAT: n.RAT, PCI: n.PCI, ARFCN: object.Carrier}.Normalized()
+			break
+		}
+	}
+	return []diag.Event{ev}, nil
+}
+
+// reconfiguration applies a (NR)RRC(Connection)Reconfiguration: the
+// mobility it orders and its measConfig, in the order of TS 36.331
+// 5.3.5.4 / TS 38.331 5.3.5.5 (measIds follow the handover first).
+func (d *Decoder) reconfiguration(msg diag.RRCMessage, st *ratState, s *Summary) []diag.Event {
+	var events []diag.Event
+	command := func(kind diag.HOKind, source, target diag.Cell) {
+		events = append(events, diag.Event{Type: diag.TypeHOCommand, Time: msg.Time, Kind: kind, Source: source, Target: target})
+	}
+	if s.Sync != nil {
+		target := syncCell(msg.RAT, s.Sync, st.serving)
+		command(diag.HOPCell, st.serving, target)
+		st.pending = append(st.pending, target)
+		if st.serving.RAT == msg.RAT && st.serving.ARFCN != 0 {
+			st.meas.followHandover(msg.RAT, st.serving.ARFCN, target.ARFCN)
+		}
+	}
+	st.meas.apply(s.MeasConfig)
+	if msg.RAT == diag.RATLTE && s.ENDC != nil {
+		nested := s.ENDC.SecondaryCellGroup
+		if nested != nil {
+			d.state[diag.RATNR].meas.apply(nested.MeasConfig)
+			if bytes.Equal(s.ENDC.nested, d.lastSCGReconfig) {
+				d.logger.Debug("rrc: EN-DC container repeats the SCG reconfiguration logged on its own", "time", msg.Time)
+				return events
+			}
+			d.lastSCGReconfig = s.ENDC.nested
+		}
+		if (s.ENDC.Release || s.ENDC.ReleaseAndAdd) && !d.scg.IsZero() {
+			// The data path moves to the LTE anchor, the release's target.
+			command(diag.HOSCGRelease, d.scg, st.serving)
+			d.scg = diag.Cell{}
+		}
+		if nested != nil {
+			events = append(events, d.secondarySync(msg, st, nested.SecondarySync)...)
+		}
+		return events
+	}
+	if msg.RAT == diag.RATNR && s.SecondarySync != nil {
+		if msg.Channel == diag.ChannelRRCReconfiguration {
+			if bytes.Equal(msg.PDU, d.lastSCGReconfig) {
+				d.logger.Debug("rrc: SCG reconfiguration repeats the one of its EN-DC container", "time", msg.Time)
+				return events
+			}
+			d.lastSCGReconfig = bytes.Clone(msg.PDU) // the transport may reuse its buffer
+		}
+		events = append(events, d.secondarySync(msg, st, s.SecondarySync)...)
+	}
+	return events
+}
+
+// secondarySync turns a reconfigurationWithSync of the secondary cell group
+// into an SCG addition (no SCG before) or change.
+func (d *Decoder) secondarySync(msg diag.RRCMessage, st *ratState, sync *SyncTarget) []diag.Event {
+	if sync == nil {
+		return nil
+	}
+	target := syncCell(diag.RATNR, sync, d.scg)
+	kind := diag.HOSCGChange
+	if d.scg.IsZero() {
+		kind = diag.HOSCGAdd
+	}
+	ev := diag.Event{Type: diag.TypeHOCommand, Time: msg.Time, Kind: kind, Source: d.scg, Target: target}
+	d.scg = target
+	st.pending = append(st.pending, target)
+	return []diag.Event{ev}
+}
+
+// syncCell is the target cell of a synchronous reconfiguration; what the
+// message leaves out (intra-frequency carrier, PCI) stays as in current.
+func syncCell(rat diag.RAT, t *SyncTarget, current diag.Cell) diag.Cell {
+	c := diag.Cell{RAT: rat, PCI: current.PCI, ARFCN: current.ARFCN}
+	if current.RAT != rat {
+		c.PCI, c.ARFCN = 0, 0
+	}
+	if t.HasPCI {
+		c.PCI = t.PCI
+	}
+	if t.Carrier != 0 {
+		c.ARFCN = t.Carrier
+	}
+	return c.Normalized()
+}
+
+// failureCause maps a reestablishmentCause enumerant to the contract's
+// causes: otherFailure is a radio link failure, handoverFailure a
+// handover failure, reconfigurationFailure (and spares) a plain
+// re-establishment.
+func failureCause(enumerant string) diag.FailureCause {
+	switch enumerant {
+	case "otherFailure":
+		return diag.CauseRLF
+	case "handoverFailure":
+		return diag.CauseHOF
+	}
+	return diag.CauseReestablishment
+}

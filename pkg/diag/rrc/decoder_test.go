@@ -1,0 +1,377 @@
+package rrc
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func lteCell(pci uint16, arfcn uint32) diag.Cell {
+	return diag.Cell{RAT: diag.RATLTE, PCI: pci, ARFCN: arfcn}.Normalized()
+}
+
+func nrCell(pci uint16, arfcn uint32) diag.Cell {
+	return diag.Cell{RAT: diag.RATNR, PCI: pci, ARFCN: arfcn}.Normalized()
+}
+
+// step is one summarised message fed to the decoder, and what it must
+// yield.
+type step struct {
+	rat     diag.RAT        // default LTE
+	channel diag.RRCChannel // default DL-DCCH
+	// cell is the cell the transport says the PDU came from: nil for the
+	// LTE serving cell of the test, a zero cell when the transport does
+	// not say.
+	cell    *diag.Cell
+	pdu     []byte // only compared, to recognise repeated EN-DC containers
+	summary Summary
+	want    []diag.Event
+	wantErr error
+}
+
+// lteMeasSetup configures an LTE measConfig: object 1 is LTE 1300,
+// object 2 NR mmWave 2079167; measId 1 = A3 on 1, 2 = B1 on 2, 3 =
+// periodical on 1.
+var lteMeasSetup = &MeasConfigDelta{
+	Objects: []MeasObject{{ID: 1, RAT: diag.RATLTE, Carrier: 1300}, {ID: 2, RAT: diag.RATNR, Carrier: 2079167}},
+	Reports: []ReportConfig{{ID: 1, Event: diag.EventA3}, {ID: 2, Event: diag.EventB1}, {ID: 3}},
+	MeasIDs: []MeasIDLink{{ID: 1, Object: 1, Report: 1}, {ID: 2, Object: 2, Report: 2}, {ID: 3, Object: 1, Report: 3}},
+}
+
+func lteReconf(s Summary) Summary {
+	s.Message = "rrcConnectionReconfiguration"
+	return s
+}
+
+func lteReport(measID int, neighbors ...NeighborCell) Summary {
+	return Summary{Message: "measurementReport", Report: &MeasReport{MeasID: measID, Neighbors: neighbors}}
+}
+
+var lteComplete = Summary{Message: "rrcConnectionReconfigurationComplete"}
+
+func scgContainer(pdu []byte, pci uint16, arfcn uint32) *ENDCConfig {
+	return &ENDCConfig{nested: pdu, SecondaryCellGroup: &Summary{
+		Message:       "rrcReconfiguration",
+		SecondarySync: &SyncTarget{PCI: pci, HasPCI: true, Carrier: arfcn},
+	}}
+}
+
+func cellRef(c diag.Cell) *diag.Cell { return &c }
+
+func TestDecoderSequences(t *testing.T) {
+	serving := lteCell(10, 1300)
+	noCell := &diag.Cell{}
+	scgA, scgB := nrCell(625, 504990), nrCell(626, 504990)
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"reports resolve through the measConfig", []step{
+			{summary: lteReconf(Summary{MeasConfig: lteMeasSetup})},
+			{summary: lteReport(1, NeighborCell{RAT: diag.RATLTE, PCI: 201}), want: []diag.Event{
+				{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: serving, Neighbor: lteCell(201, 1300)}}},
+			{summary: lteReport(2, NeighborCell{RAT: diag.RATNR, PCI: 55}), want: []diag.Event{
+				{Type: diag.TypeMeasReport, Meas: diag.EventB1, Serving: serving, Neighbor: nrCell(55, 2079167)}}},
+			{summary: lteReport(1), want: []diag.Event{
+				{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: serving}}},
+			{summary: lteReport(3, NeighborCell{RAT: diag.RATLTE, PCI: 201})},
+			{summary: lteReport(9), wantErr: ErrUnresolvedMeasID},
+		}},
+		{"removing an object or report removes its measIds", []step{
+			{summary: lteReconf(Summary{MeasConfig: lteMeasSetup})},
+			{summary: lteReconf(Summary{MeasConfig: &MeasConfigDelta{ObjectsRemoved: []int{1}, ReportsRemoved: []int{2}}})},
+			{summary: lteReport(1), wantErr: ErrUnresolvedMeasID},
+			{summary: lteReport(2), wantErr: ErrUnresolvedMeasID},
+			{summary: lteReport(3), wantErr: ErrUnresolvedMeasID},
+		}},
+		{"modification without carrier keeps the carrier; measId re-pointed", []step{
+			{summary: lteReconf(Summary{MeasConfig: lteMeasSetup})},
+			{summary: lteReconf(Summary{MeasConfig: &MeasConfigDelta{
+				Objects: []MeasObject{{ID: 1, RAT: diag.RATLTE}},
+				MeasIDs: []MeasIDLink{{ID: 3, Object: 1, Report: 1}},
+			}})},
+			{summary: lteReport(3, NeighborCell{RAT: diag.RATLTE, PCI: 7}), want: []diag.Event{
+				{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: serving, Neighbor: lteCell(7, 1300)}}},
+		}},
+		{"primary cell handover and its completion", []step{
+			{summary: lteReconf(Summary{Sync: &SyncTarget{PCI: 300, HasPCI: true, Carrier: 1850}}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: serving, Target: lteCell(300, 1850)}}},
+			{summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: lteCell(300, 1850)}}},
+			{summary: lteComplete},
+			{summary: lteReconf(Summary{Sync: &SyncTarget{PCI: 301, HasPCI: true}}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: serving, Target: lteCell(301, 1300)}}},
+		}},
+		{"measIds follow an inter-frequency handover", []step{
+			{summary: lteReconf(Summary{MeasConfig: &MeasConfigDelta{
+				Objects: []MeasObject{{ID: 1, RAT: diag.RATLTE, Carrier: 1300}, {ID: 3, RAT: diag.RATLTE, Carrier: 1850}},
+				Reports: []ReportConfig{{ID: 1, Event: diag.EventA3}, {ID: 2, Event: diag.EventA5}},
+				MeasIDs: []MeasIDLink{{ID: 1, Object: 1, Report: 1}, {ID: 4, Object: 3, Report: 2}},
+			}})},
+			{summary: lteReconf(Summary{Sync: &SyncTarget{PCI: 300, HasPCI: true, Carrier: 1850}}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: serving, Target: lteCell(300, 1850)}}},
+			{cell: cellRef(lteCell(300, 1850)), summary: lteReport(1, NeighborCell{RAT: diag.RATLTE, PCI: 301}), want: []diag.Event{
+				{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: lteCell(300, 1850), Neighbor: lteCell(301, 1850)}}},
+			{cell: cellRef(lteCell(300, 1850)), summary: lteReport(4, NeighborCell{RAT: diag.RATLTE, PCI: 10}), want: []diag.Event{
+				{Type: diag.TypeMeasReport, Meas: diag.EventA5, Serving: lteCell(300, 1850), Neighbor: serving}}},
+		}},
+		{"measIds of the source carrier go after a handover to an unmeasured carrier", []step{
+			{summary: lteReconf(Summary{MeasConfig: lteMeasSetup})},
+			{summary: lteReconf(Summary{Sync: &SyncTarget{PCI: 300, HasPCI: true, Carrier: 1850}}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: serving, Target: lteCell(300, 1850)}}},
+			{summary: lteReport(1), wantErr: ErrUnresolvedMeasID},
+			{summary: lteReport(2, NeighborCell{RAT: diag.RATNR, PCI: 55}), want: []diag.Event{
+				{Type: diag.TypeMeasReport, Meas: diag.EventB1, Serving: serving, Neighbor: nrCell(55, 2079167)}}},
+		}},
+		{"transport without cell: serving follows completed handovers", []step{
+			{summary: lteReconf(Summary{MeasConfig: lteMeasSetup})},
+			{cell: noCell, summary: lteReconf(Summary{Sync: &SyncTarget{PCI: 300, HasPCI: true, Carrier: 1850}}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: serving, Target: lteCell(300, 1850)}}},
+			{cell: noCell, summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: lteCell(300, 1850)}}},
+			{cell: noCell, summary: lteReport(2), want: []diag.Event{
+				{Type: diag.TypeMeasReport, Meas: diag.EventB1, Serving: lteCell(300, 1850)}}},
+		}},
+		{"EN-DC addition, change and release", []step{
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{1}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{2}, 626, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGChange, Source: scgA, Target: scgB}}},
+			{summary: lteReconf(Summary{ENDC: &ENDCConfig{Release: true}}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGRelease, Source: scgB, Target: serving}}},
+			{summary: lteReconf(Summary{ENDC: &ENDCConfig{Release: true}})},
+		}},
+		{"EN-DC release-and-add", []step{
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{1}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{summary: lteReconf(Summary{ENDC: func() *ENDCConfig {
+				c := scgContainer([]byte{2}, 626, 504990)
+				c.ReleaseAndAdd = true
+				return c
+			}()}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGRelease, Source: scgA, Target: serving},
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgB}}},
+		}},
+		{"SCG reconfiguration logged on its own after its container counts once", []step{
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{7, 7}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{rat: diag.RATNR, channel: diag.ChannelRRCReconfiguration, pdu: []byte{7, 7}, cell: cellRef(scgA),
+				summary: Summary{Message: "rrcReconfiguration", SecondarySync: &SyncTarget{PCI: 625, HasPCI: true, Carrier: 504990}}},
+		}},
+		{"SCG reconfiguration logged on its own before its container counts once", []step{
+			{rat: diag.RATNR, channel: diag.ChannelRRCReconfiguration, pdu: []byte{7, 7}, cell: noCell,
+				summary: Summary{Message: "rrcReconfiguration", SecondarySync: &SyncTarget{PCI: 625, HasPCI: true, Carrier: 504990}},
+				want:    []diag.Event{{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{7, 7}, 625, 504990)})},
+			{rat: diag.RATNR, channel: diag.ChannelRRCReconfigurationComplete, cell: noCell,
+				summary: Summary{Message: "rrcReconfigurationComplete"},
+				want:    []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
+			{summary: lteComplete},
+		}},
+		{"EN-DC NR report relayed by LTE resolves through the NR measConfig", []step{
+			{summary: lteReconf(Summary{ENDC: &ENDCConfig{nested: []byte{3}, SecondaryCellGroup: &Summary{
+				Message: "rrcReconfiguration",
+				MeasConfig: &MeasConfigDelta{
+					Objects: []MeasObject{{ID: 1, RAT: diag.RATNR, Carrier: 504990}},
+					Reports: []ReportConfig{{ID: 2, Event: diag.EventA3}},
+					MeasIDs: []MeasIDLink{{ID: 2, Object: 1, Report: 2}},
+				},
+				SecondarySync: &SyncTarget{PCI: 625, HasPCI: true, Carrier: 504990},
+			}}}), want: []diag.Event{{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{summary: Summary{Message: "ulInformationTransferMRDC-r15", NestedNR: &Summary{
+				Message: "measurementReport",
+				Report:  &MeasReport{MeasID: 2, Neighbors: []NeighborCell{{RAT: diag.RATNR, PCI: 626}}},
+			}}, want: []diag.Event{{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: scgA, Neighbor: scgB}}},
+		}},
+		{"NR primary cell handover to mmWave", []step{
+			{rat: diag.RATNR, channel: diag.ChannelDLDCCH, cell: cellRef(nrCell(433, 640704)),
+				summary: Summary{Message: "rrcReconfiguration", Sync: &SyncTarget{PCI: 77, HasPCI: true, Carrier: 2079167}},
+				want: []diag.Event{{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: nrCell(433, 640704),
+					Target: diag.Cell{RAT: diag.RATNR, Band: diag.BandMmWave, PCI: 77, ARFCN: 2079167}}}},
+			{rat: diag.RATNR, channel: diag.ChannelULDCCH, cell: cellRef(nrCell(433, 640704)),
+				summary: Summary{Message: "rrcReconfigurationComplete"},
+				want:    []diag.Event{{Type: diag.TypeHOComplete, Cell: nrCell(77, 2079167)}}},
+		}},
+		{"re-establishment abandons the pending handover and the SCG", []step{
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{1}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionReestablishmentRequest", ReestablishmentCause: "otherFailure"},
+				want: []diag.Event{{Type: diag.TypeHOFailure, Cause: diag.CauseRLF}}},
+			{summary: lteComplete},
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{2}, 626, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgB}}},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := NewDecoder(slog.New(slog.DiscardHandler))
+			for i, st := range tt.steps {
+				msg := diag.RRCMessage{Time: t0.Add(time.Duration(i) * time.Millisecond), RAT: st.rat, Channel: st.channel,
+					PCI: serving.PCI, ARFCN: serving.ARFCN, PDU: st.pdu}
+				if msg.RAT == "" {
+					msg.RAT = diag.RATLTE
+				}
+				if msg.Channel == diag.ChannelUnknown {
+					msg.Channel = diag.ChannelDLDCCH
+				}
+				if st.cell != nil {
+					msg.PCI, msg.ARFCN = st.cell.PCI, st.cell.ARFCN
+				}
+				summary := st.summary
+				events, err := d.handle(msg, &summary)
+				if st.wantErr != nil {
+					assert.ErrorIs(t, err, st.wantErr, "step %d", i)
+					continue
+				}
+				require.NoError(t, err, "step %d", i)
+				for j := range st.want {
+					st.want[j].Time = msg.Time
+				}
+				assert.Equal(t, st.want, events, "step %d", i)
+			}
+		})
+	}
+}
+
+func TestFailureCause(t *testing.T) {
+	tests := []struct {
+		enumerant string
+		want      diag.FailureCause
+	}{
+		{"otherFailure", diag.CauseRLF},
+		{"handoverFailure", diag.CauseHOF},
+		{"reconfigurationFailure", diag.CauseReestablishment},
+		{"spare1", diag.CauseReestablishment},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, failureCause(tt.enumerant), tt.enumerant)
+	}
+}
+
+func TestEventOf(t *testing.T) {
+	tests := []struct {
+		alternative string
+		want        diag.MeasEvent
+	}{
+		{"eventA1", diag.EventA1}, {"eventA3", diag.EventA3}, {"eventA6-r10", diag.EventA6},
+		{"eventB1", diag.EventB1}, {"eventB2-NR-r15", diag.EventB2}, {"eventB1-NR-r15", diag.EventB1},
+		{"eventC1-r12", ""}, {"eventA3H1-r18", ""}, {"eventH1-r15", ""}, {"periodical", ""}, {"", ""},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, eventOf(tt.alternative), tt.alternative)
+	}
+}
+
+// TestDecodeVectors runs committed PDUs end to end through Decode.
+func TestDecodeVectors(t *testing.T) {
+	tests := []struct {
+		vector string
+		want   []diag.Event
+	}{
+		{"lte_reestablishment_rlf", []diag.Event{{Type: diag.TypeHOFailure, Cause: diag.CauseRLF}}},
+		{"lte_reestablishment_hof", []diag.Event{{Type: diag.TypeHOFailure, Cause: diag.CauseHOF}}},
+		{"lte_reestablishment_reconf", []diag.Event{{Type: diag.TypeHOFailure, Cause: diag.CauseReestablishment}}},
+		{"nr_reestablishment_rlf", []diag.Event{{Type: diag.TypeHOFailure, Cause: diag.CauseRLF}}},
+		{"nr_reestablishment_hof", []diag.Event{{Type: diag.TypeHOFailure, Cause: diag.CauseHOF}}},
+		{"nr_reestablishment_reconf", []diag.Event{{Type: diag.TypeHOFailure, Cause: diag.CauseReestablishment}}},
+		{"nr_dl_reconf_pcell_mmwave", []diag.Event{{Type: diag.TypeHOCommand, Kind: diag.HOPCell,
+			Source: nrCell(433, 640704), Target: nrCell(77, 2079167)}}},
+		{"lte_reconf_scg_add", []diag.Event{{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: nrCell(625, 504990)}}},
+		{"lte_reconf_ho_earfcn_ext", []diag.Event{{Type: diag.TypeHOCommand, Kind: diag.HOPCell,
+			Source: lteCell(10, 1300), Target: lteCell(390, 66786)}}},
+		{"nr_rrc_reconfiguration_scg", []diag.Event{{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: nrCell(625, 504990)}}},
+		{"lte_reconf_complete", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.vector, func(t *testing.T) {
+			msg := vectorByName(t, tt.vector)
+			msg.Time = t0
+			msg.PCI, msg.ARFCN = 10, 1300
+			if msg.RAT == diag.RATNR {
+				msg.PCI, msg.ARFCN = 433, 640704
+			}
+			events, err := NewDecoder(nil).Decode(msg)
+			require.NoError(t, err)
+			for i := range tt.want {
+				tt.want[i].Time = t0
+			}
+			assert.Equal(t, tt.want, events)
+		})
+	}
+}
+
+// TestDecodeRejects checks that malformed input is an error with a
+// stable reason, never a panic, and that channels m2ho does not use are
+// ignored without error.
+func TestDecodeRejects(t *testing.T) {
+	scg := vectorByName(t, "lte_reconf_scg_add")
+	tests := []struct {
+		name   string
+		msg    diag.RRCMessage
+		reason string
+	}{
+		{"truncated reconfiguration", diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelDLDCCH, PDU: scg.PDU[:len(scg.PDU)/2]}, ReasonMalformed},
+		{"empty PDU", diag.RRCMessage{RAT: diag.RATNR, Channel: diag.ChannelULDCCH}, ReasonMalformed},
+		{"PDU over the maximum size", diag.RRCMessage{RAT: diag.RATNR, Channel: diag.ChannelULDCCH, PDU: make([]byte, MaxPDULen+1)}, ReasonMalformed},
+		{"unknown RAT", diag.RRCMessage{RAT: "umts", Channel: diag.ChannelDLDCCH, PDU: []byte{0}}, ReasonMalformed},
+		{"unconfigured measId", vectorByName(t, "lte_mr_a3"), ReasonUnresolvedMeasID},
+		{"broadcast channel is ignored", diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelBCCHDLSCH, PDU: []byte{0}}, ""},
+		{"LTE has no bare RRCReconfiguration", diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelRRCReconfiguration, PDU: []byte{0}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			events, err := NewDecoder(nil).Decode(tt.msg)
+			assert.Empty(t, events)
+			if tt.reason == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Equal(t, tt.reason, diag.ErrorReason(err, ""))
+		})
+	}
+}
+
+// TestDecodeVectorSequences decodes committed PDUs in order and checks
+// the events of the last one, resolved through what came before.
+func TestDecodeVectorSequences(t *testing.T) {
+	serving := lteCell(10, 1300)
+	tests := []struct {
+		name    string
+		vectors []string
+		want    []diag.Event
+	}{
+		{"measId 40 on measurement object 33 (extended lists)",
+			[]string{"lte_reconf_meas_ext", "lte_mr_meas_id_ext"},
+			[]diag.Event{{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: serving, Neighbor: lteCell(133, 41134)}}},
+		{"real A3 report resolved through the real measConfig",
+			[]string{"lte_reconf_measconfig_a3", "lte_mr_a3"},
+			[]diag.Event{{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: serving, Neighbor: lteCell(133, 38950)}}},
+		{"real EN-DC NR A3 report relayed by LTE",
+			[]string{"lte_reconf_endc_measconfig", "lte_mrdc_nr_mr_a3"},
+			[]diag.Event{{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: nrCell(283, 504990), Neighbor: nrCell(625, 504990)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := NewDecoder(nil)
+			var events []diag.Event
+			for _, name := range tt.vectors {
+				msg := vectorByName(t, name)
+				msg.Time, msg.PCI, msg.ARFCN = t0, serving.PCI, serving.ARFCN
+				var err error
+				events, err = d.Decode(msg)
+				require.NoError(t, err, name)
+			}
+			for i := range tt.want {
+				tt.want[i].Time = t0
+			}
+			assert.Equal(t, tt.want, events)
+		})
+	}
+}

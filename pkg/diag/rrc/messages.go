@@ -1,0 +1,383 @@
+package rrc
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/diag/rrc/uper"
+)
+
+// The schemas are generated from the 3GPP ASN.1 by
+// tools/rrc-oracle/gen_schema.py (see schema/README.md).
+var (
+	//go:embed schema/lte.json
+	lteSchemaJSON []byte
+	//go:embed schema/nr.json
+	nrSchemaJSON []byte
+)
+
+// rootTypes are the top-level types m2ho decodes, per RAT.
+type rootTypes struct {
+	dlDCCH, ulDCCH, ulCCCH *uper.Type
+	// NR only: the bare messages of EN-DC containers and the cell group.
+	reconfiguration, reconfigurationComplete, cellGroupConfig *uper.Type
+}
+
+var loadSchemas = sync.OnceValues(func() (map[diag.RAT]*rootTypes, error) {
+	lte, err := loadRoots(lteSchemaJSON, false)
+	if err != nil {
+		return nil, fmt.Errorf("rrc: LTE schema: %w", err)
+	}
+	nr, err := loadRoots(nrSchemaJSON, true)
+	if err != nil {
+		return nil, fmt.Errorf("rrc: NR schema: %w", err)
+	}
+	return map[diag.RAT]*rootTypes{diag.RATLTE: lte, diag.RATNR: nr}, nil
+})
+
+func loadRoots(data []byte, nr bool) (*rootTypes, error) {
+	s, err := uper.LoadSchema(data)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	root := func(name string) *uper.Type {
+		t, ok := s.Root(name)
+		if !ok {
+			missing = append(missing, name)
+		}
+		return t
+	}
+	r := &rootTypes{dlDCCH: root("DL-DCCH-Message"), ulDCCH: root("UL-DCCH-Message"), ulCCCH: root("UL-CCCH-Message")}
+	if nr {
+		r.reconfiguration = root("RRCReconfiguration")
+		r.reconfigurationComplete = root("RRCReconfigurationComplete")
+		r.cellGroupConfig = root("CellGroupConfig")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("schema lacks %v", missing)
+	}
+	return r, nil
+}
+
+// ErrUnsupportedChannel means the channel carries no message m2ho uses
+// (broadcast, paging, connection setup); such PDUs are not decoded.
+var ErrUnsupportedChannel = errors.New("rrc: channel not decoded")
+
+// MaxPDULen is the largest RRC PDU decoded: the maximum PDCP SDU of NR
+// (TS 38.323), which LTE's (8188 bytes) stays below. Longer input is
+// malformed.
+const MaxPDULen = 9000
+
+// Summarize decodes one RRC PDU and extracts what m2ho uses. It keeps no
+// state; Decoder resolves summaries into events.
+func Summarize(rat diag.RAT, channel diag.RRCChannel, pdu []byte) (Summary, error) {
+	if len(pdu) > MaxPDULen {
+		return Summary{}, fmt.Errorf("rrc: %d-byte PDU exceeds %d bytes", len(pdu), MaxPDULen)
+	}
+	schemas, err := loadSchemas()
+	if err != nil {
+		return Summary{}, err
+	}
+	roots, ok := schemas[rat]
+	if !ok {
+		return Summary{}, fmt.Errorf("rrc: unknown RAT %q", rat)
+	}
+	var root *uper.Type
+	switch channel {
+	case diag.ChannelDLDCCH:
+		root = roots.dlDCCH
+	case diag.ChannelULDCCH:
+		root = roots.ulDCCH
+	case diag.ChannelULCCCH:
+		root = roots.ulCCCH
+	case diag.ChannelRRCReconfiguration:
+		root = roots.reconfiguration
+	case diag.ChannelRRCReconfigurationComplete:
+		root = roots.reconfigurationComplete
+	}
+	if root == nil {
+		return Summary{}, ErrUnsupportedChannel
+	}
+	msg, err := uper.Decode(root, pdu)
+	if err != nil {
+		return Summary{}, fmt.Errorf("rrc: %s %s: %w", rat, root.Name, err)
+	}
+	switch channel {
+	case diag.ChannelRRCReconfiguration:
+		return summarizeNRReconfiguration(roots, &msg)
+	case diag.ChannelRRCReconfigurationComplete:
+		return Summary{Message: "rrcReconfigurationComplete"}, nil
+	}
+	name, body := messageBody(&msg)
+	s := Summary{Message: name}
+	if rat == diag.RATLTE {
+		err = summarizeLTE(&s, body)
+	} else {
+		err = summarizeNR(roots, &s, body)
+	}
+	return s, err
+}
+
+// messageBody returns the message alternative of a *-Message: in c1, or
+// in the c2 of messageClassExtension (LTE's later messages, such as
+// ulInformationTransferMRDC-r15).
+func messageBody(msg *uper.Value) (string, *uper.Value) {
+	if name, body := msg.Path("message", "c1").Chosen(); body != nil {
+		return name, body
+	}
+	return msg.Path("message", "messageClassExtension", "c2").Chosen()
+}
+
+func summarizeLTE(s *Summary, body *uper.Value) error {
+	switch s.Message {
+	case "rrcConnectionReconfiguration":
+		ies := body.Path("criticalExtensions", "c1", "rrcConnectionReconfiguration-r8")
+		s.MeasConfig = measConfig(ies.Field("measConfig"), lteMeasObject, lteReportEvent)
+		lteMeasConfigExt(ies.Field("measConfig"), s.MeasConfig)
+		if mci := ies.Field("mobilityControlInfo"); mci.Present() {
+			s.Sync = &SyncTarget{PCI: uint16(mci.Field("targetPhysCellId").Integer()), HasPCI: true}
+			if dl, ok := intField(mci.Field("carrierFreq"), "dl-CarrierFreq"); ok {
+				s.Sync.Carrier = uint32(dl)
+			}
+			if dl, ok := intField(mci.Field("carrierFreq-v9e0"), "dl-CarrierFreq-v9e0"); ok {
+				s.Sync.Carrier = uint32(dl) // EARFCN above 65535
+			}
+		}
+		return lteENDC(s, ies)
+	case "measurementReport":
+		results := body.Path("criticalExtensions", "c1", "measurementReport-r8", "measResults")
+		s.Report = &MeasReport{MeasID: int(results.Field("measId").Integer())}
+		if ext, ok := intField(results, "measId-v1250"); ok {
+			s.Report.MeasID = int(ext) // measIds 33 to 64
+		}
+		switch name, list := results.Field("measResultNeighCells").Chosen(); name {
+		case "measResultListEUTRA":
+			s.Report.Neighbors = neighbors(list, diag.RATLTE, "physCellId")
+		case "measResultNeighCellListNR-r15":
+			s.Report.Neighbors = neighbors(list, diag.RATNR, "pci-r15")
+		}
+	case "ulInformationTransferMRDC-r15":
+		ies := body.Path("criticalExtensions", "c1", "ulInformationTransferMRDC-r15")
+		if nested := ies.Field("ul-DCCH-MessageNR-r15"); nested.Present() {
+			nr, err := Summarize(diag.RATNR, diag.ChannelULDCCH, nested.Bytes)
+			if err != nil {
+				return fmt.Errorf("ul-DCCH-MessageNR-r15: %w", err)
+			}
+			s.NestedNR = &nr
+		}
+	case "rrcConnectionReestablishmentRequest":
+		s.ReestablishmentCause = body.Path("criticalExtensions", "rrcConnectionReestablishmentRequest-r8", "reestablishmentCause").Enumerant()
+	}
+	return nil
+}
+
+// lteENDC finds nr-Config-r15 at the end of the non-critical extension
+// chain (v890 ... v1510) and decodes the NR RRCReconfiguration it carries.
+func lteENDC(s *Summary, ies *uper.Value) error {
+	for ext := ies; ext.Present(); ext = ext.Field("nonCriticalExtension") {
+		switch name, cfg := ext.Field("nr-Config-r15").Chosen(); name {
+		case "release":
+			s.ENDC = &ENDCConfig{Release: true}
+			return nil
+		case "setup":
+			s.ENDC = &ENDCConfig{ReleaseAndAdd: cfg.Field("endc-ReleaseAndAdd-r15").Integer() == 1}
+			if nested := cfg.Field("nr-SecondaryCellGroupConfig-r15"); nested.Present() {
+				scg, err := Summarize(diag.RATNR, diag.ChannelRRCReconfiguration, nested.Bytes)
+				if err != nil {
+					return fmt.Errorf("nr-SecondaryCellGroupConfig-r15: %w", err)
+				}
+				s.ENDC.SecondaryCellGroup, s.ENDC.nested = &scg, nested.Bytes
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+func summarizeNR(roots *rootTypes, s *Summary, body *uper.Value) error {
+	switch s.Message {
+	case "rrcReconfiguration":
+		nested, err := summarizeNRReconfiguration(roots, body)
+		*s = nested
+		return err
+	case "measurementReport":
+		results := body.Path("criticalExtensions", "measurementReport", "measResults")
+		s.Report = &MeasReport{MeasID: int(results.Field("measId").Integer())}
+		switch name, list := results.Field("measResultNeighCells").Chosen(); name {
+		case "measResultListNR":
+			s.Report.Neighbors = neighbors(list, diag.RATNR, "physCellId")
+		case "measResultListEUTRA":
+			s.Report.Neighbors = neighbors(list, diag.RATLTE, "eutra-PhysCellId")
+		}
+	case "rrcReestablishmentRequest":
+		s.ReestablishmentCause = body.Path("rrcReestablishmentRequest", "reestablishmentCause").Enumerant()
+	}
+	return nil
+}
+
+// summarizeNRReconfiguration handles an NR RRCReconfiguration, whether it
+// came on DL-DCCH or inside LTE's EN-DC container.
+func summarizeNRReconfiguration(roots *rootTypes, msg *uper.Value) (Summary, error) {
+	s := Summary{Message: "rrcReconfiguration"}
+	ies := msg.Path("criticalExtensions", "rrcReconfiguration")
+	s.MeasConfig = measConfig(ies.Field("measConfig"), nrMeasObject, nrReportEvent)
+	var err error
+	if scg := ies.Field("secondaryCellGroup"); scg.Present() {
+		if s.SecondarySync, err = cellGroupSync(roots, scg.Bytes); err != nil {
+			return s, fmt.Errorf("secondaryCellGroup: %w", err)
+		}
+	}
+	if mcg := ies.Path("nonCriticalExtension", "masterCellGroup"); mcg.Present() {
+		if s.Sync, err = cellGroupSync(roots, mcg.Bytes); err != nil {
+			return s, fmt.Errorf("masterCellGroup: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// cellGroupSync decodes a CellGroupConfig and returns the target of its
+// reconfigurationWithSync, nil when there is none.
+func cellGroupSync(roots *rootTypes, encoded []byte) (*SyncTarget, error) {
+	cg, err := uper.Decode(roots.cellGroupConfig, encoded)
+	if err != nil {
+		return nil, fmt.Errorf("CellGroupConfig: %w", err)
+	}
+	sync := cg.Path("spCellConfig", "reconfigurationWithSync")
+	if !sync.Present() {
+		return nil, nil
+	}
+	target := &SyncTarget{}
+	common := sync.Field("spCellConfigCommon")
+	if pci, ok := intField(common, "physCellId"); ok {
+		target.PCI, target.HasPCI = uint16(pci), true
+	}
+	if ssb, ok := intField(common.Path("downlinkConfigCommon", "frequencyInfoDL"), "absoluteFrequencySSB"); ok {
+		target.Carrier = uint32(ssb)
+	}
+	return target, nil
+}
+
+// measConfig extracts the add/modify/remove lists, common to LTE and NR;
+// object and event read the RAT-specific choices.
+func measConfig(cfg *uper.Value, object func(*uper.Value) MeasObject, event func(*uper.Value) diag.MeasEvent) *MeasConfigDelta {
+	if !cfg.Present() {
+		return nil
+	}
+	d := &MeasConfigDelta{
+		ObjectsRemoved: intItems(cfg.Field("measObjectToRemoveList")),
+		ReportsRemoved: intItems(cfg.Field("reportConfigToRemoveList")),
+		MeasIDsRemoved: intItems(cfg.Field("measIdToRemoveList")),
+	}
+	for _, item := range cfg.Field("measObjectToAddModList").Items() {
+		o := object(item.Field("measObject"))
+		o.ID = int(item.Field("measObjectId").Integer())
+		d.Objects = append(d.Objects, o)
+	}
+	for _, item := range cfg.Field("reportConfigToAddModList").Items() {
+		d.Reports = append(d.Reports, ReportConfig{
+			ID:    int(item.Field("reportConfigId").Integer()),
+			Event: event(item.Field("reportConfig")),
+		})
+	}
+	for _, item := range cfg.Field("measIdToAddModList").Items() {
+		d.MeasIDs = append(d.MeasIDs, MeasIDLink{
+			ID:     int(item.Field("measId").Integer()),
+			Object: int(item.Field("measObjectId").Integer()),
+			Report: int(item.Field("reportConfigId").Integer()),
+		})
+	}
+	return d
+}
+
+// lteMeasConfigExt adds LTE's extended lists to d: EARFCNs above 65535
+// (Rel-9, item by item over measObjectToAddModList), measIds 33 to 64
+// (Rel-12), measurement objects 33 to 64 (Rel-13) and the Rel-13
+// re-pointing of measIds to those objects, item by item.
+func lteMeasConfigExt(cfg *uper.Value, d *MeasConfigDelta) {
+	if !cfg.Present() {
+		return
+	}
+	for i, item := range cfg.Field("measObjectToAddModList-v9e0").Items() {
+		if carrier, ok := intField(item.Field("measObjectEUTRA-v9e0"), "carrierFreq-v9e0"); ok && i < len(d.Objects) {
+			d.Objects[i].Carrier = uint32(carrier)
+		}
+	}
+	d.ObjectsRemoved = append(d.ObjectsRemoved, intItems(cfg.Field("measObjectToRemoveListExt-r13"))...)
+	for _, item := range cfg.Field("measObjectToAddModListExt-r13").Items() {
+		o := lteMeasObject(item.Field("measObject-r13"))
+		o.ID = int(item.Field("measObjectId-r13").Integer())
+		d.Objects = append(d.Objects, o)
+	}
+	d.MeasIDsRemoved = append(d.MeasIDsRemoved, intItems(cfg.Field("measIdToRemoveListExt-r12"))...)
+	repoint(d.MeasIDs, cfg.Field("measIdToAddModList-v1310"))
+	var ext []MeasIDLink
+	for _, item := range cfg.Field("measIdToAddModListExt-r12").Items() {
+		ext = append(ext, MeasIDLink{
+			ID:     int(item.Field("measId-v1250").Integer()),
+			Object: int(item.Field("measObjectId-r12").Integer()),
+			Report: int(item.Field("reportConfigId-r12").Integer()),
+		})
+	}
+	repoint(ext, cfg.Field("measIdToAddModListExt-v1310"))
+	d.MeasIDs = append(d.MeasIDs, ext...)
+}
+
+// repoint applies a list of MeasIdToAddMod-v1310, parallel to links, whose
+// items may move a measId to an object numbered 33 to 64.
+func repoint(links []MeasIDLink, v1310 *uper.Value) {
+	for i, item := range v1310.Items() {
+		if object, ok := intField(&item, "measObjectId-v1310"); ok && i < len(links) {
+			links[i].Object = int(object)
+		}
+	}
+}
+
+// lteMeasObject reads a MeasObjectToAddMod measObject, or the
+// measObject-r13 of the extended list (whose alternatives are suffixed).
+func lteMeasObject(choice *uper.Value) MeasObject {
+	switch name, o := choice.Chosen(); name {
+	case "measObjectEUTRA", "measObjectEUTRA-r13":
+		return MeasObject{RAT: diag.RATLTE, Carrier: uint32(o.Field("carrierFreq").Integer())}
+	case "measObjectNR-r15":
+		return MeasObject{RAT: diag.RATNR, Carrier: uint32(o.Field("carrierFreq-r15").Integer())}
+	}
+	return MeasObject{}
+}
+
+func nrMeasObject(choice *uper.Value) MeasObject {
+	switch name, o := choice.Chosen(); name {
+	case "measObjectNR":
+		ssb, _ := intField(o, "ssbFrequency")
+		return MeasObject{RAT: diag.RATNR, Carrier: uint32(ssb)}
+	case "measObjectEUTRA":
+		return MeasObject{RAT: diag.RATLTE, Carrier: uint32(o.Field("carrierFreq").Integer())}
+	}
+	return MeasObject{}
+}
+
+func lteReportEvent(choice *uper.Value) diag.MeasEvent {
+	_, cfg := choice.Chosen()
+	name, _ := cfg.Path("triggerType", "event", "eventId").Chosen()
+	return eventOf(name)
+}
+
+func nrReportEvent(choice *uper.Value) diag.MeasEvent {
+	_, cfg := choice.Chosen()
+	name, _ := cfg.Path("reportType", "eventTriggered", "eventId").Chosen()
+	return eventOf(name)
+}
+
+// neighbors lists the reported cells that carry a PCI.
+func neighbors(list *uper.Value, rat diag.RAT, pciField string) []NeighborCell {
+	var out []NeighborCell
+	for _, item := range list.Items() {
+		if pci, ok := intField(&item, pciField); ok {
+			out = append(out, NeighborCell{RAT: rat, PCI: uint16(pci)})
+		}
+	}
+	return out
+}

@@ -1,0 +1,108 @@
+package diag
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"syscall"
+	"time"
+)
+
+// MaxDatagram bounds one UDP datagram of JSON events. A larger datagram is
+// counted as "udp_truncated" and dropped whole, since its last line is cut.
+const MaxDatagram = 16 << 10
+
+// Error reasons of the UDP and JSON lines inputs.
+const (
+	ReasonUDPTruncated = "udp_truncated"
+	ReasonLineTooLong  = "json_line_too_long"
+)
+
+// UDPSource receives version-1 JSON events over UDP: one event per
+// datagram, or several separated by newlines.
+type UDPSource struct {
+	name  string
+	conn  *net.UDPConn
+	stats *Stats
+	now   func() time.Time
+}
+
+// ListenUDP binds addr (host:port) and returns the source; binding happens
+// here so that a busy port is reported when the daemon starts.
+func ListenUDP(name, addr string, stats *Stats) (*UDPSource, error) {
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("diag %s: resolve %q: %w", name, addr, err)
+	}
+	conn, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		return nil, fmt.Errorf("diag %s: listen: %w", name, err)
+	}
+	if stats == nil {
+		stats = &Stats{}
+	}
+	return &UDPSource{name: name, conn: conn, stats: stats, now: time.Now}, nil
+}
+
+// Name returns the URI the source was opened from.
+func (s *UDPSource) Name() string { return s.name }
+
+// Addr is the bound local address (useful when the port was 0).
+func (s *UDPSource) Addr() net.Addr { return s.conn.LocalAddr() }
+
+// Close releases the socket of a source that was never Run.
+func (s *UDPSource) Close() error { return s.conn.Close() }
+
+// Run delivers events until ctx is cancelled; it owns and closes the socket.
+func (s *UDPSource) Run(ctx context.Context, out chan<- Event) error {
+	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
+	defer stop()
+	defer s.conn.Close()
+	// One byte more than accepted, so that the kernel's truncation flag
+	// and an exactly full buffer cannot be confused.
+	buf := make([]byte, MaxDatagram+1)
+	for {
+		n, _, flags, _, err := s.conn.ReadMsgUDP(buf, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("diag %s: read: %w", s.name, err)
+		}
+		if flags&syscall.MSG_TRUNC != 0 || n > MaxDatagram {
+			s.stats.CountError(ReasonUDPTruncated)
+			continue
+		}
+		received := s.now()
+		for line := range bytes.SplitSeq(buf[:n], []byte{'\n'}) {
+			if err := deliverLine(ctx, line, received, s.stats, out); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// deliverLine parses one JSON record and sends it; blank lines are skipped
+// and bad ones counted. It fails only when ctx ends.
+func deliverLine(ctx context.Context, line []byte, received time.Time, stats *Stats, out chan<- Event) error {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return nil
+	}
+	ev, err := ParseJSON(line)
+	if err != nil {
+		stats.CountError(ErrorReason(err, ReasonJSONSyntax))
+		return nil
+	}
+	if ev.Time.IsZero() {
+		ev.Time = received
+	}
+	select {
+	case out <- ev:
+		stats.CountEvent(ev.Type)
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,188 @@
+package estimator
+
+import (
+	"sort"
+	"time"
+)
+
+// byteHistoryLen is how many ingress byte samples are kept to size slot
+// bursts: with the daemon polling every 10 ms, about 10 s.
+const byteHistoryLen = 1024
+
+// maxPlausibleRTT rejects RTT samples that can only be measurement errors.
+const maxPlausibleRTT = time.Minute
+
+// MaxWindowBytes is the largest answer of TargetBuffer and
+// BandwidthClamp: no TCP window exceeds 1 GiB (RFC 7323).
+const MaxWindowBytes = 1 << 30
+
+type byteSample struct {
+	t     time.Time
+	total uint64
+}
+
+// byteHistory is a ring of cumulative ingress byte samples in time order.
+type byteHistory struct {
+	samples []byteSample
+	head    int // index of the oldest sample once the ring is full
+}
+
+func (h *byteHistory) len() int { return len(h.samples) }
+
+func (h *byteHistory) get(i int) byteSample {
+	return h.samples[(h.head+i)%len(h.samples)]
+}
+
+func (h *byteHistory) last() (byteSample, bool) {
+	if h.len() == 0 {
+		return byteSample{}, false
+	}
+	return h.get(h.len() - 1), true
+}
+
+func (h *byteHistory) push(s byteSample) {
+	if len(h.samples) < byteHistoryLen {
+		h.samples = append(h.samples, s)
+		return
+	}
+	h.samples[h.head] = s
+	h.head = (h.head + 1) % byteHistoryLen
+}
+
+func (h *byteHistory) reset() { h.samples, h.head = h.samples[:0], 0 }
+
+// coverage says where a time falls relative to the byte history.
+type coverage int
+
+const (
+	coverageInside coverage = iota
+	coverageBefore          // older than the oldest sample: never resolvable
+	coverageAfter           // newer than the newest sample: wait for more
+)
+
+// at interpolates the cumulative byte count at t.
+func (h *byteHistory) at(t time.Time) (uint64, coverage) {
+	n := h.len()
+	if n == 0 || t.After(h.get(n-1).t) {
+		return 0, coverageAfter
+	}
+	if t.Before(h.get(0).t) {
+		return 0, coverageBefore
+	}
+	// The first sample at or after t; it exists because t is covered.
+	i := sort.Search(n, func(i int) bool { return !h.get(i).t.Before(t) })
+	b := h.get(i)
+	if i == 0 || b.t.Equal(t) {
+		return b.total, coverageInside
+	}
+	a := h.get(i - 1)
+	frac := float64(t.Sub(a.t)) / float64(b.t.Sub(a.t))
+	return a.total + uint64(frac*float64(b.total-a.total)), coverageInside
+}
+
+// bandwidth holds the state of Eq. 2: the bytes received per RTT round,
+// the smoothed RTT and the windowed minimum RTT.
+type bandwidth struct {
+	srtt     time.Duration
+	minRTT   time.Duration
+	minRTTAt time.Time
+
+	roundStart byteSample
+	inRound    bool
+	// bytesPerSecond is the delivery rate of the last complete round.
+	bytesPerSecond float64
+	estimateAt     time.Time
+}
+
+func (b *bandwidth) restartMinRTT() { b.minRTT = 0 }
+
+// AddBytes takes a sample of the cumulative ingress byte counter of the
+// modem interface, on the clock of the diag events. Samples must come in
+// strictly increasing time (others are counted and skipped); a counter
+// that went down (the datapath was reloaded) restarts the history. Each
+// sample also resolves the slot bursts it covers.
+func (e *Estimator) AddBytes(t time.Time, totalBytes uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := byteSample{t: t, total: totalBytes}
+	if last, ok := e.bytes.last(); ok {
+		switch {
+		case t.Before(last.t):
+			e.skipLocked("bytes_time_backwards")
+			return
+		case t.Equal(last.t):
+			// The counter is cumulative: the next sample carries
+			// whatever this one would have added.
+			e.skipLocked("bytes_duplicate_time")
+			return
+		case totalBytes < last.total:
+			e.skipLocked("bytes_counter_reset")
+			e.bytes.reset()
+			e.bw.inRound = false
+		}
+	}
+	e.bytes.push(s)
+	e.closeRoundLocked(s)
+	e.resolvePendingLocked()
+}
+
+// closeRoundLocked ends the current RTT round at s once it lasted one
+// smoothed RTT, and starts the next one.
+func (e *Estimator) closeRoundLocked(s byteSample) {
+	b := &e.bw
+	if !b.inRound {
+		b.roundStart, b.inRound = s, true
+		return
+	}
+	elapsed := s.t.Sub(b.roundStart.t)
+	if b.srtt == 0 || elapsed < b.srtt {
+		return
+	}
+	b.bytesPerSecond = float64(s.total-b.roundStart.total) / elapsed.Seconds()
+	b.estimateAt = s.t
+	b.roundStart = s
+}
+
+// AddRTT takes an RTT sample measured at t.
+func (e *Estimator) AddRTT(t time.Time, rtt time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case rtt <= 0:
+		e.skipLocked("rtt_not_positive")
+		return
+	case rtt > maxPlausibleRTT:
+		e.skipLocked("rtt_implausible")
+		return
+	}
+	b := &e.bw
+	if b.srtt == 0 {
+		b.srtt = rtt
+	} else {
+		// RFC 6298 smoothing (alpha 1/8): one delayed sample must not
+		// swing the clamp.
+		b.srtt += (rtt - b.srtt) / 8
+	}
+	if b.minRTT == 0 || rtt <= b.minRTT || t.Sub(b.minRTTAt) > e.cfg.RTTMinWindow {
+		b.minRTT, b.minRTTAt = rtt, t
+	}
+}
+
+// BandwidthClamp returns the window of Eq. 2, lambda * c_est * RTT_min /
+// RTT, where c_est is the bytes received in the last RTT round. It is not
+// ok until an RTT sample and a full round exist, and when the last round
+// ended more than Config.BandwidthMaxAge before now.
+func (e *Estimator) BandwidthClamp(now time.Time) (bytes uint64, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b := &e.bw
+	if b.estimateAt.IsZero() || b.srtt == 0 || b.minRTT == 0 || now.Sub(b.estimateAt) > e.cfg.BandwidthMaxAge {
+		return 0, false
+	}
+	bytesPerRTT := b.bytesPerSecond * b.srtt.Seconds()
+	window := e.cfg.Lambda * bytesPerRTT * float64(b.minRTT) / float64(b.srtt)
+	if window >= MaxWindowBytes {
+		return MaxWindowBytes, true
+	}
+	return max(uint64(window), e.cfg.MinClampBytes), true
+}

@@ -1,0 +1,196 @@
+package estimator
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type rttSample struct {
+	ms  float64
+	rtt time.Duration
+}
+
+type byteSampleIn struct {
+	ms    float64
+	total uint64
+}
+
+// steadyBytes samples a counter growing at bytesPerSecond every 10 ms
+// over [0, untilMs].
+func steadyBytes(bytesPerSecond float64, untilMs int) []byteSampleIn {
+	var out []byteSampleIn
+	for ms := 0; ms <= untilMs; ms += 10 {
+		out = append(out, byteSampleIn{ms: float64(ms), total: uint64(bytesPerSecond * float64(ms) / 1000)})
+	}
+	return out
+}
+
+func TestBandwidthClampEq2(t *testing.T) {
+	const rate = 12_500_000 // 100 Mbit/s
+	tests := []struct {
+		name    string
+		cfg     Config
+		rtts    []rttSample
+		bytes   []byteSampleIn
+		queryMs float64
+		window  uint64
+		ok      bool
+		skipped map[string]uint64
+	}{
+		{
+			name:    "no RTT sample yet",
+			bytes:   steadyBytes(rate, 200),
+			queryMs: 200,
+		},
+		{
+			name:    "no byte samples yet",
+			rtts:    []rttSample{{0, 50 * time.Millisecond}},
+			queryMs: 200,
+		},
+		{
+			name:    "steady link at its minimum RTT: lambda times the bytes per RTT",
+			rtts:    []rttSample{{0, 50 * time.Millisecond}},
+			bytes:   steadyBytes(rate, 200),
+			queryMs: 200,
+			window:  2 * rate * 50 / 1000,
+			ok:      true,
+		},
+		{
+			name:    "lambda is configurable",
+			cfg:     Config{Lambda: 1},
+			rtts:    []rttSample{{0, 50 * time.Millisecond}},
+			bytes:   steadyBytes(rate, 200),
+			queryMs: 200,
+			window:  rate * 50 / 1000,
+			ok:      true,
+		},
+		{
+			name: "queueing delay shrinks the window by RTT_min/RTT",
+			// srtt settles near 80 ms: bytes per RTT grow with it, and
+			// RTT_min/RTT scales them back to the 40 ms path.
+			rtts:    append([]rttSample{{0, 40 * time.Millisecond}}, repeatRTT(80*time.Millisecond, 1, 60)...),
+			bytes:   steadyBytes(rate, 600),
+			queryMs: 600,
+			window:  2 * rate * 40 / 1000,
+			ok:      true,
+		},
+		{
+			name:    "an idle link gives the minimum clamp",
+			rtts:    []rttSample{{0, 50 * time.Millisecond}},
+			bytes:   steadyBytes(0, 200),
+			queryMs: 200,
+			window:  64 << 10,
+			ok:      true,
+		},
+		{
+			name:    "a stale estimate is not used",
+			rtts:    []rttSample{{0, 50 * time.Millisecond}},
+			bytes:   steadyBytes(rate, 200),
+			queryMs: 1201,
+		},
+		{
+			name:    "an absurd rate is capped at the largest window",
+			rtts:    []rttSample{{0, 50 * time.Millisecond}},
+			bytes:   steadyBytes(1e12, 200),
+			queryMs: 200,
+			window:  1 << 30,
+			ok:      true,
+		},
+		{
+			name: "bad samples are counted and skipped",
+			rtts: []rttSample{{0, 50 * time.Millisecond}, {1, 0}, {2, -time.Millisecond}, {3, 2 * time.Minute}},
+			bytes: append(steadyBytes(rate, 100),
+				byteSampleIn{ms: 50, total: 1}, // back in time
+			),
+			queryMs: 100,
+			window:  2 * rate * 50 / 1000,
+			ok:      true,
+			skipped: map[string]uint64{"rtt_not_positive": 2, "rtt_implausible": 1, "bytes_time_backwards": 1},
+		},
+		{
+			name: "a counter reset restarts the rounds",
+			rtts: []rttSample{{0, 50 * time.Millisecond}},
+			bytes: append(steadyBytes(rate, 100),
+				byteSampleIn{ms: 110, total: 0},
+				byteSampleIn{ms: 140, total: 100_000},
+			),
+			queryMs: 140,
+			// The round in progress at the reset is never closed:
+			// the estimate is still the one of the round ending at 100.
+			window:  2 * rate * 50 / 1000,
+			ok:      true,
+			skipped: map[string]uint64{"bytes_counter_reset": 1},
+		},
+		{
+			name: "a second sample at the same time is skipped",
+			rtts: []rttSample{{0, 50 * time.Millisecond}},
+			bytes: []byteSampleIn{
+				{ms: 0, total: 0}, {ms: 50, total: 625_000}, {ms: 50, total: 1},
+				{ms: 100, total: 1_250_000},
+			},
+			queryMs: 100,
+			window:  2 * rate * 50 / 1000,
+			ok:      true,
+			skipped: map[string]uint64{"bytes_duplicate_time": 1},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := New(tc.cfg, nil, nil)
+			require.NoError(t, err)
+			feedSeries(e, tc.rtts, tc.bytes)
+			window, ok := e.BandwidthClamp(at(tc.queryMs))
+			assert.Equal(t, tc.ok, ok)
+			if tc.ok {
+				assert.InDelta(t, float64(tc.window), float64(window), float64(tc.window)/1000)
+			}
+			want := tc.skipped
+			if want == nil {
+				want = map[string]uint64{}
+			}
+			assert.Equal(t, want, skipped(e))
+		})
+	}
+}
+
+func repeatRTT(rtt time.Duration, fromMs, count int) []rttSample {
+	out := make([]rttSample, count)
+	for i := range out {
+		out[i] = rttSample{ms: float64(fromMs + 10*i), rtt: rtt}
+	}
+	return out
+}
+
+// feedSeries interleaves RTT and byte samples in time order.
+func feedSeries(e *Estimator, rtts []rttSample, bytes []byteSampleIn) {
+	i, j := 0, 0
+	for i < len(rtts) || j < len(bytes) {
+		if j == len(bytes) || (i < len(rtts) && rtts[i].ms <= bytes[j].ms) {
+			e.AddRTT(at(rtts[i].ms), rtts[i].rtt)
+			i++
+			continue
+		}
+		e.AddBytes(at(bytes[j].ms), bytes[j].total)
+		j++
+	}
+}
+
+func TestMinRTTWindowAndCellChange(t *testing.T) {
+	e := newEstimator(t, nil)
+	e.SetServing(lteA)
+	e.AddRTT(at(0), 20*time.Millisecond)
+	e.AddRTT(at(5000), 60*time.Millisecond)
+	assert.Equal(t, 20*time.Millisecond, e.bw.minRTT, "within the window")
+	e.AddRTT(at(10_001), 60*time.Millisecond)
+	assert.Equal(t, 60*time.Millisecond, e.bw.minRTT, "expired after 10 s")
+
+	e.SetServing(lteA)
+	assert.Equal(t, 60*time.Millisecond, e.bw.minRTT, "same cell keeps it")
+	e.SetServing(mmA)
+	assert.Zero(t, e.bw.minRTT, "a new cell restarts it")
+	e.AddRTT(at(10_100), 90*time.Millisecond)
+	assert.Equal(t, 90*time.Millisecond, e.bw.minRTT)
+}

@@ -1,0 +1,314 @@
+// Package estimator keeps the two estimates M2HO acts on (paper sections
+// 4.3 and 4.5): the buffer size of each cell, learnt from downlink bursts,
+// and the available bandwidth, learnt from byte counts and RTT samples.
+//
+// An Estimator is safe for concurrent use: the daemon feeds it from its
+// datapath readers while the state machine queries it and /status reads it.
+// It does no I/O of its own apart from the Store it is given.
+package estimator
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+)
+
+// Burst is one downlink burst: a packet train seen by the datapath, or a
+// run of scheduling slots found in rb_alloc events.
+type Burst struct {
+	Start, End     time.Time
+	Bytes, Packets uint64
+}
+
+// CellRecord is what is known about one cell. BufferBytes is the largest
+// burst seen in the cell: a lower bound of its buffer size.
+type CellRecord struct {
+	Cell        diag.Cell
+	BufferBytes uint64
+	Bursts      uint64
+	Updated     time.Time
+}
+
+// Store persists cell records across restarts. SaveCell is called from
+// the goroutine that feeds bursts, every time a record changes, so it must
+// not block on disk.
+type Store interface {
+	LoadCells() ([]CellRecord, error)
+	SaveCell(CellRecord) error
+}
+
+// Sources of a TargetBuffer answer, in the order the lookup tries them.
+const (
+	// SourceCell: the target cell's own estimate.
+	SourceCell = "cell"
+	// SourceBandMin: the target is unknown; the smallest estimate among
+	// known cells of its band.
+	SourceBandMin = "band_min"
+	// SourceSub6Min: the target is a mmWave cell, whose bursts cannot be
+	// trusted (paper section 4.3); the smallest sub-6 estimate.
+	SourceSub6Min = "sub6_min"
+	// SourceDefault: nothing usable is known; Config.DefaultBufferBytes.
+	SourceDefault = "default"
+)
+
+// Config tunes an Estimator. Zero fields take the value of DefaultConfig.
+type Config struct {
+	// DefaultBufferBytes answers TargetBuffer when no cell is known.
+	DefaultBufferBytes uint64
+	// MinClampBytes is the floor of every answer of TargetBuffer and
+	// BandwidthClamp: a tiny burst or an idle link must not shrink the
+	// window below what keeps a link busy.
+	MinClampBytes uint64
+	// Lambda is the probing factor of Eq. 2.
+	Lambda float64
+	// MaxBurstDuration rejects longer bursts: a cell drains a UE's buffer
+	// in milliseconds, so a longer train is a sender-limited stream, not
+	// one buffer's worth of data.
+	MaxBurstDuration time.Duration
+	// RTTMinWindow is how long a minimum RTT stays valid (RTT_min of
+	// Eq. 2); it also restarts when the serving cell changes.
+	RTTMinWindow time.Duration
+	// BandwidthMaxAge is how old the last per-RTT byte count may be for
+	// BandwidthClamp to answer.
+	BandwidthMaxAge time.Duration
+}
+
+// DefaultConfig returns the defaults.
+//
+// DefaultBufferBytes is about one sub-6 bandwidth-delay product (121.5
+// Mbit/s TCP throughput times the 69.7 ms mean RTT of the paper's section
+// 3 is 1.06 MB): it keeps a sub-6 link busy while the handover is pending
+// and bounds the data in flight to what such a cell holds. MinClampBytes is
+// the largest unscaled TCP window, about 45 full-size segments. Lambda is the
+// paper's 2. MaxBurstDuration: a 1 MB buffer drains in 66 ms at sub-6
+// rates, so 250 ms leaves a wide margin. RTTMinWindow is the 10 s of BBR's
+// min-RTT filter.
+func DefaultConfig() Config {
+	return Config{
+		DefaultBufferBytes: 1 << 20,
+		MinClampBytes:      64 << 10,
+		Lambda:             2,
+		MaxBurstDuration:   250 * time.Millisecond,
+		RTTMinWindow:       10 * time.Second,
+		BandwidthMaxAge:    time.Second,
+	}
+}
+
+func (c Config) withDefaults() (Config, error) {
+	d := DefaultConfig()
+	if c.DefaultBufferBytes == 0 {
+		c.DefaultBufferBytes = d.DefaultBufferBytes
+	}
+	if c.MinClampBytes == 0 {
+		c.MinClampBytes = d.MinClampBytes
+	}
+	if c.Lambda == 0 {
+		c.Lambda = d.Lambda
+	}
+	if c.MaxBurstDuration == 0 {
+		c.MaxBurstDuration = d.MaxBurstDuration
+	}
+	if c.RTTMinWindow == 0 {
+		c.RTTMinWindow = d.RTTMinWindow
+	}
+	if c.BandwidthMaxAge == 0 {
+		c.BandwidthMaxAge = d.BandwidthMaxAge
+	}
+	switch {
+	case math.IsNaN(c.Lambda) || math.IsInf(c.Lambda, 0) || c.Lambda < 0:
+		return c, fmt.Errorf("estimator: lambda %v: must be a positive number", c.Lambda)
+	case c.MinClampBytes > c.DefaultBufferBytes:
+		return c, fmt.Errorf("estimator: minimum clamp %d bytes exceeds the default buffer %d bytes", c.MinClampBytes, c.DefaultBufferBytes)
+	case c.MaxBurstDuration < 0 || c.RTTMinWindow < 0 || c.BandwidthMaxAge < 0:
+		return c, errors.New("estimator: durations must be positive")
+	}
+	return c, nil
+}
+
+// Estimator holds the per-cell buffer estimates and the bandwidth
+// estimate. Create it with New.
+type Estimator struct {
+	cfg    Config
+	store  Store
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	serving diag.Cell
+	cells   map[diag.CellKey]*CellRecord
+	// bandMin caches the smallest estimate per band; a band is absent
+	// when it must be recomputed. Estimates only grow, so after the
+	// first bursts of a cell lookups rarely scan.
+	bandMin map[diag.Band]uint64
+	slots   map[diag.CellKey]*slotDetector
+	pending []pendingBurst
+	bytes   byteHistory
+	bw      bandwidth
+	skipped map[string]uint64
+}
+
+// New returns an Estimator seeded with the records of store (nil: no
+// persistence). A store that fails to load is logged and ignored: the
+// estimates are rebuilt from traffic.
+func New(cfg Config, store Store, logger *slog.Logger) (*Estimator, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Estimator{
+		cfg:     cfg,
+		store:   store,
+		logger:  logger,
+		cells:   make(map[diag.CellKey]*CellRecord),
+		bandMin: make(map[diag.Band]uint64),
+		slots:   make(map[diag.CellKey]*slotDetector),
+		skipped: make(map[string]uint64),
+	}
+	if store == nil {
+		return e, nil
+	}
+	records, err := store.LoadCells()
+	if err != nil {
+		logger.Warn("cell store unreadable, starting without history", "err", err)
+		return e, nil
+	}
+	for _, r := range records {
+		r.Cell = r.Cell.Normalized()
+		if r.Cell.RAT == "" || r.BufferBytes == 0 {
+			e.skipLocked("stored_record_invalid")
+			continue
+		}
+		rec := r
+		e.cells[r.Cell.Key()] = &rec
+	}
+	logger.Info("cell estimates loaded", "cells", len(e.cells))
+	return e, nil
+}
+
+// SetServing names the cell that bursts reported by AddBurst belong to.
+// A change of cell also restarts the minimum RTT: the new path has its
+// own base delay.
+func (e *Estimator) SetServing(c diag.Cell) {
+	c = c.Normalized()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c.Key() != e.serving.Key() {
+		e.bw.restartMinRTT()
+	}
+	e.serving = c
+}
+
+// TargetBuffer returns the buffer estimate to clamp the window to before a
+// handover to target, and which lookup rule gave it (a Source constant).
+// A target with only a band (or only a RAT) set is an unknown cell of that
+// band; a target without either is treated as sub-6, the smaller class.
+func (e *Estimator) TargetBuffer(target diag.Cell) (bytes uint64, source string) {
+	target = target.Normalized()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	bytes, source = e.lookupLocked(target)
+	return min(max(bytes, e.cfg.MinClampBytes), MaxWindowBytes), source
+}
+
+func (e *Estimator) lookupLocked(target diag.Cell) (uint64, string) {
+	if target.Band == diag.BandMmWave {
+		if b, ok := e.bandMinLocked(diag.BandSub6); ok {
+			return b, SourceSub6Min
+		}
+		return e.cfg.DefaultBufferBytes, SourceDefault
+	}
+	if target.RAT != "" {
+		if r, ok := e.cells[target.Key()]; ok {
+			return r.BufferBytes, SourceCell
+		}
+	}
+	if b, ok := e.bandMinLocked(diag.BandSub6); ok {
+		return b, SourceBandMin
+	}
+	return e.cfg.DefaultBufferBytes, SourceDefault
+}
+
+func (e *Estimator) bandMinLocked(band diag.Band) (uint64, bool) {
+	if smallest, ok := e.bandMin[band]; ok {
+		return smallest, true
+	}
+	var smallest uint64
+	found := false
+	for _, r := range e.cells {
+		if r.Cell.Band == band && (!found || r.BufferBytes < smallest) {
+			smallest, found = r.BufferBytes, true
+		}
+	}
+	if found {
+		e.bandMin[band] = smallest
+	}
+	return smallest, found
+}
+
+// Cells returns every cell record, ordered by band, RAT, ARFCN and PCI.
+func (e *Estimator) Cells() []CellRecord {
+	e.mu.Lock()
+	out := make([]CellRecord, 0, len(e.cells))
+	for _, r := range e.cells {
+		out = append(out, *r)
+	}
+	e.mu.Unlock()
+	slices.SortFunc(out, func(a, b CellRecord) int {
+		return cmp.Or(
+			cmp.Compare(a.Cell.Band, b.Cell.Band),
+			cmp.Compare(a.Cell.RAT, b.Cell.RAT),
+			cmp.Compare(a.Cell.ARFCN, b.Cell.ARFCN),
+			cmp.Compare(a.Cell.PCI, b.Cell.PCI),
+		)
+	})
+	return out
+}
+
+// Skipped returns how many inputs were rejected, by reason, sorted by
+// reason.
+func (e *Estimator) Skipped() []diag.Counter {
+	e.mu.Lock()
+	out := make([]diag.Counter, 0, len(e.skipped))
+	for reason, n := range e.skipped {
+		out = append(out, diag.Counter{Label: reason, Value: n})
+	}
+	e.mu.Unlock()
+	slices.SortFunc(out, func(a, b diag.Counter) int { return cmp.Compare(a.Label, b.Label) })
+	return out
+}
+
+func (e *Estimator) skipLocked(reason string) { e.skipped[reason]++ }
+
+// recordBurstLocked folds one burst of cell into its record and persists
+// the record.
+func (e *Estimator) recordBurstLocked(cell diag.Cell, b Burst) {
+	key := cell.Key()
+	r, ok := e.cells[key]
+	if !ok {
+		r = &CellRecord{Cell: cell}
+		e.cells[key] = r
+	}
+	r.Bursts++
+	r.Updated = b.End
+	if b.Bytes > r.BufferBytes {
+		r.BufferBytes = b.Bytes
+		delete(e.bandMin, cell.Band)
+		e.logger.Debug("buffer estimate raised", "cell", cell, "bytes", b.Bytes)
+	}
+	if e.store == nil {
+		return
+	}
+	if err := e.store.SaveCell(*r); err != nil {
+		e.skipLocked("store_save_failed")
+		e.logger.Warn("saving cell estimate failed", "cell", cell, "err", err)
+	}
+}

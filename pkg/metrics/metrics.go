@@ -1,0 +1,314 @@
+// Package metrics exposes the Prometheus metrics of m2hod (DESIGN.md,
+// "Metrics") on a private registry.
+//
+// Two kinds of metrics live here. Events that happen in the daemon (state
+// transitions, handovers, predictions, bursts, actuation latency) are
+// ordinary counters and histograms updated as they happen. Values that
+// already exist elsewhere (BPF counters, the flow table, the RTT histogram
+// kept in BPF, diag input counts, the policy in force) are read only when
+// Prometheus scrapes, by a custom collector, so that nothing is copied on
+// the packet or event path.
+package metrics
+
+import (
+	"errors"
+	"log/slog"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+)
+
+const namespace = "m2hod"
+
+// Label values exported from the start, so that rates and alerts see a
+// zero rather than no series: the handover kinds (source and target band)
+// and prediction outcomes of DESIGN.md.
+var (
+	handoverKinds      = []string{"sub6_sub6", "sub6_mmwave", "mmwave_mmwave", "mmwave_sub6"}
+	predictionOutcomes = []string{"confirmed", "cancelled_a1", "timed_out"}
+)
+
+// Log2Histogram is a histogram kept by the datapath: bucket i counts the
+// samples in [2^i, 2^(i+1)) units, except bucket 0 which also holds zero.
+type Log2Histogram struct {
+	Unit    time.Duration
+	Buckets []uint64
+}
+
+// DatapathSnapshot is what the datapath reports at scrape time.
+type DatapathSnapshot struct {
+	AcksRewritten     uint64
+	DupAcksSuppressed uint64
+	PolicyExpired     uint64
+	FlowsUntracked    uint64
+	MapFull           uint64
+	Flows             int
+	RTT               Log2Histogram
+}
+
+// PolicySnapshot is the policy in force in the datapath.
+type PolicySnapshot struct {
+	// ClampBytes is the window clamp, 0 when no clamp holds.
+	ClampBytes  uint64
+	Freeze      bool
+	Suppressing bool
+}
+
+// Sources are read at every scrape. Any may be nil.
+type Sources struct {
+	Datapath func() (DatapathSnapshot, error)
+	Policy   func() PolicySnapshot
+	Diag     *diag.Stats
+	// EstimatorSkipped counts the inputs the estimator rejected, by
+	// reason.
+	EstimatorSkipped func() []diag.Counter
+}
+
+// Info labels the constant m2hod_info metric.
+type Info struct {
+	Mode, Policy, AttachMode string
+}
+
+// Metrics holds the daemon's metrics and their registry.
+type Metrics struct {
+	registry *prometheus.Registry
+	logger   *slog.Logger
+
+	state       *prometheus.GaugeVec
+	states      []string
+	transitions *prometheus.CounterVec
+	handovers   *prometheus.CounterVec
+	predictions *prometheus.CounterVec
+	bursts      prometheus.Histogram
+	actuation   prometheus.Histogram
+	actErrors   *prometheus.CounterVec
+}
+
+// New creates the metrics on a fresh registry. states lists every state
+// of the state machine, initial first: m2hod_state has one series per
+// state, 1 for the current one.
+func New(states []string, info Info, src Sources, logger *slog.Logger) *Metrics {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		logger:   logger,
+		states:   states,
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "state",
+			Help: "Current state of the handover state machine (1 for the current state).",
+		}, []string{"state"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "state_transitions_total",
+			Help: "State machine transitions, by source and destination state.",
+		}, []string{"from", "to"}),
+		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "handovers_total",
+			Help: "Executed handovers, by source and target band.",
+		}, []string{"kind"}),
+		predictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "predictions_total",
+			Help: "Handover predictions, by outcome.",
+		}, []string{"outcome"}),
+		bursts: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "burst_bytes",
+			Help: "Bytes of each downlink burst seen by the datapath.",
+			// 1.5 kB to 25 MB: one segment to a mmWave cell's buffer.
+			Buckets: prometheus.ExponentialBuckets(1500, 2, 15),
+		}),
+		actuation: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "actuation_latency_seconds",
+			Help: "Time from the daemon taking a diag event to the end of the datapath updates it caused.",
+			// 10 us to 160 ms.
+			Buckets: prometheus.ExponentialBuckets(10e-6, 2, 15),
+		}),
+		actErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "actuation_errors_total",
+			Help: "Datapath updates that failed, by operation.",
+		}, []string{"op"}),
+	}
+	for _, kind := range handoverKinds {
+		m.handovers.WithLabelValues(kind)
+	}
+	for _, outcome := range predictionOutcomes {
+		m.predictions.WithLabelValues(outcome)
+	}
+	if len(states) > 0 {
+		m.SetState(states[0])
+	}
+	m.registry.MustRegister(
+		m.state, m.transitions, m.handovers, m.predictions, m.bursts, m.actuation, m.actErrors,
+		&scrapeCollector{src: src, info: info, logger: logger},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: namespace}),
+	)
+	return m
+}
+
+// Registry returns the private registry, for tests and embedding.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// Handler serves the registry in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(m.logger.Handler(), slog.LevelWarn)})
+}
+
+// SetState makes state the current one in m2hod_state.
+func (m *Metrics) SetState(state string) {
+	for _, s := range m.states {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		m.state.WithLabelValues(s).Set(v)
+	}
+}
+
+// Transition records a state change and makes to the current state.
+func (m *Metrics) Transition(from, to string) {
+	m.transitions.WithLabelValues(from, to).Inc()
+	m.SetState(to)
+}
+
+// Handover records an executed handover of kind sub6_sub6, sub6_mmwave,
+// mmwave_mmwave or mmwave_sub6.
+func (m *Metrics) Handover(kind string) { m.handovers.WithLabelValues(kind).Inc() }
+
+// Prediction records the outcome of a prediction.
+func (m *Metrics) Prediction(outcome string) { m.predictions.WithLabelValues(outcome).Inc() }
+
+// Burst records a downlink burst.
+func (m *Metrics) Burst(bytes uint64) { m.bursts.Observe(float64(bytes)) }
+
+// Actuation records how long a diag event took, once taken off the
+// daemon's queue, to reach the datapath.
+func (m *Metrics) Actuation(d time.Duration) { m.actuation.Observe(d.Seconds()) }
+
+// ActuationError records a failed datapath update.
+func (m *Metrics) ActuationError(op string) { m.actErrors.WithLabelValues(op).Inc() }
+
+// scrapeCollector turns the Sources into constant metrics at scrape time.
+type scrapeCollector struct {
+	src    Sources
+	info   Info
+	logger *slog.Logger
+}
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, labels, nil)
+}
+
+var (
+	descInfo              = desc("info", "Constant 1, labelled with how m2hod runs.", "mode", "policy", "attach_mode")
+	descClamp             = desc("clamp_bytes", "Receive window clamp in force, 0 when off.")
+	descFreeze            = desc("freeze_active", "1 while a zero-window freeze is in force.")
+	descSuppressing       = desc("suppression_active", "1 while duplicate ACKs are suppressed.")
+	descAcksRewritten     = desc("acks_rewritten_total", "Outgoing ACKs whose window the datapath lowered.")
+	descDupAcksSuppressed = desc("dupacks_suppressed_total", "Duplicate ACKs dropped during Smoothing.")
+	descPolicyExpired     = desc("policy_expired_total", "Policies that the datapath ended at their deadline because the daemon did not renew them.")
+	descFlows             = desc("flows", "TCP flows tracked by the datapath.")
+	descFlowsUntracked    = desc("flows_untracked_total", "Segments left untouched because their flow is not tracked or its handshake was not seen.")
+	descMapFull           = desc("map_full_total", "Datapath map insertions that failed because the map was full.")
+	descRTT               = desc("rtt_seconds", "RTT samples measured by the datapath (TSval/TSecr matching); the sum is estimated from bucket midpoints.")
+	descDiagEvents        = desc("diag_events_total", "Diag events received, by type.", "type")
+	descDiagErrors        = desc("diag_errors_total", "Diag input rejected and skipped, by reason.", "reason")
+	descEstimatorSkipped  = desc("estimator_skipped_total", "Bursts, byte counts and RTT samples the estimator rejected, by reason.", "reason")
+)
+
+func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descInfo, descClamp, descFreeze, descSuppressing, descAcksRewritten,
+		descDupAcksSuppressed, descPolicyExpired, descFlows, descFlowsUntracked, descMapFull, descRTT,
+		descDiagEvents, descDiagErrors, descEstimatorSkipped} {
+		ch <- d
+	}
+}
+
+func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(descInfo, prometheus.GaugeValue, 1, c.info.Mode, c.info.Policy, c.info.AttachMode)
+	if c.src.Policy != nil {
+		p := c.src.Policy()
+		ch <- prometheus.MustNewConstMetric(descClamp, prometheus.GaugeValue, float64(p.ClampBytes))
+		ch <- prometheus.MustNewConstMetric(descFreeze, prometheus.GaugeValue, boolValue(p.Freeze))
+		ch <- prometheus.MustNewConstMetric(descSuppressing, prometheus.GaugeValue, boolValue(p.Suppressing))
+	}
+	if c.src.Datapath != nil {
+		c.collectDatapath(ch)
+	}
+	if c.src.Diag != nil {
+		events, errs := c.src.Diag.Snapshot()
+		for _, e := range events {
+			ch <- prometheus.MustNewConstMetric(descDiagEvents, prometheus.CounterValue, float64(e.Value), e.Label)
+		}
+		for _, e := range errs {
+			ch <- prometheus.MustNewConstMetric(descDiagErrors, prometheus.CounterValue, float64(e.Value), e.Label)
+		}
+	}
+	if c.src.EstimatorSkipped != nil {
+		for _, e := range c.src.EstimatorSkipped() {
+			ch <- prometheus.MustNewConstMetric(descEstimatorSkipped, prometheus.CounterValue, float64(e.Value), e.Label)
+		}
+	}
+}
+
+func (c *scrapeCollector) collectDatapath(ch chan<- prometheus.Metric) {
+	dp, err := c.src.Datapath()
+	if err != nil {
+		// The rest of the scrape stays useful; the failure is visible as
+		// an invalid metric, which promhttp reports, and in the log.
+		c.logger.Warn("metrics: reading the datapath failed", "err", err)
+		ch <- prometheus.NewInvalidMetric(descAcksRewritten, err)
+		return
+	}
+	for _, cv := range []struct {
+		d *prometheus.Desc
+		v uint64
+	}{
+		{descAcksRewritten, dp.AcksRewritten}, {descDupAcksSuppressed, dp.DupAcksSuppressed},
+		{descPolicyExpired, dp.PolicyExpired}, {descFlowsUntracked, dp.FlowsUntracked}, {descMapFull, dp.MapFull},
+	} {
+		ch <- prometheus.MustNewConstMetric(cv.d, prometheus.CounterValue, float64(cv.v))
+	}
+	ch <- prometheus.MustNewConstMetric(descFlows, prometheus.GaugeValue, float64(dp.Flows))
+	count, sum, buckets, err := dp.RTT.cumulative()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descRTT, err)
+		return
+	}
+	ch <- prometheus.MustNewConstHistogram(descRTT, count, sum, buckets)
+}
+
+// cumulative converts log2 buckets to Prometheus' cumulative buckets in
+// seconds. The upper bound of bucket i is 2^(i+1) units. The datapath keeps
+// no sum, so each sample counts as the midpoint of its bucket.
+func (h Log2Histogram) cumulative() (count uint64, sum float64, buckets map[float64]uint64, err error) {
+	if len(h.Buckets) > 0 && h.Unit <= 0 {
+		return 0, 0, nil, errors.New("rtt histogram without a unit")
+	}
+	buckets = make(map[float64]uint64, len(h.Buckets))
+	unit := h.Unit.Seconds()
+	for i, n := range h.Buckets {
+		lower := 0.0
+		if i > 0 {
+			lower = math.Ldexp(unit, i)
+		}
+		upper := math.Ldexp(unit, i+1)
+		count += n
+		sum += float64(n) * (lower + upper) / 2
+		buckets[upper] = count
+	}
+	return count, sum, buckets, nil
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,182 @@
+package metrics
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+)
+
+var states = []string{"stable", "preparation", "smoothing"}
+
+func TestStateAndEvents(t *testing.T) {
+	m := New(states, Info{}, Sources{}, nil)
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.state.WithLabelValues("stable")), "starts in the first state")
+	m.Transition("stable", "preparation")
+	m.Transition("preparation", "smoothing")
+	m.Transition("smoothing", "stable")
+	m.Transition("stable", "preparation")
+	m.Handover("mmwave_sub6")
+	m.Prediction("confirmed")
+	m.Prediction("confirmed")
+	m.Burst(300000)
+	m.Actuation(80 * time.Microsecond)
+	m.ActuationError("set_clamp")
+
+	for state, want := range map[string]float64{"stable": 0, "preparation": 1, "smoothing": 0} {
+		assert.Equal(t, want, testutil.ToFloat64(m.state.WithLabelValues(state)), state)
+	}
+	assert.Equal(t, 2.0, testutil.ToFloat64(m.transitions.WithLabelValues("stable", "preparation")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.handovers.WithLabelValues("mmwave_sub6")))
+	assert.Equal(t, 0.0, testutil.ToFloat64(m.handovers.WithLabelValues("sub6_sub6")), "every kind is exported from the start")
+	assert.Equal(t, 2.0, testutil.ToFloat64(m.predictions.WithLabelValues("confirmed")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.actErrors.WithLabelValues("set_clamp")))
+	assert.Equal(t, 1, testutil.CollectAndCount(m.bursts))
+}
+
+func TestLog2Cumulative(t *testing.T) {
+	tests := []struct {
+		name        string
+		h           Log2Histogram
+		wantCount   uint64
+		wantSum     float64
+		wantBuckets map[float64]uint64
+		wantErr     bool
+	}{
+		{name: "empty", h: Log2Histogram{Unit: time.Microsecond}, wantBuckets: map[float64]uint64{}},
+		{
+			name: "microsecond buckets",
+			// bucket 0 [0,2) us, 1 [2,4) us, 2 [4,8) us
+			h:         Log2Histogram{Unit: time.Microsecond, Buckets: []uint64{1, 0, 2}},
+			wantCount: 3,
+			wantSum:   1e-6 + 2*6e-6,
+			wantBuckets: map[float64]uint64{
+				2e-6: 1, 4e-6: 1, 8e-6: 3,
+			},
+		},
+		{
+			name:        "nanosecond unit, high bucket",
+			h:           Log2Histogram{Unit: time.Nanosecond, Buckets: append(make([]uint64, 26), 4)}, // [2^26, 2^27) ns = 67-134 ms
+			wantCount:   4,
+			wantSum:     4 * (float64(1<<26) + float64(1<<27)) / 2 / 1e9,
+			wantBuckets: bucketsUpTo(27, 4),
+		},
+		{name: "no unit", h: Log2Histogram{Buckets: []uint64{1}}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			count, sum, buckets, err := tt.h.cumulative()
+			if tt.wantErr {
+				assert.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantCount, count)
+			assert.InDelta(t, tt.wantSum, sum, 1e-12)
+			require.Len(t, buckets, len(tt.wantBuckets))
+			for le, want := range tt.wantBuckets {
+				assert.Equal(t, want, buckets[le], "le=%g", le)
+			}
+		})
+	}
+}
+
+// bucketsUpTo returns cumulative nanosecond buckets 2^1..2^top where only
+// the last one holds n samples.
+func bucketsUpTo(top int, n uint64) map[float64]uint64 {
+	b := make(map[float64]uint64)
+	for i := 1; i <= top; i++ {
+		b[float64(uint64(1)<<i)/1e9] = 0
+	}
+	b[float64(uint64(1)<<top)/1e9] = n
+	return b
+}
+
+func TestScrapeTimeMetrics(t *testing.T) {
+	var stats diag.Stats
+	stats.CountEvent(diag.TypeMeasReport)
+	stats.CountEvent(diag.TypeMeasReport)
+	stats.CountEvent(diag.TypeHOCommand)
+	stats.CountError("json_syntax")
+	reads := 0
+	src := Sources{
+		Datapath: func() (DatapathSnapshot, error) {
+			reads++
+			return DatapathSnapshot{
+				AcksRewritten: 10, DupAcksSuppressed: 3, PolicyExpired: 1, FlowsUntracked: 7, MapFull: 2, Flows: 5,
+				RTT: Log2Histogram{Unit: time.Microsecond, Buckets: []uint64{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 6}},
+			}, nil
+		},
+		Policy:           func() PolicySnapshot { return PolicySnapshot{ClampBytes: 250000, Suppressing: true} },
+		Diag:             &stats,
+		EstimatorSkipped: func() []diag.Counter { return []diag.Counter{{Label: "rtt_implausible", Value: 4}} },
+	}
+	m := New(states, Info{Mode: "enforce", Policy: "m2ho", AttachMode: "tcx"}, src, nil)
+	body := scrape(t, m)
+
+	for _, line := range []string{
+		`m2hod_info{attach_mode="tcx",mode="enforce",policy="m2ho"} 1`,
+		"m2hod_clamp_bytes 250000",
+		"m2hod_freeze_active 0",
+		"m2hod_suppression_active 1",
+		"m2hod_acks_rewritten_total 10",
+		"m2hod_dupacks_suppressed_total 3",
+		"m2hod_policy_expired_total 1",
+		"m2hod_flows_untracked_total 7",
+		"m2hod_map_full_total 2",
+		"m2hod_flows 5",
+		"m2hod_rtt_seconds_count 6",
+		`m2hod_rtt_seconds_bucket{le="0.131072"} 6`,
+		`m2hod_rtt_seconds_bucket{le="0.065536"} 0`,
+		`m2hod_diag_events_total{type="meas_report"} 2`,
+		`m2hod_diag_events_total{type="ho_command"} 1`,
+		`m2hod_diag_errors_total{reason="json_syntax"} 1`,
+		`m2hod_estimator_skipped_total{reason="rtt_implausible"} 4`,
+		`m2hod_state{state="stable"} 1`,
+		`m2hod_handovers_total{kind="mmwave_sub6"} 0`,
+		`m2hod_predictions_total{outcome="timed_out"} 0`,
+		"m2hod_burst_bytes_count 0",
+		"# TYPE m2hod_process_resident_memory_bytes gauge",
+	} {
+		assert.Contains(t, body, line+"\n")
+	}
+	assert.Equal(t, 1, reads, "the datapath is read once per scrape")
+}
+
+func TestDatapathReadFailure(t *testing.T) {
+	src := Sources{
+		Datapath: func() (DatapathSnapshot, error) { return DatapathSnapshot{}, errors.New("map lookup: bad fd") },
+		Policy:   func() PolicySnapshot { return PolicySnapshot{} },
+	}
+	m := New(states, Info{}, src, nil)
+	_, err := m.Registry().Gather()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "bad fd")
+
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	assert.Equal(t, http.StatusInternalServerError, rec.Code, "promhttp's default is to fail the scrape loudly")
+}
+
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.True(t, strings.Contains(string(body), "# TYPE m2hod_state gauge"))
+	return string(body)
+}

@@ -1,0 +1,98 @@
+package statemachine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Policy selects what the machine does to TCP around a handover.
+type Policy string
+
+// Policies.
+const (
+	// PolicyM2HO is the paper's: clamp the window to the target cell's
+	// buffer before the handover, suppress duplicate ACKs after it, and
+	// hold a bandwidth clamp on sub-6 cells after leaving mmWave.
+	PolicyM2HO Policy = "m2ho"
+	// PolicyFreeze is the Freeze-TCP baseline: a zero window from the
+	// prediction until the handover completes, nothing else.
+	PolicyFreeze Policy = "freeze"
+)
+
+// linuxMinRTO is the smallest retransmission timeout of a Linux sender
+// (TCP_RTO_MIN). Suppressing duplicate ACKs that long could trigger the
+// very timeout Smoothing exists to avoid.
+const linuxMinRTO = 200 * time.Millisecond
+
+// Config tunes a Machine. Start from DefaultConfig.
+type Config struct {
+	// Policy is PolicyM2HO or PolicyFreeze; empty means PolicyM2HO.
+	Policy Policy
+	// Ablation switches of PolicyM2HO. Prediction also applies to
+	// PolicyFreeze (without it the freeze starts at the command).
+	Prediction     bool
+	Suppression    bool
+	BandwidthClamp bool
+	// SmoothingMax bounds duplicate-ACK suppression after a handover; it
+	// must stay below the sender's minimum RTO (200 ms on Linux).
+	SmoothingMax time.Duration
+	// DefaultT2 is the measurement-to-command interval assumed for a band
+	// until MinT2Samples intervals were measured; a prediction times out
+	// after 2*T2 without a command.
+	DefaultT2    time.Duration
+	MinT2Samples int
+	// PolicyLease is the longest deadline written with a policy; Tick
+	// renews it while the policy holds, so a dead daemon releases
+	// everything within one lease.
+	PolicyLease time.Duration
+	// ExecutionTimeout bounds Preparation after a handover command: a
+	// completion that does not come means the log missed it or the
+	// handover failed, and the window must not stay clamped.
+	ExecutionTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults.
+//
+// DefaultT2 is 146 ms: the paper measured 178.9 ms on average from the
+// measurement report to execution and 32.7 ms from command to execution
+// (section 4.2), leaving 146.2 ms from report to command; twice that, 292
+// ms, also covers the longest report-to-command interval the paper saw
+// (310.2 - 32.7 = 277.5 ms). ExecutionTimeout is 1 s, the common T304
+// timer after which the UE itself declares the handover failed.
+// PolicyLease of 500 ms bounds what a crashed daemon leaves behind while
+// needing a renewal only every 250 ms.
+func DefaultConfig() Config {
+	return Config{
+		Policy:           PolicyM2HO,
+		Prediction:       true,
+		Suppression:      true,
+		BandwidthClamp:   true,
+		SmoothingMax:     150 * time.Millisecond,
+		DefaultT2:        146 * time.Millisecond,
+		MinT2Samples:     5,
+		PolicyLease:      500 * time.Millisecond,
+		ExecutionTimeout: time.Second,
+	}
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.Policy != "" && c.Policy != PolicyM2HO && c.Policy != PolicyFreeze:
+		return fmt.Errorf("statemachine: policy %q: want %q or %q", c.Policy, PolicyM2HO, PolicyFreeze)
+	case c.SmoothingMax <= 0 || c.SmoothingMax >= linuxMinRTO:
+		return fmt.Errorf("statemachine: smoothing max %v: must be positive and below the 200ms minimum RTO", c.SmoothingMax)
+	case c.DefaultT2 <= 0:
+		return fmt.Errorf("statemachine: default T2 %v: must be positive", c.DefaultT2)
+	case c.MinT2Samples < 1:
+		return fmt.Errorf("statemachine: minimum T2 samples %d: must be at least 1", c.MinT2Samples)
+	case c.PolicyLease < c.SmoothingMax:
+		// Suppression is written once with its final deadline: renewing
+		// it would restart the handover epoch in the datapath.
+		return fmt.Errorf("statemachine: policy lease %v: must be at least the smoothing max %v", c.PolicyLease, c.SmoothingMax)
+	case c.ExecutionTimeout <= 0:
+		return errors.New("statemachine: execution timeout must be positive")
+	}
+	return nil
+}

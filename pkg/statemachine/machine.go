@@ -1,0 +1,713 @@
+// Package statemachine is the M2HO controller (paper section 4.1): a
+// three-state machine driven by modem diag events that decides which
+// policy the datapath enforces around each handover.
+//
+//   - Stable: no handover pending. After a handover from mmWave to sub-6 the
+//     window is held at the bandwidth estimate (Eq. 2) until the UE is back
+//     on mmWave, so the sender keeps a mmWave-sized cwnd (section 4.5).
+//   - Preparation: a handover is predicted (Algorithm 1, section 4.2) or
+//     commanded; the window is clamped to the target cell's buffer estimate
+//     (section 4.3).
+//   - Smoothing: the handover executed; duplicate ACKs are suppressed until
+//     the flows release themselves, the first downlink burst ends, or
+//     Config.SmoothingMax passes (section 4.4).
+//
+// The machine tells the estimator which cell is serving (SetServing) and
+// asks it for clamps; the daemon feeds the estimator everything else
+// (bursts, rb_alloc events, byte counts, RTT samples).
+//
+// A Machine is not safe for concurrent use: the daemon calls all of its
+// methods, Status included, from one goroutine (or under one lock). Event
+// times and Tick times must come from the same clock. Every
+// policy it writes carries a deadline no further than Config.PolicyLease
+// ahead, renewed by Tick, so a stuck daemon cannot hold the datapath.
+package statemachine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/estimator"
+)
+
+// State is a state of the machine.
+type State int
+
+// States of section 4.1.
+const (
+	Stable State = iota
+	Preparation
+	Smoothing
+)
+
+// String returns "stable", "preparation" or "smoothing".
+func (s State) String() string {
+	switch s {
+	case Stable:
+		return "stable"
+	case Preparation:
+		return "preparation"
+	case Smoothing:
+		return "smoothing"
+	}
+	return "invalid"
+}
+
+// MarshalText renders the state as its name in JSON.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Actuator writes policies to the datapath. Every call that installs a
+// policy gives the deadline after which the datapath drops it by itself.
+type Actuator interface {
+	SetClamp(bytes uint32, deadline time.Time) error
+	// SetFreeze advertises a zero window (the Freeze-TCP baseline).
+	SetFreeze(deadline time.Time) error
+	ClearClamp() error
+	// StartSuppression starts duplicate-ACK suppression and bumps the
+	// handover epoch.
+	StartSuppression(deadline time.Time) error
+	StopSuppression() error
+}
+
+// Observer is told what the machine does, for metrics.
+type Observer interface {
+	Transition(from, to State, reason string, at time.Time)
+	// Handover reports an executed handover: kind is one of the Kind
+	// constants (sub6_sub6, sub6_mmwave, mmwave_mmwave, mmwave_sub6).
+	Handover(kind string, at time.Time)
+	// Prediction reports the fate of a prediction: confirmed,
+	// cancelled_a1 or timed_out.
+	Prediction(outcome string, at time.Time)
+}
+
+// reconfigurationSpread is how far apart the commands one RRC
+// reconfiguration carries can reach the machine (events stamped on
+// receipt): an SCG release waits that long for an SCG addition that
+// would make it a change.
+const reconfigurationSpread = 5 * time.Millisecond
+
+// Prediction outcomes.
+const (
+	OutcomeConfirmed   = "confirmed"
+	OutcomeCancelledA1 = "cancelled_a1"
+	OutcomeTimedOut    = "timed_out"
+)
+
+// Transition reasons.
+const (
+	ReasonPredicted          = "predicted"
+	ReasonCommand            = "command"
+	ReasonUnpredictedCommand = "command_unpredicted"
+	ReasonExecuted           = "executed"
+	ReasonCancelledA1        = "cancelled_a1"
+	ReasonPredictionTimeout  = "prediction_timeout"
+	ReasonExecutionTimeout   = "execution_timeout"
+	ReasonFailure            = "failure"
+	ReasonFlowsReleased      = "flows_released"
+	ReasonBurstEnd           = "burst_end"
+	ReasonSmoothingMax       = "smoothing_max"
+)
+
+type noObserver struct{}
+
+func (noObserver) Transition(State, State, string, time.Time) {}
+func (noObserver) Handover(string, time.Time)                 {}
+func (noObserver) Prediction(string, time.Time)               {}
+
+// prediction is a handover expected from a measurement report.
+type prediction struct {
+	event diag.MeasEvent
+	// source is the serving cell of the report: an A1 of that cell
+	// cancels the prediction, and T2 is learnt for its band.
+	source   diag.Cell
+	target   diag.Cell
+	at       time.Time
+	deadline time.Time
+}
+
+// command is a handover the network ordered and the UE is executing.
+//
+// One reconfiguration often carries several commands (an LTE handover
+// with an SCG change that keeps the NR cell, an SCG release with an
+// addition): they merge into one change of the serving cells.
+type command struct {
+	// kind, source and target are those of the latest command.
+	kind           diag.HOKind
+	source, target diag.Cell
+	// pcell and scg are the serving cells once the commands executed.
+	pcell, scg diag.Cell
+	// scgDecided: a command of the set said what becomes of the SCG, so
+	// a primary cell handover in the same set keeps that.
+	scgDecided bool
+	// randomAccess: the set completes with a random access (ho_complete).
+	randomAccess bool
+	// executeAt is when a set without random access (an SCG release)
+	// takes effect: right after the reconfiguration that carries it,
+	// once no further command of it (an SCG addition) came.
+	executeAt time.Time
+	// deadline is the execution timeout.
+	deadline time.Time
+	at       time.Time
+}
+
+// dataCell is the cell data will flow through once the set executed.
+func (c *command) dataCell() diag.Cell {
+	if !c.scg.IsZero() {
+		return c.scg
+	}
+	return c.pcell
+}
+
+// Machine is the M2HO state machine. Create it with New.
+type Machine struct {
+	cfg    Config
+	est    *estimator.Estimator
+	act    Actuator
+	logger *slog.Logger
+	obs    Observer
+
+	// now is the machine's clock: the latest time it was given. It never
+	// goes back, so a late event cannot produce a deadline in the past.
+	now   time.Time
+	state State
+	since time.Time
+
+	// pcell is the primary cell; scg the primary cell of the secondary
+	// cell group (EN-DC) when one is configured.
+	pcell, scg diag.Cell
+
+	// pred is the pending prediction: in Preparation before a command,
+	// or queued in Smoothing for when Smoothing ends.
+	pred *prediction
+	cmd  *command
+	// expired is the last prediction that timed out: a command that
+	// still follows it soon is a T2 sample longer than 2*T2, which T2
+	// must learn or it could only ever shrink.
+	expired *prediction
+	// executedAt is when the handover that started Smoothing completed.
+	executedAt time.Time
+	// bandwidthHold is set after a handover from mmWave to sub-6 and
+	// cleared on the next handover to mmWave.
+	bandwidthHold bool
+
+	t2  map[diag.Band]*t2Mean
+	pol datapathPolicy
+	cnt counters
+}
+
+// New returns a Machine in Stable. est and act are required.
+func New(cfg Config, est *estimator.Estimator, act Actuator, logger *slog.Logger) (*Machine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Policy == "" {
+		cfg.Policy = PolicyM2HO
+	}
+	if est == nil || act == nil {
+		return nil, errors.New("statemachine: estimator and actuator are required")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Machine{
+		cfg:    cfg,
+		est:    est,
+		act:    act,
+		logger: logger,
+		obs:    noObserver{},
+		t2:     make(map[diag.Band]*t2Mean),
+		cnt:    newCounters(),
+	}, nil
+}
+
+// SetObserver installs o (nil: none).
+func (m *Machine) SetObserver(o Observer) {
+	if o == nil {
+		o = noObserver{}
+	}
+	m.obs = o
+}
+
+// advance moves the machine's clock to t unless t is older, and runs the
+// timers due by then: an input is judged on the state its time implies,
+// whether or not a Tick came between.
+func (m *Machine) advance(t time.Time) {
+	if t.After(m.now) {
+		m.now = t
+	}
+	if m.since.IsZero() {
+		m.since = m.now
+	}
+	m.runTimers()
+}
+
+// HandleEvent runs one diag event, at ev.Time. rb_alloc events are the
+// estimator's: the daemon passes them to Estimator.AddRBAlloc, and the
+// machine only counts them.
+func (m *Machine) HandleEvent(ev diag.Event) {
+	if ev.Time.IsZero() {
+		m.cnt.ignored["no_time"]++
+		return
+	}
+	m.advance(ev.Time)
+	switch ev.Type {
+	case diag.TypeMeasReport:
+		m.onMeasReport(ev)
+	case diag.TypeHOCommand:
+		m.onCommand(ev)
+	case diag.TypeHOComplete:
+		m.onComplete(ev)
+	case diag.TypeHOFailure:
+		m.onFailure(ev.Cause)
+	case diag.TypeRBAlloc:
+	default:
+		// Not counted by type: the map must not grow with garbage.
+		m.cnt.ignored["unknown_type"]++
+		return
+	}
+	m.cnt.events[string(ev.Type)]++
+}
+
+// Tick runs the timers, refreshes the bandwidth clamp and renews the
+// deadlines of the policies in force. The daemon calls it often (every
+// 10 to 50 ms): timeouts are only as precise as its period.
+func (m *Machine) Tick(now time.Time) {
+	m.advance(now)
+	if m.state == Stable {
+		m.applyStablePolicy()
+	}
+	m.refreshPolicy()
+}
+
+// runTimers fires what is due at m.now: an SCG release taking effect, the
+// execution timeout, the prediction timeout (2*T2) and SmoothingMax.
+func (m *Machine) runTimers() {
+	switch m.state {
+	case Preparation:
+		switch {
+		case m.cmd != nil && !m.cmd.executeAt.IsZero() && !m.now.Before(m.cmd.executeAt):
+			m.execute(m.cmd.pcell, m.cmd.scg)
+		case m.cmd != nil && !m.now.Before(m.cmd.deadline):
+			m.cmd = nil
+			m.enterStable(ReasonExecutionTimeout)
+		case m.cmd == nil && m.pred != nil && !m.now.Before(m.pred.deadline):
+			m.expirePrediction()
+			m.enterStable(ReasonPredictionTimeout)
+		}
+	case Smoothing:
+		if m.pred != nil && !m.now.Before(m.pred.deadline) {
+			m.expirePrediction()
+		}
+		if !m.now.Before(m.executedAt.Add(m.cfg.SmoothingMax)) {
+			m.endSmoothing(ReasonSmoothingMax)
+		}
+	}
+}
+
+// expirePrediction drops a prediction no command followed within 2*T2.
+func (m *Machine) expirePrediction() {
+	m.expired, m.pred = m.pred, nil
+	m.obs.Prediction(OutcomeTimedOut, m.now)
+	m.cnt.predictions[OutcomeTimedOut]++
+}
+
+// OnBurstEnd ends Smoothing when b is the first downlink burst after the
+// handover: the target cell has drained what the source cell forwarded.
+// It does not feed the estimator; the daemon also calls
+// Estimator.AddBurst.
+func (m *Machine) OnBurstEnd(b estimator.Burst) {
+	m.advance(b.End)
+	if m.state == Smoothing && b.End.After(m.executedAt) {
+		m.endSmoothing(ReasonBurstEnd)
+	}
+}
+
+// OnFlowsReleased ends Smoothing: every suppressed flow acknowledged past
+// the highest sequence it had received before the handover.
+func (m *Machine) OnFlowsReleased(now time.Time) {
+	m.advance(now)
+	if m.state == Smoothing {
+		m.endSmoothing(ReasonFlowsReleased)
+	}
+}
+
+func (m *Machine) transition(to State, reason string) {
+	if to == m.state {
+		return
+	}
+	from := m.state
+	m.state, m.since = to, m.now
+	m.cnt.transitions++
+	m.logger.Info("state", "from", from, "to", to, "reason", reason)
+	m.obs.Transition(from, to, reason, m.now)
+}
+
+// dataCell is the best cell the UE has data through: the SCG cell when
+// one is present.
+func (m *Machine) dataCell() diag.Cell {
+	if !m.scg.IsZero() {
+		return m.scg
+	}
+	return m.pcell
+}
+
+// setCells updates the serving cells and tells the estimator where
+// bursts now come from.
+func (m *Machine) setCells(pcell, scg diag.Cell) {
+	before := m.dataCell()
+	m.pcell, m.scg = pcell, scg
+	if after := m.dataCell(); after != before {
+		m.est.SetServing(after)
+	}
+}
+
+// learnServing follows the serving cells named by measurement reports, so
+// the machine knows them without having seen the handover that led there.
+// In EN-DC the LTE cell is always the anchor and an NR cell beside it is
+// the SCG.
+func (m *Machine) learnServing(s diag.Cell) {
+	switch {
+	case s.RAT == "" || s.Key() == m.pcell.Key() || s.Key() == m.scg.Key():
+	case m.pcell.IsZero():
+		m.setCells(s, m.scg)
+	case s.RAT == diag.RATNR && m.pcell.RAT == diag.RATLTE:
+		m.setCells(m.pcell, s)
+	case s.RAT == diag.RATLTE && m.pcell.RAT == diag.RATNR:
+		m.setCells(s, m.pcell)
+	default:
+		m.setCells(s, m.scg)
+	}
+}
+
+func (m *Machine) onMeasReport(ev diag.Event) {
+	serving, neighbor := ev.Serving.Normalized(), ev.Neighbor.Normalized()
+	m.learnServing(serving)
+	if serving.IsZero() {
+		serving = m.dataCell()
+	}
+	if ev.Meas == diag.EventA1 {
+		m.onA1(serving)
+		return
+	}
+	if !m.cfg.Prediction || !predictsHandover(ev.Meas, serving, neighbor) {
+		return
+	}
+	m.predict(ev.Meas, serving, m.predictedTarget(ev.Meas, serving, neighbor))
+}
+
+// predictedTarget is the cell a predicted handover leads to: the measured
+// neighbour, or for an A2 of the mmWave cell without one, the LTE anchor
+// when that cell is the SCG (its release moves the data there) and an
+// unknown sub-6 cell otherwise.
+func (m *Machine) predictedTarget(ev diag.MeasEvent, serving, neighbor diag.Cell) diag.Cell {
+	if !neighbor.IsZero() || ev != diag.EventA2 {
+		return neighbor
+	}
+	if !m.scg.IsZero() && serving.Key() == m.scg.Key() && !m.pcell.IsZero() {
+		return m.pcell
+	}
+	return diag.Cell{Band: diag.BandSub6}
+}
+
+func (m *Machine) predict(ev diag.MeasEvent, serving, target diag.Cell) {
+	switch {
+	case m.cmd != nil:
+		// The network already decided.
+		return
+	case m.pred != nil && m.pred.target == target:
+		// A periodic repeat of the same report: the interval to the
+		// command counts from the first one.
+		return
+	}
+	retarget := m.pred != nil
+	m.expired = nil
+	m.pred = &prediction{
+		event:    ev,
+		source:   serving,
+		target:   target,
+		at:       m.now,
+		deadline: m.now.Add(2 * m.t2For(serving.Band)),
+	}
+	m.cnt.predictionsMade++
+	if m.state == Smoothing {
+		// Applied when Smoothing ends.
+		return
+	}
+	m.applyPreparationPolicy(target, m.pred.deadline)
+	if m.logger.Enabled(context.Background(), slog.LevelDebug) {
+		m.logger.Debug("handover predicted", "event", ev, "serving", serving, "target", target, "retarget", retarget)
+	}
+	m.transition(Preparation, ReasonPredicted)
+}
+
+// onA1 cancels a prediction made for the same serving cell: it is good
+// again, so the network will not hand over (section 4.2). An A1 of
+// another cell (the anchor while an SCG change is pending) says nothing
+// about it.
+func (m *Machine) onA1(serving diag.Cell) {
+	if m.pred == nil || (!serving.IsZero() && serving.Key() != m.pred.source.Key()) {
+		return
+	}
+	m.pred = nil
+	m.obs.Prediction(OutcomeCancelledA1, m.now)
+	m.cnt.predictions[OutcomeCancelledA1]++
+	if m.state == Preparation {
+		m.enterStable(ReasonCancelledA1)
+	}
+}
+
+func (m *Machine) onCommand(ev diag.Event) {
+	reason := ReasonCommand
+	switch {
+	case m.pred != nil:
+		m.obs.Prediction(OutcomeConfirmed, m.now)
+		m.cnt.predictions[OutcomeConfirmed]++
+		m.learnT2(m.pred.source.Band, m.now.Sub(m.pred.at))
+	case m.cmd == nil:
+		reason = ReasonUnpredictedCommand
+		m.cnt.unpredictedCommands++
+		if e := m.expired; e != nil && m.now.Sub(e.at) <= lateCommandT2Factor*m.t2For(e.source.Band) {
+			m.learnT2(e.source.Band, m.now.Sub(e.at))
+		}
+	}
+	m.pred, m.expired = nil, nil
+	if m.state == Smoothing {
+		// Back-to-back handovers: the next one matters more.
+		m.stopSuppression()
+	}
+	m.cmd = m.mergeCommand(ev)
+	m.applyPreparationPolicy(m.cmd.dataCell(), m.cmd.deadline)
+	m.transition(Preparation, reason)
+}
+
+// mergeCommand folds a command into the pending set, or starts one.
+func (m *Machine) mergeCommand(ev diag.Event) *command {
+	c := m.cmd
+	if c == nil {
+		c = &command{pcell: m.pcell, scg: m.scg, at: m.now}
+	}
+	c.kind, c.source, c.target = ev.Kind, ev.Source.Normalized(), ev.Target.Normalized()
+	c.deadline = m.now.Add(m.cfg.ExecutionTimeout)
+	switch c.kind {
+	case diag.HOSCGAdd, diag.HOSCGChange:
+		if !c.target.IsZero() {
+			c.scg = c.target
+		}
+		c.scgDecided, c.randomAccess = true, true
+	case diag.HOSCGRelease:
+		// Data moves to the anchor; a test bed that models the release
+		// as a handover names the cell.
+		if !c.target.IsZero() {
+			c.pcell = c.target
+		}
+		c.scg, c.scgDecided = diag.Cell{}, true
+	default:
+		if !c.target.IsZero() {
+			c.pcell = c.target
+		}
+		if !c.scgDecided {
+			// An EN-DC handover of the anchor that says nothing of the
+			// SCG releases it; the network adds one again afterwards.
+			c.scg = diag.Cell{}
+		}
+		c.randomAccess = true
+	}
+	c.executeAt = time.Time{}
+	if !c.randomAccess {
+		c.executeAt = m.now.Add(reconfigurationSpread)
+	}
+	return c
+}
+
+func (m *Machine) onComplete(ev diag.Event) {
+	if m.state == Smoothing {
+		m.cnt.ignored["complete_in_smoothing"]++
+		return
+	}
+	if m.cmd != nil {
+		m.execute(m.cmd.pcell, m.cmd.scg)
+		return
+	}
+	cell := ev.Cell.Normalized()
+	switch {
+	case !cell.IsZero() && (cell.Key() == m.pcell.Key() || cell.Key() == m.scg.Key()):
+		// A late or repeated completion of a handover already applied.
+		m.cnt.ignored["complete_on_serving_cell"]++
+		return
+	case cell.IsZero() && m.pred == nil:
+		// Nothing says a handover is under way, or where it went.
+		m.cnt.ignored["complete_unexplained"]++
+		return
+	}
+	if m.pred != nil {
+		// The command was not logged, but the predicted handover
+		// happened.
+		m.obs.Prediction(OutcomeConfirmed, m.now)
+		m.cnt.predictions[OutcomeConfirmed]++
+		if cell.IsZero() {
+			cell = m.pred.target
+		}
+	} else {
+		m.cnt.unannouncedCompletions++
+	}
+	m.execute(m.unannouncedCells(cell))
+}
+
+// unannouncedCells are the serving cells after a completion no command
+// announced, on cell: an NR cell beside an LTE anchor is the new SCG,
+// anything else the new primary cell.
+func (m *Machine) unannouncedCells(cell diag.Cell) (pcell, scg diag.Cell) {
+	switch {
+	case cell.RAT == "":
+		// Neither the log nor a prediction says where the UE went.
+		return m.pcell, m.scg
+	case cell.RAT == diag.RATNR && m.pcell.RAT == diag.RATLTE:
+		return m.pcell, cell
+	default:
+		return cell, diag.Cell{}
+	}
+}
+
+// execute applies an executed handover: the new serving cells, its kind,
+// the bandwidth hold, and Smoothing (or Stable when there is nothing to
+// smooth).
+func (m *Machine) execute(pcell, scg diag.Cell) {
+	from := m.dataCell()
+	m.setCells(pcell, scg)
+	m.cmd, m.pred = nil, nil
+	to := m.dataCell()
+	kind := handoverKind(from.Band, to.Band)
+	m.cnt.handovers[kind]++
+	m.obs.Handover(kind, m.now)
+	if m.cfg.Policy == PolicyM2HO && m.cfg.BandwidthClamp {
+		switch bandKey(to.Band) {
+		case diag.BandMmWave:
+			m.bandwidthHold = false
+		case diag.BandSub6:
+			m.bandwidthHold = m.bandwidthHold || from.Band == diag.BandMmWave
+		}
+	}
+	if m.logger.Enabled(context.Background(), slog.LevelDebug) {
+		m.logger.Debug("handover executed", "kind", kind, "from", from, "to", to)
+	}
+	if m.cfg.Policy == PolicyFreeze || !m.cfg.Suppression {
+		m.enterStable(ReasonExecuted)
+		return
+	}
+	m.executedAt = m.now
+	end := m.now.Add(m.cfg.SmoothingMax)
+	// The clamp stays through Smoothing (the target cell's buffer is
+	// still filling with forwarded data) but no longer than it.
+	if m.pol.clampBytes > 0 {
+		m.holdClamp(m.pol.clampBytes, m.pol.clampSource, end)
+	}
+	m.startSuppression(end)
+	m.transition(Smoothing, ReasonExecuted)
+}
+
+// onFailure releases every policy at once: after a radio link failure or
+// re-establishment no buffer or flow state of the old cells holds.
+func (m *Machine) onFailure(cause diag.FailureCause) {
+	m.logger.Info("connection failure, releasing every policy", "cause", cause)
+	m.cnt.failures++
+	m.pred, m.cmd = nil, nil
+	m.bandwidthHold = false
+	// Re-establishment drops the secondary cell group.
+	m.setCells(m.pcell, diag.Cell{})
+	m.stopSuppression()
+	m.releaseClamp()
+	m.transition(Stable, ReasonFailure)
+}
+
+// endSmoothing stops suppression and moves on: to Preparation when a
+// prediction came in meanwhile, else to Stable.
+func (m *Machine) endSmoothing(reason string) {
+	m.stopSuppression()
+	if m.pred != nil && !m.now.Before(m.pred.deadline) {
+		m.expirePrediction()
+	}
+	if m.pred != nil {
+		m.applyPreparationPolicy(m.pred.target, m.pred.deadline)
+		m.transition(Preparation, reason)
+		return
+	}
+	m.enterStable(reason)
+}
+
+// enterStable releases the handover policies and installs the Stable one.
+func (m *Machine) enterStable(reason string) {
+	m.stopSuppression()
+	m.transition(Stable, reason)
+	m.applyStablePolicy()
+}
+
+// applyStablePolicy holds the bandwidth clamp while the UE is on sub-6
+// after mmWave, and clears the clamp otherwise. Without a fresh bandwidth
+// estimate the clamp is released rather than guessed.
+func (m *Machine) applyStablePolicy() {
+	if m.bandwidthHold && m.dataCell().Band != diag.BandMmWave {
+		if bytes, ok := m.est.BandwidthClamp(m.now); ok {
+			m.holdClamp(windowBytes(bytes), ClampSourceBandwidth, time.Time{})
+			return
+		}
+	}
+	m.releaseClamp()
+}
+
+// applyPreparationPolicy clamps the window for a handover to target until
+// limit: to the target's buffer estimate, or the bandwidth estimate when a
+// bandwidth hold is on and it is smaller; a zero window under
+// PolicyFreeze.
+func (m *Machine) applyPreparationPolicy(target diag.Cell, limit time.Time) {
+	if m.cfg.Policy == PolicyFreeze {
+		m.holdFreeze(limit)
+		return
+	}
+	bytes, source := m.est.TargetBuffer(target)
+	if m.bandwidthHold {
+		if bw, ok := m.est.BandwidthClamp(m.now); ok && bw < bytes {
+			bytes, source = bw, ClampSourceBandwidth
+		}
+	}
+	m.holdClamp(windowBytes(bytes), source, limit)
+}
+
+// windowBytes fits an estimate into a window; the estimator never returns
+// 0 or more than estimator.MaxWindowBytes.
+func windowBytes(b uint64) uint32 {
+	return uint32(min(max(b, 1), estimator.MaxWindowBytes))
+}
+
+// Handover kinds, by the bands of the data cells before and after.
+const (
+	KindSub6Sub6     = "sub6_sub6"
+	KindSub6MmWave   = "sub6_mmwave"
+	KindMmWaveMmWave = "mmwave_mmwave"
+	KindMmWaveSub6   = "mmwave_sub6"
+)
+
+// handoverKind names a handover by the bands of the data cells before and
+// after.
+func handoverKind(from, to diag.Band) string {
+	switch {
+	case bandKey(from) == diag.BandMmWave && bandKey(to) == diag.BandMmWave:
+		return KindMmWaveMmWave
+	case bandKey(from) == diag.BandMmWave:
+		return KindMmWaveSub6
+	case bandKey(to) == diag.BandMmWave:
+		return KindSub6MmWave
+	}
+	return KindSub6Sub6
+}
+
+// bandKey files a cell of unknown band (LTE without band, a cell no log
+// described) with sub-6, as the estimator does.
+func bandKey(b diag.Band) diag.Band {
+	if b == diag.BandMmWave {
+		return b
+	}
+	return diag.BandSub6
+}

@@ -1,0 +1,1116 @@
+package statemachine
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/estimator"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+type harness struct {
+	t   *testing.T
+	m   *Machine
+	est *estimator.Estimator
+	act *fakeActuator
+	obs *recordingObserver
+}
+
+func newHarness(t *testing.T, cfg Config) *harness {
+	t.Helper()
+	est, err := seededEstimator()
+	require.NoError(t, err)
+	h := &harness{t: t, est: est, act: &fakeActuator{failing: map[string]bool{}}, obs: &recordingObserver{}}
+	h.m, err = New(cfg, est, h.act, nil)
+	require.NoError(t, err)
+	h.m.SetObserver(h.obs)
+	return h
+}
+
+// step is one input to the machine.
+type step func(h *harness)
+
+func meas(ms int, ev diag.MeasEvent, serving, neighbor diag.Cell) step {
+	return func(h *harness) {
+		h.m.HandleEvent(diag.Event{Type: diag.TypeMeasReport, Time: at(ms), Meas: ev, Serving: serving, Neighbor: neighbor})
+	}
+}
+
+// serve makes the machine learn its serving cells from reports that
+// predict nothing.
+func serve(ms int, pcell, scg diag.Cell) step {
+	return func(h *harness) {
+		meas(ms, diag.EventA4, pcell, diag.Cell{})(h)
+		if !scg.IsZero() {
+			meas(ms, diag.EventA4, scg, diag.Cell{})(h)
+		}
+	}
+}
+
+func cmd(ms int, kind diag.HOKind, source, target diag.Cell) step {
+	return func(h *harness) {
+		h.m.HandleEvent(diag.Event{Type: diag.TypeHOCommand, Time: at(ms), Kind: kind, Source: source, Target: target})
+	}
+}
+
+func done(ms int, cell diag.Cell) step {
+	return func(h *harness) {
+		h.m.HandleEvent(diag.Event{Type: diag.TypeHOComplete, Time: at(ms), Cell: cell})
+	}
+}
+
+func fail(ms int, cause diag.FailureCause) step {
+	return func(h *harness) {
+		h.m.HandleEvent(diag.Event{Type: diag.TypeHOFailure, Time: at(ms), Cause: cause})
+	}
+}
+
+func tick(ms int) step { return func(h *harness) { h.m.Tick(at(ms)) } }
+
+func burst(startMs, endMs int) step {
+	return func(h *harness) {
+		h.m.OnBurstEnd(estimator.Burst{Start: at(startMs), End: at(endMs), Bytes: 100_000, Packets: 70})
+	}
+}
+
+func released(ms int) step { return func(h *harness) { h.m.OnFlowsReleased(at(ms)) } }
+
+// rtt feeds a 50 ms RTT sample: the minimum RTT restarts with each new
+// serving cell.
+func rtt(ms int) step {
+	return func(h *harness) { h.est.AddRTT(at(ms), 50*time.Millisecond) }
+}
+
+// withBandwidth feeds the estimator 12.5 MB/s at a 50 ms RTT up to t0:
+// Eq. 2 gives 2 * 625000 * 50/50 = 1,250,000 bytes.
+func withBandwidth(h *harness) {
+	for i, ms := range []int{-100, -50, 0} {
+		h.est.AddRTT(at(ms), 50*time.Millisecond)
+		h.est.AddBytes(at(ms), uint64(i)*625_000)
+	}
+}
+
+const bandwidthWindow = 1_250_000
+
+// handoverSteps runs a predicted pcell handover from lteA to lteB: report
+// at 0, command at 100, completion at 130.
+func handoverSteps() []step {
+	return []step{
+		serve(0, lteA, diag.Cell{}),
+		meas(0, diag.EventA3, lteA, lteB),
+		cmd(100, diag.HOPCell, lteA, lteB),
+		done(130, lteB),
+	}
+}
+
+// releaseToAnchor runs an SCG release from mmA back to lteA, predicted
+// by an A2 at 10 and executed at its command at 50 (no random access);
+// the completion a test bed may still send at 80 changes nothing; flows
+// release at 100.
+func releaseToAnchor() []step {
+	return []step{
+		serve(0, lteA, mmA),
+		meas(10, diag.EventA2, mmA, diag.Cell{}),
+		cmd(50, diag.HOSCGRelease, mmA, diag.Cell{}),
+		done(80, diag.Cell{}),
+		rtt(90),
+		released(100),
+	}
+}
+
+type machineCase struct {
+	name        string
+	cfg         func(*Config)
+	setup       func(*harness)
+	steps       []step
+	state       State
+	transitions []string
+	predictions []string
+	handovers   []string
+	// ops, when set, is the exact sequence of actuator calls.
+	ops   []string
+	check func(t *testing.T, h *harness)
+}
+
+func runMachineCases(t *testing.T, cases []machineCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			h := newHarness(t, cfg)
+			if tc.setup != nil {
+				tc.setup(h)
+			}
+			for _, s := range tc.steps {
+				s(h)
+			}
+			assert.Equal(t, tc.state, h.m.State(), "state")
+			assert.Equal(t, tc.transitions, h.obs.transitions, "transitions")
+			assert.Equal(t, tc.predictions, h.obs.predictions, "prediction outcomes")
+			assert.Equal(t, tc.handovers, h.obs.handovers, "handovers")
+			if tc.ops != nil {
+				assert.Equal(t, tc.ops, h.act.ops(), "actuator calls")
+			}
+			if tc.check != nil {
+				tc.check(t, h)
+			}
+		})
+	}
+}
+
+const (
+	predicted     = "stable>preparation:predicted"
+	commanded     = "stable>preparation:command_unpredicted"
+	executed      = "preparation>smoothing:executed"
+	releasedFlows = "smoothing>stable:flows_released"
+)
+
+func TestAlgorithm1Prediction(t *testing.T) {
+	clampOf := func(bytes uint32, source string) func(*testing.T, *harness) {
+		return func(t *testing.T, h *harness) {
+			st := h.m.Status()
+			assert.Equal(t, bytes, st.InForce.ClampBytes)
+			assert.Equal(t, source, st.InForce.ClampSource)
+		}
+	}
+	runMachineCases(t, []machineCase{
+		{
+			name:        "A3 between sub-6 cells clamps to the target's estimate",
+			steps:       []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB)},
+			state:       Preparation,
+			transitions: []string{predicted},
+			ops:         []string{"set_clamp(400000)"},
+			check: func(t *testing.T, h *harness) {
+				st := h.m.Status()
+				require.NotNil(t, st.Prediction)
+				assert.Equal(t, lteB, st.Prediction.Target)
+				assert.Equal(t, at(10+292), st.Prediction.Deadline, "2 * default T2")
+				assert.Equal(t, at(10+292), h.act.calls[0].deadline, "clamp bounded by the prediction")
+				assert.Equal(t, estimator.SourceCell, st.InForce.ClampSource)
+			},
+		},
+		{
+			name:        "A3 between mmWave cells (SCG change) clamps to the sub-6 minimum",
+			steps:       []step{serve(0, lteA, mmA), meas(10, diag.EventA3, mmA, mmB)},
+			state:       Preparation,
+			transitions: []string{predicted},
+			ops:         []string{"set_clamp(200000)"},
+			check:       clampOf(nrABuffer, estimator.SourceSub6Min),
+		},
+		{
+			name:  "A3 towards a cell of the other type predicts nothing",
+			steps: []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, mmA)},
+			state: Stable,
+			ops:   []string{},
+		},
+		{
+			name:        "B1 on LTE towards mmWave predicts an SCG addition",
+			steps:       []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventB1, lteA, mmA)},
+			state:       Preparation,
+			transitions: []string{predicted},
+			ops:         []string{"set_clamp(200000)"},
+			check:       clampOf(nrABuffer, estimator.SourceSub6Min),
+		},
+		{
+			name:        "B1 towards an unknown NR sub-6 cell uses the band minimum",
+			steps:       []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventB1, lteA, nrB)},
+			state:       Preparation,
+			transitions: []string{predicted},
+			check:       clampOf(nrABuffer, estimator.SourceBandMin),
+		},
+		{
+			name:        "A5 on sub-6 towards mmWave predicts",
+			steps:       []step{serve(0, nrA, diag.Cell{}), meas(10, diag.EventA5, nrA, mmB)},
+			state:       Preparation,
+			transitions: []string{predicted},
+		},
+		{
+			name:  "A5 towards sub-6 predicts nothing",
+			steps: []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventA5, lteA, lteB)},
+			state: Stable,
+		},
+		{
+			name:        "A2 of the mmWave SCG predicts its release to the anchor",
+			steps:       []step{serve(0, lteA, mmA), meas(10, diag.EventA2, mmA, diag.Cell{})},
+			state:       Preparation,
+			transitions: []string{predicted},
+			ops:         []string{"set_clamp(300000)"},
+			check: func(t *testing.T, h *harness) {
+				st := h.m.Status()
+				require.NotNil(t, st.Prediction)
+				assert.Equal(t, lteA, st.Prediction.Target)
+				assert.Equal(t, estimator.SourceCell, st.InForce.ClampSource)
+			},
+		},
+		{
+			name:        "A2 of a standalone mmWave cell predicts an unknown sub-6 target",
+			steps:       []step{serve(0, mmA, diag.Cell{}), meas(10, diag.EventA2, mmA, diag.Cell{})},
+			state:       Preparation,
+			transitions: []string{predicted},
+			check:       clampOf(nrABuffer, estimator.SourceBandMin),
+		},
+		{
+			name:  "A2 on sub-6 predicts nothing",
+			steps: []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventA2, lteA, diag.Cell{})},
+			state: Stable,
+		},
+		{
+			name: "A4, A6 and B2 predict nothing",
+			steps: []step{
+				serve(0, lteA, diag.Cell{}),
+				meas(10, diag.EventA4, lteA, lteB),
+				meas(20, diag.EventA6, lteA, lteB),
+				meas(30, diag.EventB2, lteA, mmA),
+			},
+			state: Stable,
+			ops:   []string{},
+		},
+		{
+			name:  "B1 on a mmWave serving cell predicts nothing",
+			steps: []step{serve(0, mmA, diag.Cell{}), meas(10, diag.EventB1, mmA, lteA)},
+			state: Stable,
+		},
+		{
+			name: "a report without serving cell is judged on the known one",
+			steps: []step{
+				serve(0, lteA, mmA),
+				meas(10, diag.EventA2, diag.Cell{}, diag.Cell{}),
+			},
+			state:       Preparation,
+			transitions: []string{predicted},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, lteA, h.m.Status().Prediction.Target)
+			},
+		},
+		{
+			name: "bands derived from the ARFCN when the report has none",
+			steps: []step{
+				serve(0, lteA, diag.Cell{}),
+				meas(10, diag.EventB1, diag.Cell{RAT: diag.RATLTE, PCI: 1, ARFCN: 1850}, diag.Cell{RAT: diag.RATNR, PCI: 7, ARFCN: 2070000}),
+			},
+			state:       Preparation,
+			transitions: []string{predicted},
+			check:       clampOf(nrABuffer, estimator.SourceSub6Min),
+		},
+		{
+			name:  "the prediction switch off ignores every report",
+			cfg:   func(c *Config) { c.Prediction = false },
+			steps: []step{serve(0, lteA, mmA), meas(10, diag.EventA3, mmA, mmB), meas(20, diag.EventB1, lteA, mmB)},
+			state: Stable,
+			ops:   []string{},
+		},
+	})
+}
+
+func TestPredictionFallbacks(t *testing.T) {
+	runMachineCases(t, []machineCase{
+		{
+			name:        "A1 of the predicting cell cancels",
+			steps:       []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB), meas(50, diag.EventA1, lteA, diag.Cell{})},
+			state:       Stable,
+			transitions: []string{predicted, "preparation>stable:cancelled_a1"},
+			predictions: []string{OutcomeCancelledA1},
+			ops:         []string{"set_clamp(400000)", "clear_clamp"},
+		},
+		{
+			name:        "A1 of another cell does not cancel",
+			steps:       []step{serve(0, lteA, mmA), meas(10, diag.EventA3, mmA, mmB), meas(50, diag.EventA1, lteA, diag.Cell{})},
+			state:       Preparation,
+			transitions: []string{predicted},
+		},
+		{
+			name: "A1 after the command does not cancel",
+			steps: []step{
+				serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB),
+				cmd(60, diag.HOPCell, lteA, lteB), meas(70, diag.EventA1, lteA, diag.Cell{}),
+			},
+			state:       Preparation,
+			transitions: []string{predicted},
+			predictions: []string{OutcomeConfirmed},
+		},
+		{
+			name: "no command within 2*T2 (default T2) times out",
+			steps: []step{
+				serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB),
+				tick(301), tick(302),
+			},
+			state:       Stable,
+			transitions: []string{predicted, "preparation>stable:prediction_timeout"},
+			predictions: []string{OutcomeTimedOut},
+			ops:         []string{"set_clamp(400000)", "clear_clamp"},
+		},
+		{
+			name: "a repeated report keeps the first prediction time",
+			steps: []step{
+				serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB),
+				meas(200, diag.EventA3, lteA, lteB), tick(302),
+			},
+			state:       Stable,
+			transitions: []string{predicted, "preparation>stable:prediction_timeout"},
+			predictions: []string{OutcomeTimedOut},
+		},
+		{
+			name: "a report towards another target restarts the prediction",
+			steps: []step{
+				serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB),
+				meas(200, diag.EventA3, lteA, nrA), tick(302),
+			},
+			state:       Preparation,
+			transitions: []string{predicted},
+			ops:         []string{"set_clamp(400000)", "set_clamp(200000)"},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, at(200+292), h.m.Status().Prediction.Deadline)
+			},
+		},
+		{
+			name: "no completion within the execution timeout releases",
+			steps: []step{
+				serve(0, lteA, diag.Cell{}), cmd(10, diag.HOPCell, lteA, lteB),
+				tick(300), tick(1009), tick(1010),
+			},
+			state:       Stable,
+			transitions: []string{commanded, "preparation>stable:execution_timeout"},
+			ops:         []string{"set_clamp(400000)", "set_clamp(400000)", "set_clamp(400000)", "clear_clamp"},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, at(510), h.act.calls[0].deadline, "one lease")
+				assert.Equal(t, at(800), h.act.calls[1].deadline, "renewed by a lease")
+				assert.Equal(t, at(1010), h.act.calls[2].deadline, "bounded by the execution timeout")
+				assert.Equal(t, lteA, h.m.Status().Serving, "no completion, no move")
+			},
+		},
+		{
+			name:        "a command without prediction still enters Preparation",
+			steps:       []step{serve(0, lteA, diag.Cell{}), cmd(10, diag.HOPCell, lteA, lteB)},
+			state:       Preparation,
+			transitions: []string{commanded},
+			ops:         []string{"set_clamp(400000)"},
+			check: func(t *testing.T, h *harness) {
+				st := h.m.Status()
+				require.NotNil(t, st.Command)
+				assert.Nil(t, st.Prediction)
+				assert.Equal(t, at(1010), st.Command.Deadline)
+				assert.Equal(t, lteB, st.Command.NewServing)
+				assert.Equal(t, uint64(1), st.Counters.UnpredictedCommands)
+			},
+		},
+		{
+			name: "the command confirms the prediction and retargets the clamp",
+			steps: []step{
+				serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB),
+				cmd(60, diag.HOPCell, lteA, nrA),
+			},
+			state:       Preparation,
+			transitions: []string{predicted},
+			predictions: []string{OutcomeConfirmed},
+			ops:         []string{"set_clamp(400000)", "set_clamp(200000)"},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, at(560), h.act.calls[1].deadline)
+				st := h.m.Status()
+				assert.Equal(t, 1, st.T2[0].Samples)
+				assert.InDelta(t, 50.0, st.T2[0].MeanMillis, 0.001)
+			},
+		},
+		{
+			name:  "handover failure in Preparation releases the clamp",
+			steps: []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB), fail(50, diag.CauseHOF)},
+			state: Stable,
+			transitions: []string{
+				predicted, "preparation>stable:failure",
+			},
+			ops: []string{"set_clamp(400000)", "clear_clamp"},
+		},
+		{
+			name:        "failure releases clamp and suppression at once and drops the SCG",
+			steps:       []step{serve(0, lteA, mmA), meas(10, diag.EventA3, mmA, mmB), cmd(50, diag.HOSCGChange, mmA, mmB), done(80, mmB), fail(100, diag.CauseRLF)},
+			state:       Stable,
+			transitions: []string{predicted, executed, "smoothing>stable:failure"},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"mmwave_mmwave"},
+			ops:         []string{"set_clamp(200000)", "set_clamp(200000)", "set_clamp(200000)", "start_suppression", "stop_suppression", "clear_clamp"},
+			check: func(t *testing.T, h *harness) {
+				st := h.m.Status()
+				assert.Nil(t, st.SCG)
+				assert.Equal(t, lteA, st.Serving)
+				assert.Equal(t, uint64(1), st.Counters.Failures)
+				assert.False(t, h.act.suppressing)
+			},
+		},
+	})
+}
+
+func TestLearnedT2PerBand(t *testing.T) {
+	cfg := DefaultConfig()
+	h := newHarness(t, cfg)
+	serve(0, lteA, diag.Cell{})(h)
+	// Five sub-6 handovers, each commanded 50 ms after the report.
+	from, to := lteA, lteB
+	for i := range cfg.MinT2Samples {
+		base := 1000 * (i + 1)
+		meas(base, diag.EventA3, from, to)(h)
+		cmd(base+50, diag.HOPCell, from, to)(h)
+		done(base+80, to)(h)
+		released(base + 90)(h)
+		from, to = to, from
+	}
+	st := h.m.Status()
+	require.Len(t, st.T2, 2)
+	assert.Equal(t, diag.BandSub6, st.T2[0].Band)
+	assert.Equal(t, cfg.MinT2Samples, st.T2[0].Samples)
+	assert.InDelta(t, 50.0, st.T2[0].InUseMillis, 0.001)
+	assert.InDelta(t, 146.0, st.T2[1].InUseMillis, 0.001, "mmWave has no samples: default")
+
+	// The sub-6 timeout is now 2*50 ms.
+	meas(10_000, diag.EventA3, from, to)(h)
+	tick(10_099)(h)
+	assert.Equal(t, Preparation, h.m.State())
+	tick(10_100)(h)
+	assert.Equal(t, Stable, h.m.State())
+
+	// The mmWave one is still 2*146 ms.
+	serve(11_000, from, mmA)(h)
+	meas(11_000, diag.EventA3, mmA, mmB)(h)
+	tick(11_291)(h)
+	assert.Equal(t, Preparation, h.m.State())
+	tick(11_292)(h)
+	assert.Equal(t, Stable, h.m.State())
+}
+
+func TestLateCommandTeachesT2(t *testing.T) {
+	tests := []struct {
+		name      string
+		commandMs int
+		samples   int
+	}{
+		{name: "command soon after the timeout is a sample", commandMs: 400, samples: 1},
+		{name: "command long after the timeout is unrelated", commandMs: 4 * 146, samples: 1},
+		{name: "command beyond 4*T2 is not a sample", commandMs: 4*146 + 1, samples: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, DefaultConfig())
+			serve(0, lteA, diag.Cell{})(h)
+			meas(0, diag.EventA3, lteA, lteB)(h)
+			tick(292)(h)
+			require.Equal(t, Stable, h.m.State())
+			cmd(tc.commandMs, diag.HOPCell, lteA, lteB)(h)
+			st := h.m.Status()
+			assert.Equal(t, tc.samples, st.T2[0].Samples)
+			if tc.samples > 0 {
+				assert.InDelta(t, float64(tc.commandMs), st.T2[0].MeanMillis, 0.001)
+			}
+		})
+	}
+}
+
+func TestSmoothing(t *testing.T) {
+	runMachineCases(t, []machineCase{
+		{
+			name:        "suppression starts at execution and ends when the flows release",
+			steps:       append(handoverSteps(), released(160)),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			ops: []string{
+				"set_clamp(400000)", "set_clamp(400000)", "set_clamp(400000)",
+				"start_suppression", "stop_suppression", "clear_clamp",
+			},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, at(600), h.act.calls[1].deadline, "command: one lease")
+				assert.Equal(t, at(280), h.act.calls[2].deadline, "clamp held through Smoothing only")
+				assert.Equal(t, at(280), h.act.calls[3].deadline, "suppression ends by SmoothingMax")
+				assert.Equal(t, 1, h.act.epoch)
+				assert.Equal(t, lteB, h.m.Status().Serving)
+			},
+		},
+		{
+			name:        "smoothing ends with the first downlink burst after execution",
+			steps:       append(handoverSteps(), burst(100, 125), tick(140), burst(135, 150)),
+			state:       Stable,
+			transitions: []string{predicted, executed, "smoothing>stable:burst_end"},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+		},
+		{
+			name:        "smoothing ends at its maximum duration",
+			steps:       append(handoverSteps(), tick(279), tick(280)),
+			state:       Stable,
+			transitions: []string{predicted, executed, "smoothing>stable:smoothing_max"},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+		},
+		{
+			name: "a configured smoothing maximum is honoured",
+			cfg:  func(c *Config) { c.SmoothingMax = 40 * time.Millisecond },
+			steps: append(handoverSteps(), tick(169), func(h *harness) {
+				assert.Equal(h.t, Smoothing, h.m.State())
+			}, tick(170)),
+			state:       Stable,
+			transitions: []string{predicted, executed, "smoothing>stable:smoothing_max"},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+		},
+		{
+			name:        "suppression switch off: Stable right at execution",
+			cfg:         func(c *Config) { c.Suppression = false },
+			steps:       handoverSteps(),
+			state:       Stable,
+			transitions: []string{predicted, "preparation>stable:executed"},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			ops:         []string{"set_clamp(400000)", "set_clamp(400000)", "clear_clamp"},
+		},
+		{
+			name:        "a prediction during Smoothing waits for its end",
+			steps:       append(handoverSteps(), meas(140, diag.EventA3, lteB, lteA), released(160)),
+			state:       Preparation,
+			transitions: []string{predicted, executed, "smoothing>preparation:flows_released"},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				st := h.m.Status()
+				require.NotNil(t, st.Prediction)
+				assert.Equal(t, at(140+292), st.Prediction.Deadline)
+				assert.Equal(t, uint32(lteABuffer), st.InForce.ClampBytes)
+				assert.False(t, st.InForce.Suppression)
+			},
+		},
+		{
+			name: "a prediction queued in Smoothing times out there",
+			cfg:  func(c *Config) { c.DefaultT2 = 20 * time.Millisecond },
+			steps: []step{
+				serve(0, lteA, diag.Cell{}), cmd(100, diag.HOPCell, lteA, lteB), done(130, lteB),
+				meas(140, diag.EventA3, lteB, lteA), tick(179),
+				func(h *harness) { assert.NotNil(h.t, h.m.Status().Prediction) },
+				tick(180),
+				func(h *harness) { assert.Nil(h.t, h.m.Status().Prediction) },
+				released(210),
+			},
+			state:       Stable,
+			transitions: []string{commanded, executed, releasedFlows},
+			predictions: []string{OutcomeTimedOut},
+			handovers:   []string{"sub6_sub6"},
+		},
+		{
+			name:        "A1 cancels a prediction queued in Smoothing",
+			steps:       append(handoverSteps(), meas(140, diag.EventA3, lteB, lteA), meas(150, diag.EventA1, lteB, diag.Cell{}), released(160)),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed, OutcomeCancelledA1},
+			handovers:   []string{"sub6_sub6"},
+		},
+		{
+			name:        "a command during Smoothing starts the next handover",
+			steps:       append(handoverSteps(), cmd(140, diag.HOPCell, lteB, lteA)),
+			state:       Preparation,
+			transitions: []string{predicted, executed, "smoothing>preparation:command_unpredicted"},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.False(t, h.act.suppressing)
+				assert.Equal(t, uint32(lteABuffer), h.act.clampBytes)
+			},
+		},
+		{
+			name:        "a duplicate completion in Smoothing is ignored",
+			steps:       append(handoverSteps(), done(135, lteB)),
+			state:       Smoothing,
+			transitions: []string{predicted, executed},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, uint64(1), h.m.Status().Counters.Ignored["complete_in_smoothing"])
+			},
+		},
+		{
+			name:        "a completion after a prediction whose command was not logged",
+			steps:       []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB), done(100, diag.Cell{})},
+			state:       Smoothing,
+			transitions: []string{predicted, executed},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, lteB, h.m.Status().Serving)
+			},
+		},
+		{
+			name:        "an unannounced completion on mmWave beside the anchor adds an SCG",
+			steps:       []step{serve(0, lteA, diag.Cell{}), done(10, mmA)},
+			state:       Smoothing,
+			transitions: []string{"stable>smoothing:executed"},
+			handovers:   []string{"sub6_mmwave"},
+			ops:         []string{"start_suppression"},
+			check: func(t *testing.T, h *harness) {
+				st := h.m.Status()
+				require.NotNil(t, st.SCG)
+				assert.Equal(t, mmA, st.Serving)
+				assert.Equal(t, uint64(1), st.Counters.UnannouncedCompletions)
+			},
+		},
+	})
+}
+
+func TestHandoverKinds(t *testing.T) {
+	runMachineCases(t, []machineCase{
+		{
+			name:        "pcell between sub-6 cells",
+			steps:       []step{serve(0, lteA, diag.Cell{}), cmd(10, diag.HOPCell, lteA, lteB), done(40, diag.Cell{})},
+			state:       Smoothing,
+			transitions: []string{commanded, executed},
+			handovers:   []string{"sub6_sub6"},
+		},
+		{
+			name:        "SCG addition to mmWave",
+			steps:       []step{serve(0, lteA, diag.Cell{}), cmd(10, diag.HOSCGAdd, lteA, mmA), done(40, mmA)},
+			state:       Smoothing,
+			transitions: []string{commanded, executed},
+			handovers:   []string{"sub6_mmwave"},
+		},
+		{
+			name:        "SCG change between mmWave cells",
+			steps:       []step{serve(0, lteA, mmA), cmd(10, diag.HOSCGChange, mmA, mmB), done(40, mmB)},
+			state:       Smoothing,
+			transitions: []string{commanded, executed},
+			handovers:   []string{"mmwave_mmwave"},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, mmB, h.m.Status().Serving)
+			},
+		},
+		{
+			name:        "SCG release from mmWave",
+			steps:       []step{serve(0, lteA, mmA), cmd(10, diag.HOSCGRelease, mmA, diag.Cell{}), done(40, diag.Cell{})},
+			state:       Smoothing,
+			transitions: []string{commanded, executed},
+			handovers:   []string{"mmwave_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, lteA, h.m.Status().Serving)
+				assert.Nil(t, h.m.Status().SCG)
+			},
+		},
+		{
+			name:        "pcell handover in EN-DC drops the SCG",
+			steps:       []step{serve(0, lteA, mmA), cmd(10, diag.HOPCell, lteA, lteB), done(40, lteB)},
+			state:       Smoothing,
+			transitions: []string{commanded, executed},
+			handovers:   []string{"mmwave_sub6"},
+		},
+		{
+			name:        "standalone mmWave to sub-6 pcell handover",
+			steps:       []step{serve(0, mmA, diag.Cell{}), cmd(10, diag.HOPCell, mmA, nrA), done(40, nrA)},
+			state:       Smoothing,
+			transitions: []string{commanded, executed},
+			handovers:   []string{"mmwave_sub6"},
+		},
+	})
+}
+
+func TestCommandsOfOneReconfiguration(t *testing.T) {
+	keepsSCG := func(t *testing.T, h *harness) {
+		st := h.m.Status()
+		assert.Equal(t, lteB, st.PCell)
+		require.NotNil(t, st.SCG)
+		assert.Equal(t, nrA, *st.SCG)
+		assert.Equal(t, uint64(1), st.Counters.Ignored["complete_in_smoothing"], "the second completion")
+	}
+	runMachineCases(t, []machineCase{
+		{
+			name: "an anchor handover that re-syncs the SCG keeps it",
+			steps: []step{
+				serve(0, lteA, nrA),
+				cmd(10, diag.HOSCGChange, nrA, nrA), cmd(10, diag.HOPCell, lteA, lteB),
+				done(30, nrA), done(30, lteB),
+			},
+			state:       Smoothing,
+			transitions: []string{commanded, executed},
+			handovers:   []string{"sub6_sub6"},
+			check:       keepsSCG,
+		},
+		{
+			name: "the same in the other order",
+			steps: []step{
+				serve(0, lteA, nrA),
+				cmd(10, diag.HOPCell, lteA, lteB), cmd(10, diag.HOSCGChange, nrA, nrA),
+				done(30, lteB), done(30, nrA),
+			},
+			state:       Smoothing,
+			transitions: []string{commanded, executed},
+			handovers:   []string{"sub6_sub6"},
+			check:       keepsSCG,
+		},
+		{
+			name: "an SCG release and addition together are one SCG change",
+			steps: []step{
+				serve(0, lteA, mmA), meas(5, diag.EventA3, mmA, mmB),
+				cmd(10, diag.HOSCGRelease, mmA, diag.Cell{}), cmd(11, diag.HOSCGAdd, diag.Cell{}, mmB),
+				tick(20), done(40, mmB),
+			},
+			state:       Smoothing,
+			transitions: []string{predicted, executed},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"mmwave_mmwave"},
+			check: func(t *testing.T, h *harness) {
+				st := h.m.Status()
+				assert.Equal(t, mmB, st.Serving)
+				assert.False(t, st.BandwidthHold)
+			},
+		},
+		{
+			name: "an SCG release alone takes effect right after its reconfiguration",
+			steps: []step{
+				serve(0, lteA, mmA), cmd(10, diag.HOSCGRelease, mmA, diag.Cell{}),
+				tick(14), func(h *harness) { assert.Equal(h.t, Preparation, h.m.State()) },
+				tick(15),
+			},
+			state:       Smoothing,
+			transitions: []string{commanded, executed},
+			handovers:   []string{"mmwave_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, lteA, h.m.Status().Serving)
+				assert.Equal(t, at(15), h.act.calls[len(h.act.calls)-1].deadline.Add(-150*time.Millisecond), "suppression from the release")
+			},
+		},
+		{
+			name:  "a completion on the serving cell is a late duplicate",
+			steps: []step{serve(0, lteA, diag.Cell{}), done(10, lteA)},
+			state: Stable,
+			ops:   []string{},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, uint64(1), h.m.Status().Counters.Ignored["complete_on_serving_cell"])
+			},
+		},
+		{
+			name:  "a completion without cell, command or prediction says nothing",
+			steps: []step{serve(0, lteA, diag.Cell{}), done(10, diag.Cell{})},
+			state: Stable,
+			ops:   []string{},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, uint64(1), h.m.Status().Counters.Ignored["complete_unexplained"])
+			},
+		},
+	})
+}
+
+func TestBandwidthHold(t *testing.T) {
+	runMachineCases(t, []machineCase{
+		{
+			name:        "mmWave to sub-6 holds the clamp at the bandwidth estimate",
+			setup:       withBandwidth,
+			steps:       releaseToAnchor(),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"mmwave_sub6"},
+			ops: []string{
+				"set_clamp(300000)", "set_clamp(300000)", "set_clamp(300000)",
+				"start_suppression", "stop_suppression", "set_clamp(1250000)",
+			},
+			check: func(t *testing.T, h *harness) {
+				st := h.m.Status()
+				assert.True(t, st.BandwidthHold)
+				assert.Equal(t, ClampSourceBandwidth, st.InForce.ClampSource)
+				require.NotNil(t, st.InForce.ClampDeadline)
+				assert.Equal(t, at(600), *st.InForce.ClampDeadline, "one lease")
+			},
+		},
+		{
+			name:  "the hold is renewed by Tick and follows the estimate",
+			setup: withBandwidth,
+			steps: append(releaseToAnchor(), tick(300), tick(400), func(h *harness) {
+				// Half the rate over the next round.
+				h.est.AddBytes(at(410), 1_250_000+156_250)
+			}, tick(420)),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"mmwave_sub6"},
+			check: func(t *testing.T, h *harness) {
+				n := len(h.act.calls)
+				require.GreaterOrEqual(t, n, 3)
+				assert.Equal(t, actCall{op: opSetClamp, bytes: bandwidthWindow, deadline: at(900)}, h.act.calls[n-2], "renewed at 400")
+				assert.Equal(t, opSetClamp, h.act.calls[n-1].op)
+				assert.Less(t, h.act.calls[n-1].bytes, uint32(bandwidthWindow), "follows the slower rounds")
+			},
+		},
+		{
+			name:  "without a fresh estimate the hold clamps nothing",
+			setup: withBandwidth,
+			steps: append(releaseToAnchor(), tick(1001), tick(1100)),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"mmwave_sub6"},
+			check: func(t *testing.T, h *harness) {
+				st := h.m.Status()
+				assert.True(t, st.BandwidthHold)
+				assert.Zero(t, st.InForce.ClampBytes)
+				assert.Zero(t, h.act.clampBytes)
+			},
+		},
+		{
+			name:  "the hold survives a sub-6 handover and the tighter clamp wins in Preparation",
+			setup: withBandwidth,
+			steps: append(releaseToAnchor(),
+				meas(200, diag.EventA3, lteA, lteB),
+				func(h *harness) {
+					assert.Equal(h.t, uint32(lteBBuffer), h.act.clampBytes, "buffer estimate below the bandwidth")
+				},
+				cmd(250, diag.HOPCell, lteA, lteB), done(280, lteB), rtt(290), released(300)),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows, predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed, OutcomeConfirmed},
+			handovers:   []string{"mmwave_sub6", "sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.True(t, h.m.Status().BandwidthHold)
+				assert.Equal(t, uint32(bandwidthWindow), h.act.clampBytes)
+			},
+		},
+		{
+			name:  "the hold is released on return to mmWave",
+			setup: withBandwidth,
+			steps: append(releaseToAnchor(),
+				meas(200, diag.EventB1, lteA, mmB), cmd(250, diag.HOSCGAdd, lteA, mmB), done(280, mmB), released(300)),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows, predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed, OutcomeConfirmed},
+			handovers:   []string{"mmwave_sub6", "sub6_mmwave"},
+			check: func(t *testing.T, h *harness) {
+				assert.False(t, h.m.Status().BandwidthHold)
+				assert.Equal(t, "clear_clamp", h.act.ops()[len(h.act.calls)-1])
+				assert.Zero(t, h.act.clampBytes)
+			},
+		},
+		{
+			name:  "failure drops the hold",
+			setup: withBandwidth,
+			steps: append(releaseToAnchor(), fail(200, diag.CauseReestablishment)),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"mmwave_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.False(t, h.m.Status().BandwidthHold)
+				assert.Zero(t, h.act.clampBytes)
+			},
+		},
+		{
+			name:        "bandwidth clamp switch off: no hold",
+			cfg:         func(c *Config) { c.BandwidthClamp = false },
+			setup:       withBandwidth,
+			steps:       releaseToAnchor(),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"mmwave_sub6"},
+			ops: []string{
+				"set_clamp(300000)", "set_clamp(300000)", "set_clamp(300000)",
+				"start_suppression", "stop_suppression", "clear_clamp",
+			},
+		},
+	})
+}
+
+func TestFreezePolicy(t *testing.T) {
+	freeze := func(c *Config) { c.Policy = PolicyFreeze }
+	runMachineCases(t, []machineCase{
+		{
+			name:        "zero window from prediction to completion, nothing else",
+			cfg:         freeze,
+			setup:       withBandwidth,
+			steps:       releaseToAnchor(),
+			state:       Stable,
+			transitions: []string{predicted, "preparation>stable:executed"},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"mmwave_sub6"},
+			ops:         []string{"set_freeze", "set_freeze", "clear_clamp"},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, at(10+292), h.act.calls[0].deadline)
+				assert.Equal(t, at(550), h.act.calls[1].deadline)
+				assert.False(t, h.m.Status().BandwidthHold)
+			},
+		},
+		{
+			name:        "freeze is in force and reported during Preparation",
+			cfg:         freeze,
+			steps:       []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB)},
+			state:       Preparation,
+			transitions: []string{predicted},
+			check: func(t *testing.T, h *harness) {
+				st := h.m.Status()
+				assert.True(t, st.InForce.Freeze)
+				assert.Zero(t, st.InForce.ClampBytes)
+				assert.Equal(t, ClampSourceFreeze, st.InForce.ClampSource)
+				assert.True(t, h.act.freeze)
+			},
+		},
+		{
+			name:        "freeze without prediction starts at the command",
+			cfg:         func(c *Config) { c.Policy, c.Prediction = PolicyFreeze, false },
+			steps:       []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB), cmd(100, diag.HOPCell, lteA, lteB)},
+			state:       Preparation,
+			transitions: []string{commanded},
+			ops:         []string{"set_freeze"},
+		},
+	})
+}
+
+func TestActuatorErrors(t *testing.T) {
+	h := newHarness(t, DefaultConfig())
+	h.act.failing[opSetClamp] = true
+	serve(0, lteA, diag.Cell{})(h)
+	meas(10, diag.EventA3, lteA, lteB)(h)
+	st := h.m.Status()
+	assert.Equal(t, Preparation, st.State)
+	assert.Nil(t, st.InForce.ClampDeadline, "nothing written")
+	assert.Equal(t, uint64(1), st.Counters.ActuatorErrors[opSetClamp])
+
+	tick(20)(h)
+	assert.Equal(t, uint64(2), h.m.Status().Counters.ActuatorErrors[opSetClamp], "retried on tick")
+
+	h.act.failing[opSetClamp] = false
+	tick(30)(h)
+	st = h.m.Status()
+	require.NotNil(t, st.InForce.ClampDeadline)
+	assert.Equal(t, at(302), *st.InForce.ClampDeadline)
+	assert.Equal(t, uint32(lteBBuffer), h.act.clampBytes)
+
+	h.act.failing[opClearClamp] = true
+	meas(40, diag.EventA1, lteA, diag.Cell{})(h)
+	assert.Equal(t, Stable, h.m.State())
+	assert.Equal(t, uint32(lteBBuffer), h.act.clampBytes, "clear failed")
+	h.act.failing[opClearClamp] = false
+	tick(50)(h)
+	assert.Zero(t, h.act.clampBytes, "clear retried on tick")
+	tick(60)(h)
+	assert.Equal(t, []string{"set_clamp(400000)", "set_clamp(400000)", "set_clamp(400000)", "clear_clamp", "clear_clamp"}, h.act.ops())
+}
+
+func TestEventsWithoutTimeOrOfUnknownType(t *testing.T) {
+	h := newHarness(t, DefaultConfig())
+	h.m.HandleEvent(diag.Event{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Target: lteB})
+	h.m.HandleEvent(diag.Event{Type: "bogus", Time: at(1)})
+	h.m.HandleEvent(diag.Event{Type: diag.TypeRBAlloc, Time: at(2), Cell: lteA, SlotDuration: time.Millisecond, Slots: []diag.Slot{{Given: 1, Total: 2}}})
+	st := h.m.Status()
+	assert.Equal(t, Stable, st.State)
+	assert.Equal(t, map[string]uint64{"no_time": 1, "unknown_type": 1}, st.Counters.Ignored)
+	assert.Equal(t, map[string]uint64{"rb_alloc": 1}, st.Counters.Events)
+	assert.Empty(t, h.act.calls)
+}
+
+func TestEventTimeNeverGoesBack(t *testing.T) {
+	h := newHarness(t, DefaultConfig())
+	serve(1000, lteA, diag.Cell{})(h)
+	meas(500, diag.EventA3, lteA, lteB)(h)
+	require.Len(t, h.act.calls, 1)
+	assert.Equal(t, at(1000+292), h.act.calls[0].deadline, "a late event is handled at the machine's time")
+}
+
+func TestStatusJSON(t *testing.T) {
+	h := newHarness(t, DefaultConfig())
+	for _, s := range handoverSteps() {
+		s(h)
+	}
+	raw, err := json.Marshal(h.m.Status())
+	require.NoError(t, err)
+	var decoded map[string]any
+	require.NoError(t, json.Unmarshal(raw, &decoded))
+	assert.Equal(t, "smoothing", decoded["state"])
+	assert.Equal(t, "m2ho", decoded["policy"])
+	inForce, ok := decoded["in_force"].(map[string]any)
+	require.True(t, ok)
+	assert.Equal(t, true, inForce["suppression"])
+	assert.Equal(t, float64(lteBBuffer), inForce["clamp_bytes"])
+	counters, ok := decoded["counters"].(map[string]any)
+	require.True(t, ok)
+	assert.Equal(t, map[string]any{"sub6_sub6": float64(1)}, counters["handovers"])
+}
+
+func TestStateString(t *testing.T) {
+	for state, name := range map[State]string{Stable: "stable", Preparation: "preparation", Smoothing: "smoothing", State(7): "invalid"} {
+		assert.Equal(t, name, state.String())
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		ok     bool
+	}{
+		{name: "defaults", mutate: func(*Config) {}, ok: true},
+		{name: "freeze policy", mutate: func(c *Config) { c.Policy = PolicyFreeze }, ok: true},
+		{name: "unknown policy", mutate: func(c *Config) { c.Policy = "fast" }},
+		{name: "empty policy is m2ho", mutate: func(c *Config) { c.Policy = "" }, ok: true},
+		{name: "smoothing at the minimum RTO", mutate: func(c *Config) { c.SmoothingMax = 200 * time.Millisecond }},
+		{name: "zero smoothing", mutate: func(c *Config) { c.SmoothingMax = 0 }},
+		{name: "zero default T2", mutate: func(c *Config) { c.DefaultT2 = 0 }},
+		{name: "no T2 samples needed", mutate: func(c *Config) { c.MinT2Samples = 0 }},
+		{name: "lease shorter than smoothing", mutate: func(c *Config) { c.PolicyLease = 100 * time.Millisecond }},
+		{name: "zero execution timeout", mutate: func(c *Config) { c.ExecutionTimeout = 0 }},
+	}
+	est, err := seededEstimator()
+	require.NoError(t, err)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			tc.mutate(&cfg)
+			m, err := New(cfg, est, &fakeActuator{}, nil)
+			if tc.ok {
+				require.NoError(t, err)
+				assert.Contains(t, []Policy{PolicyM2HO, PolicyFreeze}, m.Status().Policy)
+			} else {
+				assert.Error(t, err)
+			}
+		})
+	}
+	_, err = New(DefaultConfig(), nil, &fakeActuator{}, nil)
+	assert.Error(t, err, "estimator required")
+	_, err = New(DefaultConfig(), est, nil, nil)
+	assert.Error(t, err, "actuator required")
+}
+
+func TestNoObserverAndFreshStatus(t *testing.T) {
+	h := newHarness(t, DefaultConfig())
+	h.m.SetObserver(nil)
+	st := h.m.Status()
+	assert.Equal(t, Stable, st.State)
+	assert.Equal(t, PolicyM2HO, st.Policy)
+	assert.Nil(t, st.Prediction)
+	assert.Nil(t, st.Command)
+	assert.Zero(t, st.InForce.ClampBytes)
+	require.Len(t, st.T2, 2)
+	assert.InDelta(t, 146.0, st.T2[0].InUseMillis, 0.001)
+
+	for _, s := range handoverSteps() {
+		s(h)
+	}
+	assert.Equal(t, Smoothing, h.m.State(), "runs without an observer")
+	assert.Empty(t, h.obs.transitions, "the removed observer hears nothing")
+	assert.Equal(t, at(130), h.m.Status().Since)
+}
+
+func TestHandoverKindOfBands(t *testing.T) {
+	tests := []struct {
+		from, to diag.Band
+		kind     string
+	}{
+		{diag.BandSub6, diag.BandSub6, KindSub6Sub6},
+		{diag.BandSub6, diag.BandMmWave, KindSub6MmWave},
+		{diag.BandMmWave, diag.BandMmWave, KindMmWaveMmWave},
+		{diag.BandMmWave, diag.BandSub6, KindMmWaveSub6},
+		{"", diag.BandMmWave, KindSub6MmWave},
+		{diag.BandMmWave, "", KindMmWaveSub6},
+		{"", "", KindSub6Sub6},
+	}
+	for _, tc := range tests {
+		assert.Equal(t, tc.kind, handoverKind(tc.from, tc.to), "%q to %q", tc.from, tc.to)
+	}
+}

@@ -1,0 +1,66 @@
+// Command m2ho-testbed runs the 5G handover testbed: a scenario with one
+// variant (run), the demo comparison of CUBIC with and without m2ho (demo),
+// the scenario generator (gen-scenario), the emulator's fidelity
+// measurement (fidelity), and the removal of what crashed runs left
+// (cleanup). See docs/testbed.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/m2ho/m2ho/test/emu"
+)
+
+const usage = `usage: m2ho-testbed COMMAND [flags]
+
+commands:
+  run --scenario FILE --variant cubic|cubic+m2ho|bbr|bbr+m2ho|reno --out DIR [--m2hod PATH] [--pcap]
+  demo [--out out/demo] [--scenario test/scenarios/demo.yaml] [--m2hod bin/m2hod]
+  gen-scenario --seed N [--duration 120s] [--mobility walking|driving] [--scale 0.1] [--out FILE]
+  fidelity [--out DIR]
+  cleanup
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	emu.TuneRuntime()
+	if err := raisePriority(); err != nil {
+		log.Warn("testbed threads keep their normal priority", "err", err)
+	}
+	// SIGINT and SIGTERM cancel the run; deferred cleanup removes the
+	// namespaces before exit.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	commands := map[string]func(context.Context, []string, io.Writer, *slog.Logger) error{
+		"run":          cmdRun,
+		"demo":         cmdDemo,
+		"gen-scenario": cmdGenScenario,
+		"fidelity":     cmdFidelity,
+		"cleanup":      cmdCleanup,
+	}
+	cmd, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if err := cmd(ctx, os.Args[2:], os.Stdout, log); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintf(os.Stderr, "m2ho-testbed %s: %v\n", os.Args[1], err)
+		stop()
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,148 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+)
+
+// measureWindow is how long each overhead benchmark watches the daemon.
+const measureWindow = 5 * time.Second
+
+// clockTicks is USER_HZ, the unit of the CPU times in /proc/PID/stat; it is
+// 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// procCPU returns the user and system CPU time of pid.
+func procCPU(t testing.TB, pid int) (user, system time.Duration) {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(t, err)
+	// Fields after the command name, which is in parentheses and may
+	// contain spaces: utime and stime are fields 14 and 15 of the line.
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, err := strconv.ParseUint(fields[11], 10, 64)
+	require.NoError(t, err)
+	stime, err := strconv.ParseUint(fields[12], 10, 64)
+	require.NoError(t, err)
+	return time.Duration(utime) * time.Second / clockTicks, time.Duration(stime) * time.Second / clockTicks
+}
+
+// procMemory returns the resident set size and its peak in bytes.
+func procMemory(t testing.TB, pid int) (rss, peak uint64) {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		key, value, ok := strings.Cut(sc.Text(), ":")
+		if !ok || (key != "VmRSS" && key != "VmHWM") {
+			continue
+		}
+		kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+		require.NoError(t, err)
+		if key == "VmRSS" {
+			rss = kb << 10
+		} else {
+			peak = kb << 10
+		}
+	}
+	require.NoError(t, sc.Err())
+	return rss, peak
+}
+
+// reportOverhead runs load for measureWindow and reports m2hod's CPU use in
+// percent of one core (system time includes the softirq work, such as
+// the BPF programs, that the kernel happened to run on m2hod's threads)
+// and its memory.
+func reportOverhead(b *testing.B, d *daemonProc, load func(stop <-chan struct{})) {
+	pid := d.cmd.Process.Pid
+	for b.Loop() {
+		stop := make(chan struct{})
+		loadDone := make(chan struct{})
+		userBefore, systemBefore := procCPU(b, pid)
+		start := time.Now()
+		go func() {
+			defer close(loadDone)
+			load(stop)
+		}()
+		time.Sleep(measureWindow)
+		close(stop)
+		<-loadDone
+		user, system := procCPU(b, pid)
+		user, system = user-userBefore, system-systemBefore
+		wall := time.Since(start).Seconds()
+		rss, peak := procMemory(b, pid)
+		b.ReportMetric(100*(user+system).Seconds()/wall, "cpu-%")
+		b.ReportMetric(100*user.Seconds()/wall, "user-%")
+		b.ReportMetric(100*system.Seconds()/wall, "sys-%")
+		b.ReportMetric(float64(rss)/(1<<20), "rss-MiB")
+		b.ReportMetric(float64(peak)/(1<<20), "peak-rss-MiB")
+	}
+}
+
+// BenchmarkOverheadDownload: m2hod's CPU and memory while one TCP download
+// runs at full veth speed through the modem interface.
+func BenchmarkOverheadDownload(b *testing.B) {
+	bed := newBed(b)
+	d := bed.startDaemon(b, b.TempDir())
+	dl := bed.startDownload(b, 0)
+	before, burstsBefore := dl.received.Load(), d.status().Datapath.Counters["Bursts"]
+	start := time.Now()
+	reportOverhead(b, d, func(stop <-chan struct{}) { <-stop })
+	elapsed := time.Since(start).Seconds()
+	b.ReportMetric(float64(dl.received.Load()-before)*8/elapsed/1e9, "Gbit/s")
+	b.ReportMetric(float64(d.status().Datapath.Counters["Bursts"]-burstsBefore)/elapsed, "bursts/s")
+}
+
+// BenchmarkOverheadEventFlood: m2hod's CPU and memory under 10,000 diag
+// events per second, each a prediction or its cancellation (so each one
+// writes the datapath).
+func BenchmarkOverheadEventFlood(b *testing.B) {
+	bed := newBed(b)
+	d := bed.startDaemon(b, b.TempDir())
+	events := [][]byte{
+		[]byte(measReport(diag.EventA3, sub6A, sub6B)),
+		[]byte(measReport(diag.EventA1, sub6A, diag.Cell{})),
+	}
+	const perSecond = 10000
+	sent := 0
+	reportOverhead(b, d, func(stop <-chan struct{}) {
+		// Catch up with the target rate at every tick, so that a late
+		// wake-up of this sender does not lower the rate.
+		ticker := time.NewTicker(time.Millisecond)
+		defer ticker.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-ticker.C:
+				for due := int(now.Sub(start).Seconds() * perSecond); sent < due; sent++ {
+					d.sendRaw(events[sent%len(events)])
+				}
+			}
+		}
+	})
+	st := d.status()
+	received := st.Diag.Events[string(diag.TypeMeasReport)]
+	b.ReportMetric(float64(sent)/measureWindow.Seconds(), "events/s")
+	b.ReportMetric(100*float64(received)/float64(max(sent, 1)), "received-%")
+}
+
+// BenchmarkOverheadIdle: m2hod's CPU and memory with no traffic and no
+// events, the floor the other figures compare to.
+func BenchmarkOverheadIdle(b *testing.B) {
+	bed := newBed(b)
+	d := bed.startDaemon(b, b.TempDir())
+	reportOverhead(b, d, func(stop <-chan struct{}) { <-stop })
+}

@@ -1,0 +1,295 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/internal/nstest"
+	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/estimator"
+)
+
+// targetBuffer is the buffer estimate seeded for cell B: well below the
+// receiver's own window, well above the estimator's floor.
+const targetBuffer = 300000
+
+// pacing keeps downloads at 400 Mbit/s: enough traffic for every
+// measurement, without eating the shared CPU.
+const pacing = 50 << 20
+
+// unclamped reports a window the daemon did not lower.
+func unclamped(w uint32) bool { return w > 2*targetBuffer }
+
+// clampedTo reports a window within the clamp.
+func clampedTo(limit uint32) func(uint32) bool {
+	return func(w uint32) bool { return w <= limit }
+}
+
+// startWithHistory starts m2hod with cell B's buffer already learnt and a
+// download running, captured on the wire, whose window is well above B's
+// buffer.
+func startWithHistory(t *testing.T, extra ...string) (*daemonProc, *download, *ackCapture) {
+	b := newBed(t)
+	stateDir := t.TempDir()
+	seedCells(t, stateDir, estimator.CellRecord{Cell: sub6B, BufferBytes: targetBuffer, Bursts: 10, Updated: time.Now()})
+	d := b.startDaemon(t, stateDir, extra...)
+	wire := b.captureACKs(t)
+	dl := b.startDownload(t, pacing)
+	dl.waitWindow(5*time.Second, "open", unclamped)
+	return d, dl, wire
+}
+
+// assertWireWindows checks every ACK the ue host sent during span.
+func assertWireWindows(t *testing.T, wire *ackCapture, span time.Duration, what string, ok func(lo, hi uint32) bool) {
+	t.Helper()
+	from := time.Now()
+	time.Sleep(span)
+	acks := wire.between(from, time.Now())
+	require.NotEmpty(t, acks, "ACKs on the wire")
+	lo, hi := windowRange(acks)
+	t.Logf("%d ACKs on the wire, windows %d..%d bytes (%s)", len(acks), lo, hi, what)
+	assert.True(t, ok(lo, hi), "windows on the wire %d..%d: want %s", lo, hi, what)
+}
+
+func TestPredictedHandoverClampsToTargetEstimate(t *testing.T) {
+	d, dl, wire := startWithHistory(t)
+	assertWireWindows(t, wire, 100*time.Millisecond, "open", func(lo, _ uint32) bool { return unclamped(lo) })
+
+	d.send(measReport(diag.EventA3, sub6A, sub6B))
+	st := d.waitStatus(time.Second, "preparation", func(s status) bool { return s.State == "preparation" })
+	assert.Equal(t, uint32(targetBuffer), st.InForce.ClampBytes, "clamp = target cell's estimate")
+	assert.Equal(t, "cell", st.InForce.ClampSource)
+	assert.Equal(t, sub6A, st.Serving)
+	// The command keeps Preparation beyond the prediction timeout.
+	d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
+	w := dl.waitWindow(time.Second, "clamped", clampedTo(targetBuffer))
+	t.Logf("sender's window: %d bytes under a %d-byte clamp", w, targetBuffer)
+	assertWireWindows(t, wire, 200*time.Millisecond, "clamped, never closed", func(lo, hi uint32) bool {
+		return lo > 0 && hi <= targetBuffer
+	})
+
+	st = d.status()
+	assert.Equal(t, "preparation", st.State)
+	assert.Positive(t, st.Datapath.Counters["ClampApplied"], "ACKs rewritten on the wire")
+	assert.Equal(t, 1, st.Datapath.Flows)
+}
+
+func TestCommandAndCompletionDriveSmoothing(t *testing.T) {
+	d, dl, _ := startWithHistory(t)
+
+	d.send(measReport(diag.EventA3, sub6A, sub6B))
+	d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
+	dl.waitWindow(time.Second, "clamped", clampedTo(targetBuffer))
+	d.send(hoComplete(sub6B))
+
+	// Smoothing ends within SmoothingMax (150 ms) at the latest.
+	st := d.waitStatus(2*time.Second, "back to stable on the target", func(s status) bool {
+		return s.State == "stable" && s.Serving == sub6B
+	})
+	assert.Equal(t, uint32(1), st.InForce.Epoch, "one handover epoch started")
+	assert.False(t, st.InForce.Suppressing, "suppression released")
+	assert.Zero(t, st.InForce.ClampBytes, "clamp released")
+	assert.Positive(t, st.Datapath.Counters["Snapshots"], "the flow took its pre-handover snapshot")
+	assert.Equal(t, uint64(1), st.Machine.Counters.Predictions["confirmed"])
+	assert.Equal(t, 1.0, d.metric(`m2hod_state_transitions_total{from="preparation",to="smoothing"}`))
+	assert.Equal(t, 1.0, d.metric(`m2hod_state_transitions_total{from="smoothing",to="stable"}`))
+	assert.Equal(t, 1.0, d.metric(`m2hod_handovers_total{kind="sub6_sub6"}`))
+	assert.Equal(t, 1.0, d.metric(`m2hod_predictions_total{outcome="confirmed"}`))
+	dl.waitWindow(time.Second, "open again", unclamped)
+}
+
+func TestA1CancelsPrediction(t *testing.T) {
+	d, dl, _ := startWithHistory(t)
+
+	d.send(measReport(diag.EventA3, sub6A, sub6B))
+	d.waitStatus(time.Second, "preparation", func(s status) bool { return s.State == "preparation" })
+	d.send(measReport(diag.EventA1, sub6A, diag.Cell{}))
+	st := d.waitStatus(time.Second, "stable", func(s status) bool { return s.State == "stable" })
+	assert.Zero(t, st.InForce.ClampBytes)
+	assert.Equal(t, 1.0, d.metric(`m2hod_predictions_total{outcome="cancelled_a1"}`))
+	assert.Zero(t, d.metric(`m2hod_handovers_total{kind="sub6_sub6"}`))
+	dl.waitWindow(time.Second, "open again", unclamped)
+}
+
+func TestMissingCommandTimesOut(t *testing.T) {
+	d, dl, _ := startWithHistory(t)
+
+	sent := time.Now()
+	d.send(measReport(diag.EventA3, sub6A, sub6B))
+	d.waitStatus(time.Second, "preparation", func(s status) bool { return s.State == "preparation" })
+	// 2*T2 with the default T2 of 146 ms.
+	st := d.waitStatus(3*time.Second, "stable after the timeout", func(s status) bool { return s.State == "stable" })
+	t.Logf("prediction timed out %v after the report", time.Since(sent).Round(time.Millisecond))
+	assert.Zero(t, st.InForce.ClampBytes)
+	assert.Equal(t, 1.0, d.metric(`m2hod_predictions_total{outcome="timed_out"}`))
+	dl.waitWindow(time.Second, "open again", unclamped)
+}
+
+func TestMmWaveToSub6HoldsBandwidthClamp(t *testing.T) {
+	b := newBed(t)
+	d := b.startDaemon(t, t.TempDir())
+	dl := b.startDownload(t, pacing)
+	dl.waitWindow(5*time.Second, "open", unclamped)
+
+	// Up to mmWave (an unpredicted command still works), then let the
+	// estimator see the mmWave bandwidth.
+	d.send(measReport(diag.EventA3, sub6A, sub6B))
+	d.send(hoCommand(diag.HOPCell, sub6A, mmWaveC))
+	d.send(hoComplete(mmWaveC))
+	d.waitStatus(2*time.Second, "stable on mmWave", func(s status) bool { return s.State == "stable" && s.Serving == mmWaveC })
+	dl.waitBytes(5*time.Second, 20<<20)
+
+	// Down to sub-6: the bandwidth clamp holds the window at the mmWave
+	// level, renewed beyond one policy lease (500 ms).
+	d.send(measReport(diag.EventA2, mmWaveC, diag.Cell{}))
+	d.send(hoCommand(diag.HOPCell, mmWaveC, sub6A))
+	d.send(hoComplete(sub6A))
+	st := d.waitStatus(2*time.Second, "bandwidth clamp", func(s status) bool {
+		return s.State == "stable" && s.InForce.ClampSource == "bandwidth"
+	})
+	assert.True(t, st.Machine.BandwidthHold)
+	assert.Equal(t, 1.0, d.metric(`m2hod_handovers_total{kind="mmwave_sub6"}`))
+	time.Sleep(time.Second)
+	st = d.status()
+	require.Equal(t, "bandwidth", st.InForce.ClampSource, "still held after a lease")
+	require.Positive(t, st.InForce.ClampBytes)
+	t.Logf("bandwidth clamp %d bytes", st.InForce.ClampBytes)
+	dl.waitWindow(time.Second, "within the bandwidth clamp", func(w uint32) bool { return w <= st.InForce.ClampBytes })
+
+	// Back to mmWave: the hold ends.
+	d.send(hoCommand(diag.HOPCell, sub6A, mmWaveC))
+	d.send(hoComplete(mmWaveC))
+	st = d.waitStatus(2*time.Second, "hold released", func(s status) bool {
+		return s.State == "stable" && s.Serving == mmWaveC && !s.Machine.BandwidthHold
+	})
+	assert.Zero(t, st.InForce.ClampBytes)
+}
+
+func TestObserveModeChangesNoPacket(t *testing.T) {
+	d, dl, wire := startWithHistory(t, "--mode", "observe")
+
+	d.send(measReport(diag.EventA3, sub6A, sub6B))
+	d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
+	st := d.waitStatus(time.Second, "preparation", func(s status) bool { return s.State == "preparation" })
+	assert.Equal(t, "observe", st.Mode)
+	assert.Equal(t, uint32(targetBuffer), st.InForce.ClampBytes, "the policy is computed and shown")
+	assertWireWindows(t, wire, 300*time.Millisecond, "untouched", func(lo, _ uint32) bool { return unclamped(lo) })
+	assert.True(t, unclamped(dl.senderWindow()))
+	d.send(hoComplete(sub6B))
+	d.waitStatus(2*time.Second, "stable", func(s status) bool { return s.State == "stable" && s.Serving == sub6B })
+	st = d.status()
+	assert.Zero(t, st.Datapath.Counters["ClampApplied"])
+	assert.Zero(t, st.Datapath.Counters["DupACKsSuppressed"])
+	assert.Zero(t, st.Datapath.Counters["Snapshots"], "no handover epoch reached the datapath")
+	assert.Positive(t, st.Datapath.Counters["RTTSamples"], "measurement still runs")
+}
+
+func TestSIGKILLWhileSuppressingRecovers(t *testing.T) {
+	// The longest Smoothing allowed leaves time to kill inside it.
+	d, dl, _ := startWithHistory(t, "--smoothing-max", "190ms")
+
+	d.send(measReport(diag.EventA3, sub6A, sub6B))
+	d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
+	dl.waitWindow(time.Second, "clamped", clampedTo(targetBuffer))
+	// With the sender paused no ACK passes the pre-handover sequence, so
+	// no flow releases itself and Smoothing lasts its full duration.
+	dl.paused.Store(true)
+	d.send(hoComplete(sub6B))
+	// The daemon's log shows the transition at once, faster than /status.
+	d.waitLog(time.Second, "to=smoothing")
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGKILL))
+	<-d.exited
+	killed := time.Now()
+	require.NotContains(t, d.log.String(), "from=smoothing", "killed while suppressing")
+
+	dl.paused.Store(false)
+	// Every policy had a deadline at most one lease (500 ms) ahead.
+	dl.waitWindow(2*time.Second, "open again", unclamped)
+	dl.waitBytes(2*time.Second, 10<<20)
+	t.Logf("connection recovered %v after SIGKILL", time.Since(killed).Round(time.Millisecond))
+}
+
+func TestGarbageOnDiagSocket(t *testing.T) {
+	b := newBed(t)
+	d := b.startDaemon(t, t.TempDir())
+
+	garbage := [][]byte{
+		[]byte("{"),
+		[]byte(`{"v":2,"type":"meas_report"}`),
+		[]byte(`{"v":1,"type":"teleport"}`),
+		[]byte(`{"v":1,"type":"meas_report","event":"Z9"}`),
+		[]byte(`{"v":1,"type":"ho_command","kind":"pcell","target":{"rat":"wifi","pci":1,"arfcn":1}}`),
+		[]byte("\x00\x01\x02\xff"),
+		[]byte("null"),
+		[]byte(`[1,2,3]`),
+	}
+	for range 50 {
+		random := make([]byte, 512)
+		_, _ = rand.Read(random)
+		garbage = append(garbage, random)
+	}
+	for _, g := range garbage {
+		d.sendRaw(g)
+	}
+	st := d.waitStatus(2*time.Second, "every datagram counted", func(s status) bool {
+		var errs uint64
+		for _, n := range s.Diag.Errors {
+			errs += n
+		}
+		return errs >= uint64(len(garbage))
+	})
+	t.Logf("diag errors by reason: %v", st.Diag.Errors)
+	assert.Zero(t, st.Diag.Events[string(diag.TypeMeasReport)])
+
+	// Still alive and still working.
+	d.send(measReport(diag.EventA3, sub6A, sub6B))
+	d.waitStatus(time.Second, "preparation", func(s status) bool { return s.State == "preparation" })
+	assert.True(t, d.running())
+}
+
+// tcxPrograms counts the programs attached to the modem interface's TCX
+// hooks, seen from inside the ue namespace.
+func tcxPrograms(t *testing.T, b *bed) int {
+	t.Helper()
+	index, err := nstest.VethEnd{NS: b.ue, Ifname: modemIface}.Index()
+	require.NoError(t, err)
+	count := 0
+	require.NoError(t, b.ue.Do(func() error {
+		for _, attach := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
+			res, err := link.QueryPrograms(link.QueryOptions{Target: index, Attach: attach})
+			if err != nil {
+				return err
+			}
+			count += len(res.Programs)
+		}
+		return nil
+	}))
+	return count
+}
+
+func TestSIGTERMDetaches(t *testing.T) {
+	b := newBed(t)
+	d := b.startDaemon(t, t.TempDir())
+	st := d.status()
+	if st.AttachMode != "tcx" {
+		t.Skipf("attached with %s; this check reads TCX hooks", st.AttachMode)
+	}
+	assert.Equal(t, 2, tcxPrograms(t, b), "ingress and egress programs attached")
+
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-d.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("m2hod did not stop within 10 s of SIGTERM")
+	}
+	require.NoError(t, d.exitErr, "exit status 0")
+	assert.Zero(t, tcxPrograms(t, b), "nothing left on the interface")
+	assert.Contains(t, d.log.String(), "stopping")
+}

@@ -1,0 +1,199 @@
+// Package report computes the evaluation metrics of DESIGN.md ("Evaluation
+// metrics", after the paper's section 6) from a testbed run: per handover,
+// its throughput, convergence time, whether it was loss-free and what the
+// sender's window did; and it summarises, tabulates and plots them.
+package report
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/m2ho/m2ho/test/emu"
+	"github.com/m2ho/m2ho/test/scenario"
+	"github.com/m2ho/m2ho/test/traffic"
+)
+
+// Metric windows of the paper's evaluation.
+const (
+	// ThroughputWindow: handover throughput is the mean goodput from 5 s
+	// before to 5 s after execution.
+	ThroughputWindow = 5 * time.Second
+	// ConvergenceWindow and ConvergenceShare: converged when the 1-s
+	// goodput reaches 75% of the target cell's capacity.
+	ConvergenceWindow = time.Second
+	ConvergenceShare  = 0.75
+	// LossFreeAfter: loss-free means no retransmission from prediction
+	// until 2 s after execution.
+	LossFreeAfter = 2 * time.Second
+	// CwndWindow is where the cwnd minimum after execution is looked for.
+	CwndWindow = 3 * time.Second
+)
+
+// Handover is the metrics of one handover (or radio link failure).
+type Handover struct {
+	Index     int           `json:"index"`
+	Procedure string        `json:"procedure"`
+	Class     string        `json:"class"`
+	ExecAt    time.Duration `json:"exec_ns"`
+	// ThroughputBps is the mean goodput in [exec-5s, exec+5s] (clipped to
+	// the run).
+	ThroughputBps float64 `json:"throughput_bps"`
+	// ConvergenceTime runs from execution to the end of the first 1-s
+	// window, wholly after execution, whose goodput reaches 75% of the
+	// target's capacity in that window. When that never happens before
+	// the next handover (or the run's end) Converged is false and
+	// ConvergenceTime is the time observed.
+	ConvergenceTime time.Duration `json:"convergence_ns"`
+	Converged       bool          `json:"converged"`
+	// Retransmissions by the sender from prediction (taken as the
+	// measurement report, the earliest a predictor can act) until 2 s
+	// after execution; LossFree when zero.
+	Retransmissions uint32 `json:"retransmissions"`
+	LossFree        bool   `json:"loss_free"`
+	// CwndBefore is the last cwnd before execution, CwndMin the smallest
+	// in the 3 s after it, CwndDrop = 1 - min/before (0 when it only grew).
+	CwndBefore uint32  `json:"cwnd_before"`
+	CwndMin    uint32  `json:"cwnd_min"`
+	CwndDrop   float64 `json:"cwnd_drop"`
+	// From the ground truth.
+	Reordered     bool `json:"reordered"`
+	OverflowDrops int  `json:"overflow_drops"`
+	DropsAfter    int  `json:"drops_after"`
+	ReorderDupAck int  `json:"reorder_dupacks"`
+	// TargetCapacityBps is the target cell's mean capacity over the
+	// convergence horizon.
+	TargetCapacityBps float64 `json:"target_capacity_bps"`
+}
+
+// Analyze computes the metrics of every handover of a run.
+func Analyze(sc *scenario.Scenario, truth *emu.GroundTruth, m *traffic.Measurements) ([]Handover, error) {
+	if len(m.Goodput) < 2 {
+		return nil, errors.New("fewer than two goodput samples")
+	}
+	capacities := map[string]*emu.Capacity{}
+	for _, c := range sc.Cells {
+		capacity, err := emu.CellCapacity(sc, c)
+		if err != nil {
+			return nil, err
+		}
+		capacities[c.Name] = capacity
+	}
+	runEnd := m.Goodput[len(m.Goodput)-1].At
+	reorderDups := map[int]int{}
+	for _, d := range truth.DupAcks {
+		if d.Cause == emu.DupAckReorder {
+			reorderDups[d.Handover]++
+		}
+	}
+	out := make([]Handover, 0, len(truth.Handovers))
+	for i, ho := range truth.Handovers {
+		horizon := runEnd
+		if i+1 < len(truth.Handovers) {
+			horizon = min(horizon, truth.Handovers[i+1].ExecAt)
+		}
+		capacity, ok := capacities[ho.Target]
+		if !ok {
+			return nil, fmt.Errorf("handover %d: target %q is not a cell of the scenario", i, ho.Target)
+		}
+		h := Handover{
+			Index: ho.Index, Procedure: ho.Procedure, Class: ho.Class, ExecAt: ho.ExecAt,
+			Reordered: ho.Reordered, OverflowDrops: ho.OverflowDrops, DropsAfter: ho.DropsAfter,
+			ReorderDupAck: reorderDups[ho.Index],
+		}
+		from := max(ho.ExecAt-ThroughputWindow, m.Goodput[0].At)
+		to := min(ho.ExecAt+ThroughputWindow, runEnd)
+		h.ThroughputBps = meanGoodput(m, from, to)
+		if horizon > ho.ExecAt {
+			h.TargetCapacityBps = capacity.MeanBitsPerSecond(ho.ExecAt, horizon)
+		}
+		h.ConvergenceTime, h.Converged = convergence(m, capacity, ho.ExecAt, horizon)
+		predicted := ho.MeasAt
+		if ho.Procedure == emu.ProcedureRLF {
+			predicted = ho.ExecAt
+		}
+		h.Retransmissions = retransBetween(m, predicted, ho.ExecAt+LossFreeAfter)
+		h.LossFree = h.Retransmissions == 0
+		h.CwndBefore, h.CwndMin = cwndAround(m, ho.ExecAt, min(ho.ExecAt+CwndWindow, horizon))
+		if h.CwndBefore > 0 {
+			h.CwndDrop = max(0, 1-float64(h.CwndMin)/float64(h.CwndBefore))
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// bytesAt interpolates the receiver's cumulative byte count at t.
+func bytesAt(m *traffic.Measurements, t time.Duration) float64 {
+	g := m.Goodput
+	i := sort.Search(len(g), func(i int) bool { return g[i].At >= t })
+	switch {
+	case i == 0:
+		return float64(g[0].Bytes)
+	case i == len(g):
+		return float64(g[len(g)-1].Bytes)
+	}
+	a, b := g[i-1], g[i]
+	frac := float64(t-a.At) / float64(b.At-a.At)
+	return float64(a.Bytes) + frac*(float64(b.Bytes)-float64(a.Bytes))
+}
+
+// meanGoodput is the goodput in bit/s over [from, to).
+func meanGoodput(m *traffic.Measurements, from, to time.Duration) float64 {
+	if to <= from {
+		return 0
+	}
+	return (bytesAt(m, to) - bytesAt(m, from)) * 8 / (to - from).Seconds()
+}
+
+func convergence(m *traffic.Measurements, capacity *emu.Capacity, exec, horizon time.Duration) (time.Duration, bool) {
+	for end := exec + ConvergenceWindow; end <= horizon; end += traffic.GoodputPeriod {
+		start := end - ConvergenceWindow
+		target := ConvergenceShare * capacity.MeanBitsPerSecond(start, end)
+		if meanGoodput(m, start, end) >= target {
+			return end - exec, true
+		}
+	}
+	return max(horizon-exec, 0), false
+}
+
+// retransBetween sums, over flows, the growth of total_retrans in [from, to].
+func retransBetween(m *traffic.Measurements, from, to time.Duration) uint32 {
+	first := map[int]uint32{}
+	last := map[int]uint32{}
+	for _, s := range m.TCPInfo {
+		if s.At <= from {
+			first[s.Flow] = s.Retrans
+		}
+		if s.At <= to {
+			last[s.Flow] = s.Retrans
+		}
+	}
+	var total uint32
+	for flow, v := range last {
+		total += v - first[flow]
+	}
+	return total
+}
+
+// cwndAround returns flow 0's last cwnd before exec and its minimum in
+// [exec, until].
+func cwndAround(m *traffic.Measurements, exec, until time.Duration) (before, least uint32) {
+	least = math.MaxUint32
+	for _, s := range m.TCPInfo {
+		if s.Flow != 0 {
+			continue
+		}
+		if s.At < exec {
+			before = s.Cwnd
+		} else if s.At <= until {
+			least = min(least, s.Cwnd)
+		}
+	}
+	if least == math.MaxUint32 {
+		least = before
+	}
+	return before, least
+}

@@ -1,0 +1,231 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+)
+
+// Statistics the generator draws from (data/handover-timing.md; the M2HO
+// paper's measurement study unless noted).
+const (
+	// Mean dwell time in a cell before a handover, walking.
+	meanDwellSub6   = 15.5 // seconds
+	meanDwellMmWave = 7.2
+	// Driving hands over every 9.2 s instead of every 22.1 s walking.
+	drivingDwellFactor = 9.2 / 22.1
+	minDwell           = 1500 * time.Millisecond
+
+	// Handover mix: 329 sub6-sub6, 109 sub6-mmW, 100 mmW-sub6, 184 mmW-mmW.
+	probMmWaveFromSub6 = 109.0 / (329 + 109)
+	probSub6FromMmWave = 100.0 / (100 + 184)
+
+	// Measurement report to execution: 178.9 ms mean, 310.2 ms max.
+	measLeadMean = 178.9
+	measLeadSD   = 60.0
+	measLeadMax  = 310.2
+	// Command to execution 32.7 ms mean; interruption 27.0 ms mean.
+	commandLeadMean  = 32.7
+	commandLeadSD    = 8.0
+	interruptionMean = 27.0
+	interruptionSD   = 6.0
+
+	// Source context release (reordering) in 18.4% of handovers.
+	probContextRelease = 0.184
+	// Target buffer overflow in 17.7% of handovers; "68.7% when the source
+	// is mmWave", read as 68.7% of the overflows having a mmWave source
+	// (the literal reading, 68.7% of mmWave-source handovers, would alone
+	// exceed the 17.7% overall). With the mix above that is 30.9% of
+	// mmWave-source and 9.1% of sub-6-source handovers.
+	probOverflowFromMmWave = 0.309
+	probOverflowFromSub6   = 0.091
+
+	// Radio link failure with re-establishment instead of a handover
+	// (the HSR study: 5-11% of disconnections), recovery about 138 ms.
+	probRLF         = 0.08
+	rlfRecoveryMean = 138.0
+	rlfRecoverySD   = 40.0
+
+	// Measurement reports that lead to no handover, per dwell.
+	probFalseReport = 0.5
+)
+
+// Mobility patterns of the generator.
+const (
+	MobilityWalking = "walking"
+	MobilityDriving = "driving"
+)
+
+// GenerateOptions shape a generated scenario.
+type GenerateOptions struct {
+	Seed     uint64
+	Duration time.Duration
+	Mobility string
+	Scale    float64
+}
+
+// Generate draws a scenario from the measured statistics. The same options
+// give the same scenario.
+func Generate(opts GenerateOptions) (*Scenario, error) {
+	if opts.Duration < 10*time.Second {
+		return nil, errors.New("duration must be at least 10s")
+	}
+	dwellFactor := 1.0
+	switch opts.Mobility {
+	case MobilityWalking, "":
+		opts.Mobility = MobilityWalking
+	case MobilityDriving:
+		dwellFactor = drivingDwellFactor
+	default:
+		return nil, fmt.Errorf("mobility %q is not walking or driving", opts.Mobility)
+	}
+	if opts.Scale == 0 {
+		opts.Scale = 1
+	}
+	g := generator{rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x6d32686f))}
+	sc := &Scenario{
+		Name:        fmt.Sprintf("generated-%s-seed%d", opts.Mobility, opts.Seed),
+		Description: fmt.Sprintf("%s, %v, drawn from data/handover-timing.md statistics", opts.Mobility, opts.Duration),
+		Duration:    opts.Duration,
+		Scale:       opts.Scale,
+		Traffic:     Traffic{Receiver: ReceiverUE, Flows: 1},
+	}
+	sub6 := g.cells(sc, diag.BandSub6, 3)
+	mmwave := g.cells(sc, diag.BandMmWave, 4)
+	serving := sub6[0]
+	sc.InitialCell = serving.Name
+	at := time.Duration(0)
+	for {
+		mean := meanDwellSub6
+		if serving.Band == diag.BandMmWave {
+			mean = meanDwellMmWave
+		}
+		dwell := max(time.Duration(g.rng.ExpFloat64()*mean*dwellFactor*float64(time.Second)).Round(time.Millisecond), minDwell)
+		// A false report lasts at most 1.2 s; it must end inside the run.
+		if g.rng.Float64() < probFalseReport && dwell > 3*time.Second && at+dwell/3+1200*time.Millisecond <= opts.Duration {
+			sc.Timeline = append(sc.Timeline, g.falseReport(at+dwell/3))
+		}
+		at += dwell
+		if at+time.Second > opts.Duration {
+			break
+		}
+		toMmWave := serving.Band == diag.BandSub6 && g.rng.Float64() < probMmWaveFromSub6 ||
+			serving.Band == diag.BandMmWave && g.rng.Float64() >= probSub6FromMmWave
+		pool := sub6
+		if toMmWave {
+			pool = mmwave
+		}
+		target := g.other(pool, serving)
+		if g.rng.Float64() < probRLF {
+			sc.Timeline = append(sc.Timeline, Event{
+				At: at, Type: TypeRLF, Target: target.Name,
+				Interruption: g.ms(rlfRecoveryMean, rlfRecoverySD, 60, 400),
+			})
+		} else {
+			sc.Timeline = append(sc.Timeline, g.handover(at, serving, target))
+		}
+		serving = target
+	}
+	sc.applyDefaults()
+	if err := sc.Validate(); err != nil {
+		return nil, fmt.Errorf("generated scenario is invalid: %w", err)
+	}
+	return sc, nil
+}
+
+type generator struct {
+	rng *rand.Rand
+}
+
+// ms draws a normal duration in milliseconds, clamped to [lo, hi].
+func (g *generator) ms(mean, sd, lo, hi float64) time.Duration {
+	v := math.Min(math.Max(mean+sd*g.rng.NormFloat64(), lo), hi)
+	return time.Duration(v * float64(time.Millisecond)).Round(100 * time.Microsecond)
+}
+
+// cells makes n cells of a band with synthetic capacity profiles: sub-6
+// around the paper's 121.5 Mbit/s TCP (capacity a little above), mmWave
+// around its 993 Mbit/s UDP average, varying second by second.
+func (g *generator) cells(sc *Scenario, band diag.Band, n int) []Cell {
+	var out []Cell
+	for i := range n {
+		c := Cell{RAT: diag.RATNR, Band: band, DelayDown: 35 * time.Millisecond, DelayUp: 35 * time.Millisecond}
+		var base, spread float64
+		if band == diag.BandSub6 {
+			c.Name = fmt.Sprintf("sub6-%d", i+1)
+			c.PCI, c.ARFCN = uint16(100+i), 627264
+			base, spread = 150, 30
+			c.BufferBytes = 1500000
+		} else {
+			c.Name = fmt.Sprintf("mmwave-%d", i+1)
+			c.PCI, c.ARFCN = uint16(200+i), 2079167
+			base, spread = 1000, 250
+			c.BufferBytes = 12000000
+		}
+		for range 10 {
+			mbps := math.Max(base+spread*g.rng.NormFloat64(), base/4)
+			c.Capacity.Steps = append(c.Capacity.Steps, Step{Duration: time.Second, Mbps: math.Round(mbps)})
+		}
+		out = append(out, c)
+	}
+	sc.Cells = append(sc.Cells, out...)
+	return out
+}
+
+func (g *generator) other(pool []Cell, serving Cell) Cell {
+	for {
+		c := pool[g.rng.IntN(len(pool))]
+		if c.Name != serving.Name {
+			return c
+		}
+	}
+}
+
+// handover draws one handover's procedure. In NSA networks a mmWave change
+// is an SCG procedure of the LTE anchor: addition (B1), release (A2) or
+// change (A3); sub-6 to sub-6 is a PCell handover (A3).
+func (g *generator) handover(at time.Duration, source, target Cell) Event {
+	e := Event{At: at, Type: TypeHandover, Source: source.Name, Target: target.Name}
+	switch {
+	case source.Band == diag.BandSub6 && target.Band == diag.BandSub6:
+		e.Kind, e.MeasEvent = diag.HOPCell, diag.EventA3
+	case source.Band == diag.BandSub6:
+		e.Kind, e.MeasEvent = diag.HOSCGAdd, diag.EventB1
+	case target.Band == diag.BandMmWave:
+		e.Kind, e.MeasEvent = diag.HOSCGChange, diag.EventA3
+	default:
+		e.Kind, e.MeasEvent = diag.HOSCGRelease, diag.EventA2
+	}
+	e.CommandLead = g.ms(commandLeadMean, commandLeadSD, 15, 60)
+	e.MeasLead = max(g.ms(measLeadMean, measLeadSD, 40, measLeadMax), e.CommandLead+10*time.Millisecond)
+	e.Interruption = g.ms(interruptionMean, interruptionSD, 15, 50)
+	if g.rng.Float64() < probContextRelease {
+		e.ContextRelease = &ContextRelease{HeldPackets: 2 + g.rng.IntN(15)}
+	}
+	overflow := probOverflowFromSub6
+	if source.Band == diag.BandMmWave {
+		overflow = probOverflowFromMmWave
+	}
+	if g.rng.Float64() < overflow {
+		// A target buffer well under the source's bandwidth-delay product.
+		e.TargetBufferBytes = 250000 + g.rng.IntN(1750000)
+	}
+	return e
+}
+
+// falseReport is a measurement report pair that leads to no handover:
+// A2 (serving weak) then A1 (serving good again), or an A3 the network
+// does not act on.
+func (g *generator) falseReport(at time.Duration) Event {
+	e := Event{At: at, Type: TypeReport}
+	if g.rng.Float64() < 0.5 {
+		e.Reports = []Report{{Event: diag.EventA2}, {After: g.ms(600, 200, 200, 1200), Event: diag.EventA1}}
+	} else {
+		e.Reports = []Report{{Event: diag.EventA3}}
+	}
+	return e
+}

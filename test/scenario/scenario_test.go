@@ -1,0 +1,214 @@
+package scenario
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+)
+
+const base = `
+name: t
+duration: 20s
+initial_cell: a
+cells:
+  - {name: a, rat: nr, pci: 1, arfcn: 627264, capacity: {constant_mbps: 100}, buffer_bytes: 100000, delay_down: 10ms, delay_up: 10ms}
+  - {name: b, rat: nr, pci: 2, arfcn: 2079167, capacity: {constant_mbps: 900}, buffer_bytes: 100000}
+`
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name     string
+		timeline string
+		wantErr  string
+		check    func(t *testing.T, sc *Scenario)
+	}{
+		{name: "defaults", timeline: "timeline:\n  - {at: 5s, type: handover, source: a, target: b}\n", check: func(t *testing.T, sc *Scenario) {
+			assert.Equal(t, 1.0, sc.Scale)
+			assert.Equal(t, ReceiverUE, sc.Traffic.Receiver)
+			assert.Equal(t, 1, sc.Traffic.Flows)
+			assert.Equal(t, diag.BandSub6, sc.Cells[0].Band)
+			assert.Equal(t, diag.BandMmWave, sc.Cells[1].Band, "band derived from the FR2 ARFCN")
+			assert.Equal(t, SlotMmWave, sc.Cells[1].Slot)
+			assert.Equal(t, CarrierRBsSub6, sc.Cells[0].CarrierRBs)
+			e := sc.Timeline[0]
+			assert.Equal(t, diag.HOPCell, e.Kind)
+			assert.Equal(t, DefaultMeasLead, e.MeasLead)
+			assert.Equal(t, DefaultCommandLead, e.CommandLead)
+			assert.Equal(t, DefaultInterruption, e.Interruption)
+		}},
+		{name: "rlf target defaults to the failed cell", timeline: "timeline:\n  - {at: 5s, type: rlf}\n", check: func(t *testing.T, sc *Scenario) {
+			assert.Equal(t, "a", sc.Timeline[0].Target)
+			assert.Equal(t, DefaultRLFRecovery, sc.Timeline[0].Interruption)
+		}},
+		{name: "handover from a cell not serving", timeline: "timeline:\n  - {at: 5s, type: handover, source: b, target: a}\n", wantErr: "but \"a\" is serving"},
+		{name: "unknown target", timeline: "timeline:\n  - {at: 5s, type: handover, source: a, target: z}\n", wantErr: "not another cell"},
+		{name: "overlap", timeline: "timeline:\n  - {at: 5s, type: handover, source: a, target: b}\n  - {at: 5100ms, type: handover, source: b, target: a}\n", wantErr: "before the previous event ends"},
+		{name: "out of order", timeline: "timeline:\n  - {at: 9s, type: rlf}\n  - {at: 5s, type: rlf}\n", wantErr: "not in time order"},
+		{name: "past the end", timeline: "timeline:\n  - {at: 20s, type: rlf}\n", wantErr: "does not fit"},
+		{name: "meas lead before start", timeline: "timeline:\n  - {at: 100ms, type: handover, source: a, target: b}\n", wantErr: "does not fit"},
+		{name: "bad kind", timeline: "timeline:\n  - {at: 5s, type: handover, kind: soft, source: a, target: b}\n", wantErr: "kind \"soft\""},
+		{name: "bad event", timeline: "timeline:\n  - {at: 5s, type: report, reports: [{event: C1}]}\n", wantErr: "not a 3GPP event"},
+		{name: "unknown field", timeline: "timelime: []\n", wantErr: "field timelime not found"},
+		{name: "unknown type", timeline: "timeline:\n  - {at: 5s, type: teleport}\n", wantErr: "type \"teleport\""},
+		{name: "empty held", timeline: "timeline:\n  - {at: 5s, type: handover, source: a, target: b, context_release: {held_packets: 0}}\n", wantErr: "held_packets"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc, err := Parse([]byte(base + tt.timeline))
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			tt.check(t, sc)
+		})
+	}
+}
+
+func TestParseCellErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		cell    string
+		wantErr string
+	}{
+		{name: "two capacity sources", cell: "{name: c, rat: nr, capacity: {constant_mbps: 1, mahimahi: x}, buffer_bytes: 100000}", wantErr: "exactly one"},
+		{name: "no capacity", cell: "{name: c, rat: nr, buffer_bytes: 100000}", wantErr: "exactly one"},
+		{name: "tiny buffer", cell: "{name: c, rat: nr, capacity: {constant_mbps: 1}, buffer_bytes: 10}", wantErr: "smaller than one packet"},
+		{name: "bad rat", cell: "{name: c, rat: wifi, capacity: {constant_mbps: 1}, buffer_bytes: 100000}", wantErr: "rat \"wifi\""},
+		{name: "duplicate", cell: "{name: a, rat: nr, capacity: {constant_mbps: 1}, buffer_bytes: 100000}", wantErr: "used twice"},
+		{name: "background share", cell: "{name: c, rat: nr, capacity: {constant_mbps: 1}, buffer_bytes: 100000, background_share: 1}", wantErr: "background_share"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(base + "  - " + tt.cell + "\n"))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.wantErr)
+		})
+	}
+}
+
+func TestBuiltinScenariosLoad(t *testing.T) {
+	paths, err := filepath.Glob("../scenarios/*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, paths)
+	for _, p := range paths {
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			sc, err := Load(p)
+			require.NoError(t, err)
+			assert.NotEmpty(t, sc.Timeline)
+			for _, c := range sc.Cells {
+				for _, path := range []string{c.Capacity.Mahimahi, c.Capacity.Lumos5G} {
+					if path == "" {
+						continue
+					}
+					if _, err := os.Stat(sc.ResolvePath(path)); err != nil {
+						t.Skipf("trace %s not present (shared data absent)", path)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestDemoScenarioHasThePaperHandovers(t *testing.T) {
+	sc, err := Load("../scenarios/demo.yaml")
+	require.NoError(t, err)
+	var classes []string
+	for _, e := range sc.Timeline {
+		if e.Type != TypeHandover {
+			continue
+		}
+		src, _ := sc.Cell(e.Source)
+		dst, _ := sc.Cell(e.Target)
+		classes = append(classes, HandoverClass(src.Band, dst.Band))
+	}
+	assert.Equal(t, []string{"sub6_mmwave", "mmwave_mmwave", "mmwave_sub6"}, classes)
+}
+
+func TestGenerateIsReproducible(t *testing.T) {
+	opts := GenerateOptions{Seed: 7, Duration: 5 * time.Minute, Mobility: MobilityDriving, Scale: 0.1}
+	a, err := Generate(opts)
+	require.NoError(t, err)
+	b, err := Generate(opts)
+	require.NoError(t, err)
+	rawA, err := a.Marshal()
+	require.NoError(t, err)
+	rawB, err := b.Marshal()
+	require.NoError(t, err)
+	assert.Equal(t, string(rawA), string(rawB))
+	// Short runs of many seeds all validate (every event fits the run).
+	for seed := range uint64(200) {
+		_, err := Generate(GenerateOptions{Seed: seed, Duration: 30 * time.Second, Mobility: MobilityDriving})
+		require.NoError(t, err, "seed %d", seed)
+	}
+	opts.Seed = 8
+	c, err := Generate(opts)
+	require.NoError(t, err)
+	rawC, err := c.Marshal()
+	require.NoError(t, err)
+	assert.NotEqual(t, string(rawA), string(rawC))
+
+	// What it writes, it reads back.
+	again, err := Parse(rawA)
+	require.NoError(t, err)
+	assert.Equal(t, len(a.Timeline), len(again.Timeline))
+}
+
+func TestGenerateFollowsTheStatistics(t *testing.T) {
+	tests := []struct {
+		mobility     string
+		wantInterval float64 // mean seconds between handovers, roughly
+	}{
+		{mobility: MobilityWalking, wantInterval: 11},
+		{mobility: MobilityDriving, wantInterval: 4.6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mobility, func(t *testing.T) {
+			sc, err := Generate(GenerateOptions{Seed: 1, Duration: 10 * time.Hour, Mobility: tt.mobility})
+			require.NoError(t, err)
+			counts := map[string]int{}
+			var handovers, reorder, rlf int
+			var measLead, cmdLead, interruption time.Duration
+			for _, e := range sc.Timeline {
+				switch e.Type {
+				case TypeHandover:
+					handovers++
+					src, _ := sc.Cell(e.Source)
+					dst, _ := sc.Cell(e.Target)
+					counts[HandoverClass(src.Band, dst.Band)]++
+					measLead += e.MeasLead
+					cmdLead += e.CommandLead
+					interruption += e.Interruption
+					if e.ContextRelease != nil {
+						reorder++
+					}
+					assert.LessOrEqual(t, e.MeasLead, 311*time.Millisecond)
+				case TypeRLF:
+					rlf++
+				}
+			}
+			require.Greater(t, handovers, 1000)
+			n := float64(handovers)
+			assert.InDelta(t, 178.9, float64(measLead.Milliseconds())/n, 15, "mean measurement lead")
+			assert.InDelta(t, 32.7, float64(cmdLead.Milliseconds())/n, 3, "mean command lead")
+			assert.InDelta(t, 27.0, float64(interruption.Milliseconds())/n, 3, "mean interruption")
+			assert.InDelta(t, probContextRelease, float64(reorder)/n, 0.03)
+			assert.InDelta(t, probRLF, float64(rlf)/float64(handovers+rlf), 0.02)
+			assert.InDelta(t, probMmWaveFromSub6, float64(counts["sub6_mmwave"])/float64(counts["sub6_mmwave"]+counts["sub6_sub6"]), 0.03)
+			assert.InDelta(t, probSub6FromMmWave, float64(counts["mmwave_sub6"])/float64(counts["mmwave_sub6"]+counts["mmwave_mmwave"]), 0.03)
+			interval := sc.Duration.Seconds() / float64(handovers+rlf)
+			assert.InDelta(t, tt.wantInterval, interval, tt.wantInterval*0.2)
+		})
+	}
+	_, err := Generate(GenerateOptions{Seed: 1, Duration: time.Minute, Mobility: "flying"})
+	assert.Error(t, err)
+	assert.True(t, strings.Contains(err.Error(), "flying"))
+}

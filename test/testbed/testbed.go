@@ -1,0 +1,392 @@
+// Package testbed runs one scenario end to end: it creates the topology,
+// starts the emulator, optionally m2hod on the UE's modem interface, runs
+// the traffic, and writes what it measured next to the emulator's ground
+// truth.
+package testbed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/test/emu"
+	"github.com/m2ho/m2ho/test/scenario"
+	"github.com/m2ho/m2ho/test/topo"
+	"github.com/m2ho/m2ho/test/traffic"
+)
+
+// Addresses inside the UE namespace.
+const (
+	DiagAddr      = "127.0.0.1:5599"
+	M2hodListen   = "127.0.0.1:9569"
+	ReceiverPort  = "5201"
+	m2hodReadyFor = 10 * time.Second
+	m2hodStopWait = 5 * time.Second
+)
+
+// Variant is a congestion control, optionally with m2hod.
+type Variant struct {
+	CC   string
+	M2HO bool
+}
+
+// ParseVariant reads "cubic", "bbr", "reno", "cubic+m2ho", "bbr+m2ho".
+func ParseVariant(s string) (Variant, error) {
+	cc, extra, _ := strings.Cut(s, "+")
+	v := Variant{CC: cc}
+	switch extra {
+	case "":
+	case "m2ho":
+		v.M2HO = true
+	default:
+		return v, fmt.Errorf("variant %q: %q is not m2ho", s, extra)
+	}
+	switch cc {
+	case "cubic", "bbr", "reno":
+	default:
+		return v, fmt.Errorf("variant %q: congestion control %q is not cubic, bbr or reno", s, cc)
+	}
+	return v, nil
+}
+
+func (v Variant) String() string {
+	if v.M2HO {
+		return v.CC + "+m2ho"
+	}
+	return v.CC
+}
+
+// Config is one run.
+type Config struct {
+	Scenario *scenario.Scenario
+	Variant  Variant
+	// OutDir receives the run's files.
+	OutDir string
+	// M2hod is the daemon binary, needed when the variant uses m2ho.
+	M2hod string
+	// Pcap captures the UE's modem interface to OutDir/ue.pcap.
+	Pcap bool
+	Log  *slog.Logger
+}
+
+// Result is what a run produced.
+type Result struct {
+	Variant      Variant
+	Truth        *emu.GroundTruth
+	Measurements *traffic.Measurements
+	Fidelity     Fidelity
+	// SentBytes is what the sender handed to its sockets.
+	SentBytes uint64
+}
+
+// Fidelity is how closely the emulator kept to its schedule.
+type Fidelity struct {
+	DownlinkP50 time.Duration `json:"downlink_timing_p50_ns"`
+	DownlinkP99 time.Duration `json:"downlink_timing_p99_ns"`
+	DownlinkMax time.Duration `json:"downlink_timing_max_ns"`
+	UplinkP50   time.Duration `json:"uplink_timing_p50_ns"`
+	UplinkP99   time.Duration `json:"uplink_timing_p99_ns"`
+	// Where downlink lateness comes from: the scheduler's wake-ups, and
+	// sending a slot's burst.
+	WakeupP99     time.Duration `json:"wakeup_late_p99_ns"`
+	WakeupMax     time.Duration `json:"wakeup_late_max_ns"`
+	SendBatchP99  time.Duration `json:"send_batch_p99_ns"`
+	SendBatchMax  time.Duration `json:"send_batch_max_ns"`
+	Deliveries    uint64        `json:"deliveries"`
+	SendErrors    uint64        `json:"send_errors"`
+	CongestionCtl string        `json:"congestion_control"`
+}
+
+// Files a run writes into its output directory.
+const (
+	GroundTruthFile  = "groundtruth.json"
+	MeasurementsFile = "measurements.json"
+	FidelityFile     = "fidelity.json"
+	M2hodLogFile     = "m2hod.log"
+	M2hodMetricsFile = "m2hod-metrics.txt"
+	M2hodStatusFile  = "m2hod-status.json"
+	PcapFile         = "ue.pcap"
+)
+
+// Run executes the scenario once and writes its files. The topology is
+// removed on every return path; cancelling ctx ends the run early.
+func Run(ctx context.Context, cfg Config) (res *Result, err error) {
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	if cfg.Variant.M2HO && cfg.M2hod == "" {
+		return nil, errors.New("variant with m2ho needs the m2hod binary")
+	}
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("output directory: %w", err)
+	}
+	if removed, err := topo.CleanupStale(); err != nil {
+		log.Warn("removing namespaces of crashed runs", "err", err)
+	} else if len(removed) > 0 {
+		log.Info("removed namespaces of crashed runs", "namespaces", removed)
+	}
+	sc := cfg.Scenario
+	tb, err := topo.Create(topo.Options{LAN: sc.Traffic.Receiver == scenario.ReceiverLAN})
+	if err != nil {
+		return nil, fmt.Errorf("creating topology: %w", err)
+	}
+	defer func() {
+		if cerr := tb.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("removing topology: %w", cerr))
+		}
+	}()
+	log.Info("topology up", "id", tb.ID, "namespaces", tb.Namespaces())
+
+	receiver, err := traffic.Listen(tb.ReceiverNamespace.Do, net.JoinHostPort(tb.ReceiverAddr.String(), ReceiverPort))
+	if err != nil {
+		return nil, err
+	}
+	go receiver.Serve()
+	defer receiver.Close()
+
+	var daemon *m2hod
+	if cfg.Variant.M2HO {
+		daemon, err = startM2hod(ctx, tb, cfg.M2hod, cfg.OutDir)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			daemon.saveState(cfg.OutDir, log)
+			if serr := daemon.stop(); serr != nil {
+				log.Warn("m2hod exit", "err", serr)
+			}
+		}()
+	}
+
+	emuCfg := emu.Config{
+		Scenario: sc, ServerIface: topo.EmuServerIface, UEIface: topo.EmuUEIface,
+		InEmu: tb.Emu.Do, DiagAddr: DiagAddr, InDiag: tb.UE.Do, Encode: diag.MarshalJSON, Log: log,
+	}
+	emulator, err := emu.New(emuCfg)
+	if err != nil {
+		return nil, err
+	}
+	defer emulator.Close()
+
+	var capture *traffic.Capture
+	if cfg.Pcap {
+		capture, err = traffic.StartCapture(tb.UE.Do, topo.UEIface, filepath.Join(cfg.OutDir, PcapFile))
+		if err != nil {
+			return nil, err
+		}
+		defer capture.Close()
+	}
+
+	epoch, err := emulator.Start()
+	if err != nil {
+		return nil, err
+	}
+	runCtx, stop := context.WithDeadline(ctx, epoch.Add(sc.Duration))
+	defer stop()
+	emuDone := make(chan error, 1)
+	emuCtx, stopEmu := context.WithCancel(context.Background())
+	defer stopEmu()
+	go func() { emuDone <- emulator.Run(emuCtx) }()
+
+	sender, err := traffic.Dial(runCtx, tb.SenderNamespace.Do, net.JoinHostPort(tb.ReceiverAddr.String(), ReceiverPort), cfg.Variant.CC, sc.Traffic.Flows)
+	if err != nil {
+		return nil, err
+	}
+	defer sender.Close()
+	cc, err := sender.CongestionControl(0)
+	if err != nil {
+		return nil, fmt.Errorf("reading congestion control: %w", err)
+	}
+	measured := make(chan *traffic.Measurements, 1)
+	go func() { measured <- traffic.Measure(runCtx, epoch, receiver, sender) }()
+	log.Info("traffic running", "variant", cfg.Variant, "cc", cc, "duration", sc.Duration)
+	sendErr := sender.Run(runCtx)
+	m := <-measured
+	stopEmu()
+	if err := <-emuDone; err != nil {
+		return nil, fmt.Errorf("emulator: %w", err)
+	}
+	if sendErr != nil && ctx.Err() == nil {
+		return nil, fmt.Errorf("sender: %w", sendErr)
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("run interrupted: %w", ctx.Err())
+	}
+
+	res = &Result{
+		Variant: cfg.Variant, Truth: emulator.Truth(), Measurements: m, SentBytes: sender.Sent(),
+		Fidelity: Fidelity{
+			DownlinkP50: emulator.Downlink.Quantile(0.5), DownlinkP99: emulator.Downlink.Quantile(0.99),
+			DownlinkMax: emulator.Downlink.Max(), UplinkP50: emulator.Uplink.Quantile(0.5),
+			UplinkP99: emulator.Uplink.Quantile(0.99), Deliveries: emulator.Downlink.Count(),
+			WakeupP99: emulator.Wakeup.Quantile(0.99), WakeupMax: emulator.Wakeup.Max(),
+			SendBatchP99: emulator.SendBatch.Quantile(0.99), SendBatchMax: emulator.SendBatch.Max(),
+			SendErrors: emulator.SendErrors(), CongestionCtl: cc,
+		},
+	}
+	if err := res.write(cfg.OutDir); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (r *Result) write(dir string) error {
+	if err := r.Truth.WriteFile(filepath.Join(dir, GroundTruthFile)); err != nil {
+		return err
+	}
+	for name, v := range map[string]any{MeasurementsFile: r.Measurements, FidelityFile: r.Fidelity} {
+		if err := writeJSON(filepath.Join(dir, name), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeJSON(path string, v any) error {
+	raw, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", filepath.Base(path), err)
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// ReadMeasurements loads a run's measurements file.
+func ReadMeasurements(path string) (*traffic.Measurements, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading measurements: %w", err)
+	}
+	var m traffic.Measurements
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", path, err)
+	}
+	return &m, nil
+}
+
+// m2hod is the daemon under test, running in the UE namespace.
+type m2hod struct {
+	cmd    *exec.Cmd
+	log    *os.File
+	client *http.Client
+	exited <-chan error
+}
+
+func startM2hod(ctx context.Context, tb *topo.Topology, binary, outDir string) (*m2hod, error) {
+	logFile, err := os.Create(filepath.Join(outDir, M2hodLogFile))
+	if err != nil {
+		return nil, fmt.Errorf("m2hod log: %w", err)
+	}
+	stateDir := filepath.Join(outDir, "m2hod-state")
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("m2hod state dir: %w", err)
+	}
+	cmd := tb.UE.Command(binary,
+		"--iface", tb.ModemIface,
+		"--diag", "udp://"+DiagAddr,
+		"--mode", "enforce",
+		"--listen", M2hodListen,
+		"--state-dir", stateDir,
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// The daemon must not outlive the testbed, even if the testbed dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	exited, err := tb.UE.Start(cmd)
+	if err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting m2hod: %w", err)
+	}
+	d := &m2hod{cmd: cmd, log: logFile, exited: exited}
+	// HTTP to the daemon goes through a transport dialling inside the UE
+	// namespace.
+	d.client = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (c net.Conn, err error) {
+			err = tb.UE.Do(func() error {
+				var derr error
+				c, derr = (&net.Dialer{}).DialContext(ctx, network, addr)
+				return derr
+			})
+			return c, err
+		},
+	}}
+	deadline := time.Now().Add(m2hodReadyFor)
+	for {
+		select {
+		case err := <-d.exited:
+			if err == nil {
+				err = errors.New("exit status 0")
+			}
+			return nil, fmt.Errorf("m2hod exited at start (see %s): %w", logFile.Name(), err)
+		case <-ctx.Done():
+			return nil, errors.Join(ctx.Err(), d.stop())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if d.get("/healthz", io.Discard) == nil {
+			return d, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.Join(fmt.Errorf("m2hod not healthy after %v (see %s)", m2hodReadyFor, logFile.Name()), d.stop())
+		}
+	}
+}
+
+func (d *m2hod) get(path string, w io.Writer) error {
+	resp, err := d.client.Get("http://" + M2hodListen + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", path, resp.Status)
+	}
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// saveState stores the daemon's metrics and status for the evaluation.
+func (d *m2hod) saveState(dir string, log *slog.Logger) {
+	for file, path := range map[string]string{M2hodMetricsFile: "/metrics", M2hodStatusFile: "/status"} {
+		f, err := os.Create(filepath.Join(dir, file))
+		if err != nil {
+			log.Warn("saving m2hod state", "file", file, "err", err)
+			continue
+		}
+		if err := d.get(path, f); err != nil {
+			log.Warn("reading m2hod", "path", path, "err", err)
+		}
+		f.Close()
+	}
+}
+
+// stop sends SIGTERM (the daemon detaches its programs) and kills it if it
+// does not exit in time.
+func (d *m2hod) stop() error {
+	defer d.log.Close()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return nil // already gone
+	}
+	select {
+	case err := <-d.exited:
+		return err
+	case <-time.After(m2hodStopWait):
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+		return fmt.Errorf("m2hod ignored SIGTERM for %v", m2hodStopWait)
+	}
+}

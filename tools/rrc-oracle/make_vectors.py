@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Write pkg/diag/rrc/testdata/crafted.txt: RRC PDUs for procedures the
+real captures lack (an NR primary cell handover to mmWave, NR and LTE
+re-establishment requests with each cause, LTE measIds and measurement
+objects beyond 32, EARFCNs beyond 65535), encoded with pycrate.
+
+The NR cell group is derived from the real EN-DC secondary cell group in
+testdata/mobileinsight.txt (vector nr_rrc_reconfiguration_scg), with its
+target moved to a mmWave cell, so every mandatory field holds a value a
+network really sent.
+
+Usage: make_vectors.py pkg/diag/rrc/testdata > pkg/diag/rrc/testdata/crafted.txt
+"""
+import sys
+
+from pycrate_asn1dir import RRCLTE, RRCNR
+
+LTE = RRCLTE.EUTRA_RRC_Definitions
+NR = RRCNR.NR_RRC_Definitions
+
+MMWAVE_SSB_ARFCN = 2079167  # n261, FR2
+MMWAVE_PCI = 77
+
+
+def real_vector(testdata, name):
+    with open(testdata + "/mobileinsight.txt") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 4 and parts[0] == name:
+                return bytes.fromhex(parts[3])
+    sys.exit("no vector %s" % name)
+
+
+def encode(obj, value):
+    obj.set_val(value)
+    return obj.to_uper().hex()
+
+
+def nr_pcell_handover(testdata):
+    NR.RRCReconfiguration.from_uper(real_vector(testdata, "nr_rrc_reconfiguration_scg"))
+    ies = NR.RRCReconfiguration.get_val()["criticalExtensions"][1]
+    group = ies["secondaryCellGroup"][1]
+    common = group["spCellConfig"]["reconfigurationWithSync"]["spCellConfigCommon"]
+    common["physCellId"] = MMWAVE_PCI
+    freq = common["downlinkConfigCommon"]["frequencyInfoDL"]
+    freq["absoluteFrequencySSB"] = MMWAVE_SSB_ARFCN
+    freq["frequencyBandList"] = [261]
+    NR.CellGroupConfig.set_val(group)
+    master = NR.CellGroupConfig.to_uper()
+    return encode(NR.DL_DCCH_Message, {"message": ("c1", ("rrcReconfiguration", {
+        "rrc-TransactionIdentifier": 1,
+        "criticalExtensions": ("rrcReconfiguration", {
+            "nonCriticalExtension": {"masterCellGroup": master},
+        }),
+    }))})
+
+
+def lte_extended_meas(testdata):
+    """The real A3 measConfig and report, moved to measId 40 on measurement
+    object 33 (Rel-12/13 extended lists) and re-pointing measId 5 to it."""
+    LTE.DL_DCCH_Message.from_uper(real_vector(testdata, "lte_reconf_measconfig_a3"))
+    msg = LTE.DL_DCCH_Message.get_val()
+    cfg = msg["message"][1][1]["criticalExtensions"][1][1]["measConfig"]
+    _, eutra = cfg["measObjectToAddModList"][0]["measObject"]
+    cfg["measObjectToAddModListExt-r13"] = [{"measObjectId-r13": 33, "measObject-r13": ("measObjectEUTRA-r13", eutra)}]
+    cfg["measIdToAddModListExt-r12"] = [{"measId-v1250": 40, "measObjectId-r12": 1, "reportConfigId-r12": 7}]
+    cfg["measIdToAddModListExt-v1310"] = [{"measObjectId-v1310": 33}]
+    cfg["measIdToAddModList-v1310"] = [{"measObjectId-v1310": 33}]
+    reconf = encode(LTE.DL_DCCH_Message, msg)
+    LTE.UL_DCCH_Message.from_uper(real_vector(testdata, "lte_mr_a3"))
+    msg = LTE.UL_DCCH_Message.get_val()
+    msg["message"][1][1]["criticalExtensions"][1][1]["measResults"]["measId-v1250"] = 40
+    return reconf, encode(LTE.UL_DCCH_Message, msg)
+
+
+def lte_handover_high_earfcn(testdata):
+    """The real handover command moved to EARFCN 66786 (band 66), which
+    needs the Rel-9 extensions: carrierFreq-v9e0 in mobilityControlInfo and
+    measObjectToAddModList-v9e0 for a measurement object on it."""
+    LTE.DL_DCCH_Message.from_uper(real_vector(testdata, "lte_reconf_ho"))
+    msg = LTE.DL_DCCH_Message.get_val()
+    ies = msg["message"][1][1]["criticalExtensions"][1][1]
+    mci = ies["mobilityControlInfo"]
+    mci["carrierFreq"] = {"dl-CarrierFreq": 65535}
+    mci["carrierFreq-v9e0"] = {"dl-CarrierFreq-v9e0": 66786}
+    ies["measConfig"] = {
+        "measObjectToAddModList": [{"measObjectId": 4, "measObject": ("measObjectEUTRA", {
+            "carrierFreq": 65535, "allowedMeasBandwidth": "mbw100",
+            "presenceAntennaPort1": False, "neighCellConfig": (1, 2)})}],
+        "measObjectToAddModList-v9e0": [{"measObjectEUTRA-v9e0": {"carrierFreq-v9e0": 66786}}],
+    }
+    return encode(LTE.DL_DCCH_Message, msg)
+
+
+def nr_reestablishment(cause):
+    return encode(NR.UL_CCCH_Message, {"message": ("c1", ("rrcReestablishmentRequest", {
+        "rrcReestablishmentRequest": {
+            "ue-Identity": {"c-RNTI": 4660, "physCellId": 433, "shortMAC-I": (0xBEEF, 16)},
+            "reestablishmentCause": cause,
+            "spare": (0, 1),
+        },
+    }))})
+
+
+def lte_reestablishment(cause):
+    return encode(LTE.UL_CCCH_Message, {"message": ("c1", ("rrcConnectionReestablishmentRequest", {
+        "criticalExtensions": ("rrcConnectionReestablishmentRequest-r8", {
+            "ue-Identity": {"c-RNTI": (4660, 16), "physCellId": 142, "shortMAC-I": (0xBEEF, 16)},
+            "reestablishmentCause": cause,
+            "spare": (0, 2),
+        }),
+    }))})
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: make_vectors.py TESTDATA_DIR")
+    testdata = sys.argv[1]
+    print("# Crafted RRC PDUs, written by tools/rrc-oracle/make_vectors.py (pycrate).")
+    print("# Format: name rat channel hex")
+    print("nr_dl_reconf_pcell_mmwave nr dl_dcch " + nr_pcell_handover(testdata))
+    print("lte_reconf_ho_earfcn_ext lte dl_dcch " + lte_handover_high_earfcn(testdata))
+    reconf, report = lte_extended_meas(testdata)
+    print("lte_reconf_meas_ext lte dl_dcch " + reconf)
+    print("lte_mr_meas_id_ext lte ul_dcch " + report)
+    for cause, tag in (("otherFailure", "rlf"), ("handoverFailure", "hof"), ("reconfigurationFailure", "reconf")):
+        print("nr_reestablishment_%s nr ul_ccch %s" % (tag, nr_reestablishment(cause)))
+        print("lte_reestablishment_%s lte ul_ccch %s" % (tag, lte_reestablishment(cause)))
+
+
+if __name__ == "__main__":
+    main()
