@@ -22,7 +22,7 @@ APT_PACKAGES := clang llvm libbpf-dev iproute2 ethtool tcpdump python3
 # Commands that prove each package is present (same order as above).
 APT_PROBES := clang llvm-strip /usr/include/bpf/bpf_helpers.h ip ethtool tcpdump python3
 
-.PHONY: all deps build generate test test-unit bench lint demo eval clean
+.PHONY: all deps build generate test bench fuzz lint demo clean
 
 all: build
 
@@ -60,6 +60,16 @@ test: deps build $(VENV)/.installed
 
 bench: deps
 	$(GO) test -p 1 -count=1 -run '^$$' -bench . -benchmem -timeout 30m ./...
+
+# fuzz runs every fuzz target of the tree for FUZZTIME each, one at a time.
+FUZZTIME ?= 30s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "== $$pkg $$target"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) -parallel 1 $$pkg || exit 1; \
+		done; \
+	done
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

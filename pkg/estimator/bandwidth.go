@@ -94,7 +94,9 @@ type bandwidth struct {
 	estimateAt     time.Time
 }
 
-func (b *bandwidth) restartMinRTT() { b.minRTT = 0 }
+// restart forgets everything measured on the previous path. The byte
+// history stays: it is the interface's, not the path's.
+func (b *bandwidth) restart() { *b = bandwidth{} }
 
 // AddBytes takes a sample of the cumulative ingress byte counter of the
 // modem interface, on the clock of the diag events. Samples must come in
@@ -169,9 +171,23 @@ func (e *Estimator) AddRTT(t time.Time, rtt time.Duration) {
 }
 
 // BandwidthClamp returns the window of Eq. 2, lambda * c_est * RTT_min /
-// RTT, where c_est is the bytes received in the last RTT round. It is not
-// ok until an RTT sample and a full round exist, and when the last round
-// ended more than Config.BandwidthMaxAge before now.
+// RTT, where c_est is the bytes received in the last RTT round, capped at
+// what the path holds without overflowing the serving cell: its
+// bandwidth-delay product (the round's rate times RTT_min) plus the
+// cell's buffer estimate.
+//
+// The cap is not in Eq. 2. With lambda = 2 the window converges to twice
+// the bandwidth-delay product, so the cell's queue holds one product: more
+// than the buffer of a cell whose buffer is about one product, as the
+// paper's own sub-6 figures give (1.5 MB against 150 Mbit/s x 70 ms = 1.3
+// MB). In the testbed the uncapped clamp kept the sub-6 queue at 95% of
+// its buffer and a few seconds later overflowed it (109 retransmissions,
+// docs/testbed.md "Results"). The buffer estimate is a lower bound of the
+// buffer, so the capped window never overflows the cell while still
+// keeping it busy: the bandwidth-delay product is always allowed.
+//
+// It is not ok until an RTT sample and a full round exist, and when the
+// last round ended more than Config.BandwidthMaxAge before now.
 func (e *Estimator) BandwidthClamp(now time.Time) (bytes uint64, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -181,6 +197,8 @@ func (e *Estimator) BandwidthClamp(now time.Time) (bytes uint64, ok bool) {
 	}
 	bytesPerRTT := b.bytesPerSecond * b.srtt.Seconds()
 	window := e.cfg.Lambda * bytesPerRTT * float64(b.minRTT) / float64(b.srtt)
+	buffer, _ := e.lookupLocked(e.serving)
+	window = min(window, b.bytesPerSecond*b.minRTT.Seconds()+float64(buffer))
 	if window >= MaxWindowBytes {
 		return MaxWindowBytes, true
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -178,19 +179,103 @@ func feedSeries(e *Estimator, rtts []rttSample, bytes []byteSampleIn) {
 	}
 }
 
-func TestMinRTTWindowAndCellChange(t *testing.T) {
+func TestMinRTTWindow(t *testing.T) {
 	e := newEstimator(t, nil)
-	e.SetServing(lteA)
+	e.SetServing(lteA, at(0))
 	e.AddRTT(at(0), 20*time.Millisecond)
 	e.AddRTT(at(5000), 60*time.Millisecond)
 	assert.Equal(t, 20*time.Millisecond, e.bw.minRTT, "within the window")
 	e.AddRTT(at(10_001), 60*time.Millisecond)
 	assert.Equal(t, 60*time.Millisecond, e.bw.minRTT, "expired after 10 s")
+}
 
-	e.SetServing(lteA)
-	assert.Equal(t, 60*time.Millisecond, e.bw.minRTT, "same cell keeps it")
-	e.SetServing(mmA)
-	assert.Zero(t, e.bw.minRTT, "a new cell restarts it")
-	e.AddRTT(at(10_100), 90*time.Millisecond)
-	assert.Equal(t, 90*time.Millisecond, e.bw.minRTT)
+// TestCellChangeRestartsBandwidth: the rate and delays of one cell say
+// nothing of the next; a mmWave rate held on sub-6 overflows it.
+func TestCellChangeRestartsBandwidth(t *testing.T) {
+	const mmWaveRate, sub6Rate = 12_500_000, 1_875_000
+	tests := []struct {
+		name string
+		// next is the cell served at 200 ms.
+		next diag.Cell
+		// window after the change: at 200 ms (before any round of the
+		// new cell) and at 400 ms.
+		windowAt200, windowAt400 uint64
+		okAt200                  bool
+	}{
+		{
+			name:        "same cell keeps the estimate",
+			next:        lteA,
+			windowAt200: 2 * mmWaveRate * 50 / 1000,
+			okAt200:     true,
+			// Rounds of 50 ms at the sub-6 rate from 200 ms on.
+			windowAt400: 2 * sub6Rate * 50 / 1000,
+		},
+		{
+			name:        "new cell: no estimate until it had a round",
+			next:        nrA,
+			windowAt400: 2 * sub6Rate * 50 / 1000,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEstimator(t, nil)
+			e.SetServing(lteA, at(0))
+			var total uint64
+			for ms := 0; ms <= 400; ms += 10 {
+				if ms%50 == 0 {
+					e.AddRTT(at(float64(ms)), 50*time.Millisecond)
+				}
+				if ms == 200 {
+					e.SetServing(tc.next, at(200))
+				}
+				e.AddBytes(at(float64(ms)), total)
+				rate := uint64(mmWaveRate)
+				if ms >= 200 {
+					rate = sub6Rate
+				}
+				total += rate / 100
+				if ms == 200 {
+					window, ok := e.BandwidthClamp(at(200))
+					assert.Equal(t, tc.okAt200, ok, "at 200 ms")
+					assert.Equal(t, tc.windowAt200, window, "at 200 ms")
+				}
+			}
+			window, ok := e.BandwidthClamp(at(400))
+			assert.True(t, ok, "at 400 ms")
+			assert.InDelta(t, tc.windowAt400, window, float64(tc.windowAt400)/20, "at 400 ms")
+		})
+	}
+}
+
+// TestBandwidthClampCappedByBuffer: Eq. 2 converges to lambda bandwidth-
+// delay products in flight; the cap keeps the queue within the serving
+// cell's buffer estimate.
+func TestBandwidthClampCappedByBuffer(t *testing.T) {
+	const rate = 1_875_000 // 15 Mbit/s
+	const bdp = rate * 70 / 1000
+	tests := []struct {
+		name   string
+		buffer uint64 // 0: no burst seen, the default buffer applies
+		window uint64
+	}{
+		{name: "buffer below one product: capped at product plus buffer", buffer: 100_000, window: bdp + 100_000},
+		{name: "buffer above one product: Eq. 2 as is", buffer: 200_000, window: 2 * bdp},
+		{name: "unknown cell: the default buffer, Eq. 2 as is", window: 2 * bdp},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEstimator(t, nil)
+			e.SetServing(lteA, at(0))
+			if tc.buffer > 0 {
+				e.AddBurst(Burst{Start: at(0), End: at(5), Bytes: tc.buffer})
+			}
+			e.AddRTT(at(0), 70*time.Millisecond)
+			for _, s := range steadyBytes(rate, 300) {
+				e.AddBytes(at(s.ms), s.total)
+			}
+			window, ok := e.BandwidthClamp(at(300))
+			require.True(t, ok)
+			assert.InDelta(t, tc.window, window, float64(tc.window)/100)
+		})
+	}
 }

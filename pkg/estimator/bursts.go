@@ -25,6 +25,9 @@ const slotContinuity = 2 * time.Millisecond
 const maxPendingBursts = 64
 
 // AddBurst records a datapath packet-train burst against the serving cell.
+// A burst that started before the serving cell changed is dropped: a
+// train that runs into a handover's interruption ends only with the first
+// packet after it, so it carries the previous cell's data.
 func (e *Estimator) AddBurst(b Burst) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -45,6 +48,8 @@ func (e *Estimator) invalidBurst(b Burst) string {
 		return "burst_empty"
 	case b.End.Before(b.Start):
 		return "burst_ends_before_start"
+	case b.Start.Before(e.servingSince):
+		return "burst_spans_cell_change"
 	case b.End.Sub(b.Start) > e.cfg.MaxBurstDuration:
 		return "burst_too_long"
 	}

@@ -161,7 +161,7 @@ func TestSlotBursts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEstimator(t, nil)
 			if !tc.serving.IsZero() {
-				e.SetServing(tc.serving)
+				e.SetServing(tc.serving, at(0))
 			}
 			feedBytes(e, tc.bytesFrom, tc.bytesTo)
 			for _, ev := range tc.events {

@@ -214,6 +214,8 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 func TestAddBurst(t *testing.T) {
 	type burstIn struct {
 		serving diag.Cell
+		// sinceMs is when serving started to serve.
+		sinceMs float64
 		burst   Burst
 	}
 	b := func(startMs, endMs float64, bytes uint64) Burst {
@@ -229,10 +231,10 @@ func TestAddBurst(t *testing.T) {
 		{
 			name: "the largest burst per cell is the estimate",
 			in: []burstIn{
-				{lteA, b(0, 10, 200_000)},
-				{lteA, b(20, 40, 350_000)},
-				{lteA, b(50, 55, 100_000)},
-				{mmA, b(60, 62, 2_000_000)},
+				{lteA, 0, b(0, 10, 200_000)},
+				{lteA, 0, b(20, 40, 350_000)},
+				{lteA, 0, b(50, 55, 100_000)},
+				{mmA, 60, b(60, 62, 2_000_000)},
 			},
 			cells: []CellRecord{
 				{Cell: mmA, BufferBytes: 2_000_000, Bursts: 1, Updated: at(62)},
@@ -244,10 +246,10 @@ func TestAddBurst(t *testing.T) {
 		{
 			name: "bad bursts are counted and skipped",
 			in: []burstIn{
-				{diag.Cell{}, b(0, 10, 1000)},
-				{lteA, b(0, 10, 0)},
-				{lteA, b(10, 5, 1000)},
-				{lteA, b(0, 251, 1000)},
+				{diag.Cell{}, 0, b(0, 10, 1000)},
+				{lteA, 0, b(0, 10, 0)},
+				{lteA, 0, b(10, 5, 1000)},
+				{lteA, 0, b(0, 76, 1000)},
 			},
 			cells: []CellRecord{},
 			skipped: map[string]uint64{
@@ -257,13 +259,30 @@ func TestAddBurst(t *testing.T) {
 				"burst_too_long":          1,
 			},
 		},
+		{
+			name: "a train running into a cell change is the previous cell's",
+			in: []burstIn{
+				{mmA, 0, b(0, 20, 900_000)},
+				// Started on mmA, reported once lteA served.
+				{lteA, 30, b(25, 40, 1_200_000)},
+				{lteA, 30, b(50, 60, 150_000)},
+				// Serving the same cell again keeps its start.
+				{lteA, 70, b(55, 65, 160_000)},
+			},
+			cells: []CellRecord{
+				{Cell: mmA, BufferBytes: 900_000, Bursts: 1, Updated: at(20)},
+				{Cell: lteA, BufferBytes: 160_000, Bursts: 2, Updated: at(65)},
+			},
+			skipped: map[string]uint64{"burst_spans_cell_change": 1},
+			saves:   3,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			store := &memStore{}
 			e := newEstimator(t, store)
 			for _, in := range tc.in {
-				e.SetServing(in.serving)
+				e.SetServing(in.serving, at(in.sinceMs))
 				e.AddBurst(in.burst)
 			}
 			assert.Equal(t, tc.cells, e.Cells())
@@ -276,7 +295,7 @@ func TestAddBurst(t *testing.T) {
 func TestSaveFailureIsCounted(t *testing.T) {
 	store := &memStore{saveErr: errors.New("disk full")}
 	e := newEstimator(t, store)
-	e.SetServing(lteA)
+	e.SetServing(lteA, at(0))
 	e.AddBurst(Burst{Start: at(0), End: at(5), Bytes: 1000})
 	assert.Equal(t, map[string]uint64{"store_save_failed": 1}, skipped(e))
 	assert.Len(t, e.Cells(), 1, "the estimate is kept in memory")
@@ -284,9 +303,9 @@ func TestSaveFailureIsCounted(t *testing.T) {
 
 func TestBurstsTeachTargetBuffer(t *testing.T) {
 	e := newEstimator(t, nil)
-	e.SetServing(lteA)
+	e.SetServing(lteA, at(0))
 	e.AddBurst(Burst{Start: at(0), End: at(20), Bytes: 300_000})
-	e.SetServing(nrA)
+	e.SetServing(nrA, at(100))
 	e.AddBurst(Burst{Start: at(100), End: at(110), Bytes: 180_000})
 
 	bytes, source := e.TargetBuffer(lteA)
@@ -311,7 +330,7 @@ func TestBandMinimumFollowsTheEstimates(t *testing.T) {
 		{serving: mmA, bytes: 70_000, min: 80_000},
 	}
 	for i, s := range steps {
-		e.SetServing(s.serving)
+		e.SetServing(s.serving, at(float64(10*i)))
 		e.AddBurst(Burst{Start: at(float64(10 * i)), End: at(float64(10*i + 5)), Bytes: s.bytes})
 		bytes, source := e.TargetBuffer(mmB)
 		assert.Equal(t, s.min, bytes, "step %d", i)
@@ -327,7 +346,7 @@ func TestBandMinimumFollowsTheEstimates(t *testing.T) {
 // run with -race it checks the locking.
 func TestConcurrentUse(t *testing.T) {
 	e := newEstimator(t, &memStore{})
-	e.SetServing(lteA)
+	e.SetServing(lteA, at(0))
 	const perWorker = 500
 	done := make(chan struct{})
 	go func() {

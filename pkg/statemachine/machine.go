@@ -3,7 +3,8 @@
 // policy the datapath enforces around each handover.
 //
 //   - Stable: no handover pending. After a handover from mmWave to sub-6 the
-//     window is held at the bandwidth estimate (Eq. 2) until the UE is back
+//     window is held at the bandwidth estimate (Eq. 2, measured on the new
+//     cell; until it exists, the handover's clamp) until the UE is back
 //     on mmWave, so the sender keeps a mmWave-sized cwnd (section 4.5).
 //   - Preparation: a handover is predicted (Algorithm 1, section 4.2) or
 //     commanded; the window is clamped to the target cell's buffer estimate
@@ -83,6 +84,13 @@ type Observer interface {
 	Prediction(outcome string, at time.Time)
 }
 
+// bandwidthWarmup bounds how long the clamp of a handover waits for the
+// first bandwidth estimate of the new cell under a bandwidth hold: the
+// estimate needs an RTT sample (the daemon reads them every 100 ms) and
+// one round of one smoothed RTT, a few hundred milliseconds even on a
+// bloated path.
+const bandwidthWarmup = time.Second
+
 // reconfigurationSpread is how far apart the commands one RRC
 // reconfiguration carries can reach the machine (events stamped on
 // receipt): an SCG release waits that long for an SCG addition that
@@ -116,6 +124,13 @@ type noObserver struct{}
 func (noObserver) Transition(State, State, string, time.Time) {}
 func (noObserver) Handover(string, time.Time)                 {}
 func (noObserver) Prediction(string, time.Time)               {}
+
+// warmupClamp is a clamp held in Stable until a deadline.
+type warmupClamp struct {
+	bytes  uint32
+	source string
+	until  time.Time
+}
 
 // prediction is a handover expected from a measurement report.
 type prediction struct {
@@ -192,6 +207,9 @@ type Machine struct {
 	// bandwidthHold is set after a handover from mmWave to sub-6 and
 	// cleared on the next handover to mmWave.
 	bandwidthHold bool
+	// warmup is the clamp of the last executed handover, which the
+	// bandwidth hold keeps until the new cell has an estimate.
+	warmup warmupClamp
 
 	t2  map[diag.Band]*t2Mean
 	pol datapathPolicy
@@ -263,6 +281,13 @@ func (m *Machine) HandleEvent(ev diag.Event) {
 	case diag.TypeHOFailure:
 		m.onFailure(ev.Cause)
 	case diag.TypeRBAlloc:
+		if m.pcell.IsZero() && m.scg.IsZero() {
+			// Until a report or handover names the serving cell, the
+			// scheduled one is: without it the datapath's bursts
+			// belong to no cell. Once a cell is known, a late rb_alloc
+			// of the previous one must not move it back.
+			m.learnServing(ev.Cell.Normalized())
+		}
 	default:
 		// Not counted by type: the map must not grow with garbage.
 		m.cnt.ignored["unknown_type"]++
@@ -283,9 +308,15 @@ func (m *Machine) Tick(now time.Time) {
 }
 
 // runTimers fires what is due at m.now: an SCG release taking effect, the
-// execution timeout, the prediction timeout (2*T2) and SmoothingMax.
+// execution timeout, the prediction timeout (2*T2), SmoothingMax and the
+// end of the bandwidth warm-up.
 func (m *Machine) runTimers() {
 	switch m.state {
+	case Stable:
+		if m.warmup.bytes > 0 && !m.now.Before(m.warmup.until) {
+			m.warmup = warmupClamp{}
+			m.applyStablePolicy()
+		}
 	case Preparation:
 		switch {
 		case m.cmd != nil && !m.cmd.executeAt.IsZero() && !m.now.Before(m.cmd.executeAt):
@@ -360,7 +391,7 @@ func (m *Machine) setCells(pcell, scg diag.Cell) {
 	before := m.dataCell()
 	m.pcell, m.scg = pcell, scg
 	if after := m.dataCell(); after != before {
-		m.est.SetServing(after)
+		m.est.SetServing(after, m.now)
 	}
 }
 
@@ -593,6 +624,10 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	if m.logger.Enabled(context.Background(), slog.LevelDebug) {
 		m.logger.Debug("handover executed", "kind", kind, "from", from, "to", to)
 	}
+	m.warmup = warmupClamp{}
+	if m.bandwidthHold && m.pol.clampBytes > 0 {
+		m.warmup = warmupClamp{bytes: m.pol.clampBytes, source: m.pol.clampSource, until: m.now.Add(bandwidthWarmup)}
+	}
 	if m.cfg.Policy == PolicyFreeze || !m.cfg.Suppression {
 		m.enterStable(ReasonExecuted)
 		return
@@ -614,7 +649,7 @@ func (m *Machine) onFailure(cause diag.FailureCause) {
 	m.logger.Info("connection failure, releasing every policy", "cause", cause)
 	m.cnt.failures++
 	m.pred, m.cmd = nil, nil
-	m.bandwidthHold = false
+	m.bandwidthHold, m.warmup = false, warmupClamp{}
 	// Re-establishment drops the secondary cell group.
 	m.setCells(m.pcell, diag.Cell{})
 	m.stopSuppression()
@@ -645,12 +680,23 @@ func (m *Machine) enterStable(reason string) {
 }
 
 // applyStablePolicy holds the bandwidth clamp while the UE is on sub-6
-// after mmWave, and clears the clamp otherwise. Without a fresh bandwidth
-// estimate the clamp is released rather than guessed.
+// after mmWave, and clears the clamp otherwise.
+//
+// The estimator restarts its bandwidth estimate with each new cell, and
+// the first one takes a round trip or more after the handover. Until then
+// the clamp of the handover (the target's buffer estimate) stays, for at
+// most bandwidthWarmup: releasing it would let the sender's mmWave-sized
+// window into the sub-6 cell at once, the very overflow Eq. 2 is there to
+// prevent. Without a fresh estimate after that the clamp is released
+// rather than guessed.
 func (m *Machine) applyStablePolicy() {
 	if m.bandwidthHold && m.dataCell().Band != diag.BandMmWave {
 		if bytes, ok := m.est.BandwidthClamp(m.now); ok {
 			m.holdClamp(windowBytes(bytes), ClampSourceBandwidth, time.Time{})
+			return
+		}
+		if w := m.warmup; w.bytes > 0 && m.now.Before(w.until) {
+			m.holdClamp(w.bytes, w.source, w.until)
 			return
 		}
 	}

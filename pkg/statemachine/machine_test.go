@@ -98,7 +98,33 @@ func withBandwidth(h *harness) {
 	}
 }
 
-const bandwidthWindow = 1_250_000
+// sub6Rate is a 15 Mbit/s sub-6 cell; at a 50 ms RTT Eq. 2 gives
+// 2 * 93,750 * 50/50 bytes.
+const (
+	sub6Rate   = 1_875_000
+	sub6Window = 187_500
+)
+
+// sub6Link feeds the estimator bytesPerSecond over [fromMs, toMs]: a byte
+// sample every 10 ms counting on from withBandwidth's, and a 50 ms RTT
+// sample every 50 ms.
+func sub6Link(fromMs, toMs int, bytesPerSecond uint64) step {
+	return sub6LinkFrom(fromMs, toMs, bytesPerSecond, 0)
+}
+
+// sub6LinkFrom is sub6Link for a counter already offset bytes past
+// withBandwidth's.
+func sub6LinkFrom(fromMs, toMs int, bytesPerSecond, offset uint64) step {
+	return func(h *harness) {
+		base := 2*625_000 + offset
+		for ms := fromMs; ms <= toMs; ms += 10 {
+			if (ms-fromMs)%50 == 0 {
+				h.est.AddRTT(at(ms), 50*time.Millisecond)
+			}
+			h.est.AddBytes(at(ms), base+bytesPerSecond*uint64(ms-fromMs)/1000)
+		}
+	}
+}
 
 // handoverSteps runs a predicted pcell handover from lteA to lteB: report
 // at 0, command at 100, completion at 130.
@@ -804,7 +830,7 @@ func TestCommandsOfOneReconfiguration(t *testing.T) {
 func TestBandwidthHold(t *testing.T) {
 	runMachineCases(t, []machineCase{
 		{
-			name:        "mmWave to sub-6 holds the clamp at the bandwidth estimate",
+			name:        "mmWave to sub-6 keeps the handover clamp until the sub-6 cell has an estimate",
 			setup:       withBandwidth,
 			steps:       releaseToAnchor(),
 			state:       Stable,
@@ -813,23 +839,23 @@ func TestBandwidthHold(t *testing.T) {
 			handovers:   []string{"mmwave_sub6"},
 			ops: []string{
 				"set_clamp(300000)", "set_clamp(300000)", "set_clamp(300000)",
-				"start_suppression", "stop_suppression", "set_clamp(1250000)",
+				"start_suppression", "stop_suppression", "set_clamp(300000)",
 			},
 			check: func(t *testing.T, h *harness) {
 				st := h.m.Status()
 				assert.True(t, st.BandwidthHold)
-				assert.Equal(t, ClampSourceBandwidth, st.InForce.ClampSource)
+				assert.Equal(t, estimator.SourceCell, st.InForce.ClampSource, "the mmWave rate is not the sub-6 cell's")
 				require.NotNil(t, st.InForce.ClampDeadline)
 				assert.Equal(t, at(600), *st.InForce.ClampDeadline, "one lease")
 			},
 		},
 		{
-			name:  "the hold is renewed by Tick and follows the estimate",
+			name:  "Eq. 2 takes over once the sub-6 cell had a round, renewed by Tick and following the estimate",
 			setup: withBandwidth,
-			steps: append(releaseToAnchor(), tick(300), tick(400), func(h *harness) {
-				// Half the rate over the next round.
-				h.est.AddBytes(at(410), 1_250_000+156_250)
-			}, tick(420)),
+			steps: append(releaseToAnchor(),
+				sub6Link(110, 300, sub6Rate), tick(300), tick(400),
+				// Half the rate over the next rounds.
+				sub6LinkFrom(310, 500, sub6Rate/2, sub6Rate*190/1000), tick(500)),
 			state:       Stable,
 			transitions: []string{predicted, executed, releasedFlows},
 			predictions: []string{OutcomeConfirmed},
@@ -837,15 +863,17 @@ func TestBandwidthHold(t *testing.T) {
 			check: func(t *testing.T, h *harness) {
 				n := len(h.act.calls)
 				require.GreaterOrEqual(t, n, 3)
-				assert.Equal(t, actCall{op: opSetClamp, bytes: bandwidthWindow, deadline: at(900)}, h.act.calls[n-2], "renewed at 400")
-				assert.Equal(t, opSetClamp, h.act.calls[n-1].op)
-				assert.Less(t, h.act.calls[n-1].bytes, uint32(bandwidthWindow), "follows the slower rounds")
+				assert.Equal(t, actCall{op: opSetClamp, bytes: sub6Window, deadline: at(800)}, h.act.calls[n-2], "Eq. 2 at 300")
+				assert.Equal(t, actCall{op: opSetClamp, bytes: sub6Window / 2, deadline: at(1000)}, h.act.calls[n-1], "follows the slower rounds")
+				assert.Equal(t, ClampSourceBandwidth, h.m.Status().InForce.ClampSource)
 			},
 		},
 		{
-			name:  "without a fresh estimate the hold clamps nothing",
+			name:  "without an estimate of the new cell the handover clamp ends after the warm-up",
 			setup: withBandwidth,
-			steps: append(releaseToAnchor(), tick(1001), tick(1100)),
+			steps: append(releaseToAnchor(), tick(1001), func(h *harness) {
+				assert.Equal(h.t, uint32(lteABuffer), h.act.clampBytes, "within the warm-up")
+			}, tick(1100)),
 			state: Stable, transitions: []string{predicted, executed, releasedFlows},
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"mmwave_sub6"},
@@ -860,18 +888,23 @@ func TestBandwidthHold(t *testing.T) {
 			name:  "the hold survives a sub-6 handover and the tighter clamp wins in Preparation",
 			setup: withBandwidth,
 			steps: append(releaseToAnchor(),
+				sub6Link(110, 190, sub6Rate),
 				meas(200, diag.EventA3, lteA, lteB),
 				func(h *harness) {
-					assert.Equal(h.t, uint32(lteBBuffer), h.act.clampBytes, "buffer estimate below the bandwidth")
+					assert.Equal(h.t, uint32(sub6Window), h.act.clampBytes, "bandwidth estimate below the buffer estimate")
 				},
-				cmd(250, diag.HOPCell, lteA, lteB), done(280, lteB), rtt(290), released(300)),
+				cmd(250, diag.HOPCell, lteA, lteB), done(280, lteB), rtt(290), released(300),
+				func(h *harness) {
+					assert.Equal(h.t, uint32(sub6Window), h.act.clampBytes, "lteB has no estimate yet: the handover clamp stays")
+				},
+				sub6LinkFrom(310, 500, 2*sub6Rate, sub6Rate*190/1000), tick(500)),
 			state:       Stable,
 			transitions: []string{predicted, executed, releasedFlows, predicted, executed, releasedFlows},
 			predictions: []string{OutcomeConfirmed, OutcomeConfirmed},
 			handovers:   []string{"mmwave_sub6", "sub6_sub6"},
 			check: func(t *testing.T, h *harness) {
 				assert.True(t, h.m.Status().BandwidthHold)
-				assert.Equal(t, uint32(bandwidthWindow), h.act.clampBytes)
+				assert.Equal(t, uint32(2*sub6Window), h.act.clampBytes, "lteB's own estimate")
 			},
 		},
 		{
@@ -1112,5 +1145,36 @@ func TestHandoverKindOfBands(t *testing.T) {
 	}
 	for _, tc := range tests {
 		assert.Equal(t, tc.kind, handoverKind(tc.from, tc.to), "%q to %q", tc.from, tc.to)
+	}
+}
+
+func TestRBAllocNamesTheFirstServingCell(t *testing.T) {
+	rbAlloc := func(ms int, cell diag.Cell) step {
+		return func(h *harness) {
+			h.m.HandleEvent(diag.Event{Type: diag.TypeRBAlloc, Time: at(ms), Cell: cell,
+				SlotDuration: 500 * time.Microsecond, Slots: []diag.Slot{{Given: 106, Total: 106}}})
+		}
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		pcell diag.Cell
+		scg   diag.Cell
+	}{
+		{name: "nothing known: the scheduled cell serves", steps: []step{rbAlloc(0, lteA)}, pcell: lteA},
+		{name: "once a cell is known, rb_alloc events leave the cells to reports and handovers", steps: []step{rbAlloc(0, lteA), rbAlloc(10, nrA)}, pcell: lteA},
+		{name: "a late rb_alloc of the previous cell changes nothing", steps: []step{serve(0, lteB, diag.Cell{}), rbAlloc(10, lteA)}, pcell: lteB},
+		{name: "an rb_alloc without cell names nothing", steps: []step{rbAlloc(0, diag.Cell{})}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, DefaultConfig())
+			for _, s := range tc.steps {
+				s(h)
+			}
+			assert.Equal(t, tc.pcell, h.m.pcell)
+			assert.Equal(t, tc.scg, h.m.scg)
+			assert.Equal(t, Stable, h.m.State())
+		})
 	}
 }

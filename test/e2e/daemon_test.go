@@ -146,8 +146,10 @@ func TestMmWaveToSub6HoldsBandwidthClamp(t *testing.T) {
 	d.waitStatus(2*time.Second, "stable on mmWave", func(s status) bool { return s.State == "stable" && s.Serving == mmWaveC })
 	dl.waitBytes(5*time.Second, 20<<20)
 
-	// Down to sub-6: the bandwidth clamp holds the window at the mmWave
-	// level, renewed beyond one policy lease (500 ms).
+	// Down to sub-6: the handover's clamp stays until the estimator
+	// measured a round on the sub-6 cell, then the bandwidth clamp (Eq. 2
+	// on that cell) holds the window, renewed beyond one policy lease
+	// (500 ms).
 	d.send(measReport(diag.EventA2, mmWaveC, diag.Cell{}))
 	d.send(hoCommand(diag.HOPCell, mmWaveC, sub6A))
 	d.send(hoComplete(sub6A))

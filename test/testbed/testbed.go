@@ -16,11 +16,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/estimator"
 	"github.com/m2ho/m2ho/test/emu"
 	"github.com/m2ho/m2ho/test/scenario"
 	"github.com/m2ho/m2ho/test/topo"
@@ -159,7 +161,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 
 	var daemon *m2hod
 	if cfg.Variant.M2HO {
-		daemon, err = startM2hod(ctx, tb, cfg.M2hod, cfg.OutDir)
+		daemon, err = startM2hod(ctx, tb, cfg.M2hod, cfg.OutDir, sc.Scale)
 		if err != nil {
 			return nil, err
 		}
@@ -287,7 +289,30 @@ type m2hod struct {
 	exited <-chan error
 }
 
-func startM2hod(ctx context.Context, tb *topo.Topology, binary, outDir string) (*m2hod, error) {
+// m2hodArgs is m2hod's command line on the UE. The buffer it assumes for
+// a cell it knows nothing of is a real-network size (about one sub-6
+// bandwidth-delay product): a scenario's scale shrinks every buffer and
+// capacity, so it shrinks that assumption too, or the first clamp towards
+// an unknown cell would be ten times the cell's buffer at scale 0.1.
+func m2hodArgs(iface, stateDir string, scale float64) []string {
+	args := []string{
+		"--iface", iface,
+		"--diag", "udp://" + DiagAddr,
+		"--mode", "enforce",
+		"--listen", M2hodListen,
+		"--state-dir", stateDir,
+	}
+	if scale > 0 && scale != 1 {
+		scaled := uint64(float64(estimator.DefaultConfig().DefaultBufferBytes) * scale)
+		args = append(args, "--default-buffer", strconv.FormatUint(max(scaled, minDefaultBuffer), 10))
+	}
+	return args
+}
+
+// minDefaultBuffer is the smallest buffer m2hod accepts: one packet.
+const minDefaultBuffer = 1500
+
+func startM2hod(ctx context.Context, tb *topo.Topology, binary, outDir string, scale float64) (*m2hod, error) {
 	logFile, err := os.Create(filepath.Join(outDir, M2hodLogFile))
 	if err != nil {
 		return nil, fmt.Errorf("m2hod log: %w", err)
@@ -297,13 +322,7 @@ func startM2hod(ctx context.Context, tb *topo.Topology, binary, outDir string) (
 		logFile.Close()
 		return nil, fmt.Errorf("m2hod state dir: %w", err)
 	}
-	cmd := tb.UE.Command(binary,
-		"--iface", tb.ModemIface,
-		"--diag", "udp://"+DiagAddr,
-		"--mode", "enforce",
-		"--listen", M2hodListen,
-		"--state-dir", stateDir,
-	)
+	cmd := tb.UE.Command(binary, m2hodArgs(tb.ModemIface, stateDir, scale)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// The daemon must not outlive the testbed, even if the testbed dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -205,8 +205,8 @@ func (s *QMDLSource) replay(ctx context.Context, r io.Reader, out chan<- diag.Ev
 	if errors.Is(err, io.EOF) {
 		return nil
 	}
-	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("diag %s: %w", s.name, err)
+	if ctx.Err() != nil {
+		return err
 	}
-	return err
+	return fmt.Errorf("diag %s: %w", s.name, err)
 }

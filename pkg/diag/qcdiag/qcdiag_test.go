@@ -176,14 +176,13 @@ func TestTimestamp(t *testing.T) {
 // Test payload builders, transcribed from the public parsers' struct
 // strings independently of the package's offset tables.
 type rrcFields struct {
-	version  uint32
-	pci      uint16
-	arfcn    uint32
-	pdu      uint8
-	segment  uint8
-	body     []byte
-	badLen   bool
-	nrLayout string
+	version uint32
+	pci     uint16
+	arfcn   uint32
+	pdu     uint8
+	segment uint8
+	body    []byte
+	badLen  bool
 }
 
 func le16(b []byte, v uint16) []byte { return binary.LittleEndian.AppendUint16(b, v) }

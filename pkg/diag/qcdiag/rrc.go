@@ -289,7 +289,7 @@ func parseRRC(p LogPacket) (diag.RRCMessage, uint8, bool, error) {
 		h.segment = b[f.segmentAt]
 	}
 	pdu := b[f.headerLen:]
-	if n := int(binary.LittleEndian.Uint16(b[f.lenAt:])); n != len(pdu) {
+	if n := int(binary.LittleEndian.Uint16(b[f.lenAt:])); n != len(pdu) || n == 0 {
 		return diag.RRCMessage{}, 0, false, malformedRRC(p, "version %d: pdu length %d, %d bytes follow", v, n, len(pdu))
 	}
 	if h.segment > lastSegment {
