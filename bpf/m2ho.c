@@ -58,16 +58,16 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, CNT_MAX);
-	__type(key, enum counter_id);
-	__type(value, __u64);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct counter_values);
 } counters SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, M2HO_RTT_BUCKETS);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct rtt_histogram);
 } rtt_hist SEC(".maps");
 
 struct {
@@ -86,12 +86,19 @@ struct {
 const enum flow_flags *btf_flow_flags __attribute__((unused));
 const enum clamp_mode *btf_clamp_mode __attribute__((unused));
 const struct burst_event *btf_burst_event __attribute__((unused));
+const enum counter_id *btf_counter_id __attribute__((unused));
 
-static __always_inline void count(__u32 id)
+static __always_inline void count_add(enum counter_id id, __u64 amount)
 {
-	__u64 *value = bpf_map_lookup_elem(&counters, &id);
-	if (value)
-		*value += 1;
+	__u32 zero = 0;
+	struct counter_values *cpu = bpf_map_lookup_elem(&counters, &zero);
+	if (cpu)
+		cpu->values[id] += amount;
+}
+
+static __always_inline void count(enum counter_id id)
+{
+	count_add(id, 1);
 }
 
 /* Flag updates are atomic: ingress and egress of one flow may run on two
@@ -354,10 +361,10 @@ static __always_inline void match_tsecr(struct flow_state *flow, const struct pa
 	flow->rtt_samples++;
 	count(CNT_RTT_SAMPLES);
 
-	__u32 bucket = log2_bucket(rtt / 1000);
-	__u64 *slot = bpf_map_lookup_elem(&rtt_hist, &bucket);
-	if (slot)
-		*slot += 1;
+	__u32 zero = 0;
+	struct rtt_histogram *hist = bpf_map_lookup_elem(&rtt_hist, &zero);
+	if (hist)
+		hist->buckets[log2_bucket(rtt / 1000)] += 1;
 }
 
 /*
@@ -447,7 +454,9 @@ int m2ho_ingress(struct __sk_buff *skb)
 	int result = parse(skb, &pkt, false);
 	/* bursts cover every downlink packet, whatever its protocol */
 	__u32 l2_len = result == PARSE_NOT_IP || result == PARSE_MALFORMED ? 0 : pkt.l3_off;
-	account_burst(now, skb->len - l2_len);
+	__u32 ip_bytes = skb->len - l2_len;
+	count_add(CNT_INGRESS_BYTES, ip_bytes);
+	account_burst(now, ip_bytes);
 	if (result != PARSE_TCP) {
 		count_parse_failure(result);
 		return TC_ACT_UNSPEC;

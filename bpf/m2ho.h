@@ -67,6 +67,12 @@ struct flow_state {
 	__u8 pad;
 };
 
+/* RTT histogram of one CPU, in one per-CPU map value so that user space
+ * reads every bucket with a single lookup. */
+struct rtt_histogram {
+	__u64 buckets[M2HO_RTT_BUCKETS];
+};
+
 /* Key of an egress TSval stamp awaiting its echo in an ingress TSecr. */
 struct ts_key {
 	struct flow_key flow;
@@ -117,7 +123,7 @@ struct burst_event {
 	__u64 packets;
 };
 
-/* Index into the per-CPU counters array. Append only: user space maps the
+/* Index into struct counter_values. Append only: user space maps the
  * indices to names. */
 enum counter_id {
 	CNT_EGRESS_PACKETS,
@@ -142,7 +148,14 @@ enum counter_id {
 	CNT_RTT_SAMPLES,       /* ingress TSecr matched */
 	CNT_BURSTS,            /* bursts emitted */
 	CNT_BURST_LOST,        /* ring buffer full: burst dropped */
+	CNT_INGRESS_BYTES,     /* IP bytes of every ingress packet (a sum, not a count) */
 	CNT_MAX,
+};
+
+/* Every counter of one CPU, in one per-CPU map value, so that user space
+ * reads them all with a single lookup. */
+struct counter_values {
+	__u64 values[CNT_MAX];
 };
 
 #endif /* M2HO_H */

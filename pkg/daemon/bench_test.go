@@ -53,9 +53,6 @@ func BenchmarkEventToMapUpdate(b *testing.B) {
 	var sender net.Conn
 	require.NoError(b, ue.Do(func() error {
 		op := realOpener
-		// This thread joined the namespace but /sys is still the host's;
-		// the byte count plays no part in the latency.
-		op.rxBytes = fakeRxBytes
 		op.datapath = func(o datapath.Options) (datapathAPI, error) {
 			dp, err := realOpener.datapath(o)
 			if err != nil {

@@ -82,7 +82,6 @@ type datapathAPI interface {
 // opener creates the external resources; tests replace it.
 type opener struct {
 	datapath func(datapath.Options) (datapathAPI, error)
-	rxBytes  func(iface string) (byteCounter, error)
 	source   func(uri string, opts diagsrc.Options) (diag.Source, error)
 }
 
@@ -95,8 +94,7 @@ var realOpener = opener{
 		}
 		return dp, nil
 	},
-	rxBytes: openRxBytes,
-	source:  diagsrc.Open,
+	source: diagsrc.Open,
 }
 
 // Daemon is a running m2hod. Create it with Open, run it with Run.
@@ -105,7 +103,6 @@ type Daemon struct {
 	logger *slog.Logger
 
 	dp      datapathAPI
-	rxBytes byteCounter
 	store   *cellstore.Store
 	est     *estimator.Estimator
 	machine *statemachine.Machine
@@ -174,10 +171,6 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 		return nil, fmt.Errorf("this kernel cannot run the m2ho programs: %w", err)
 	case err != nil:
 		return nil, fmt.Errorf("datapath on %s: %w", cfg.Iface, err)
-	}
-
-	if d.rxBytes, err = op.rxBytes(cfg.Iface); err != nil {
-		return nil, err
 	}
 
 	states := []string{statemachine.Stable.String(), statemachine.Preparation.String(), statemachine.Smoothing.String()}
@@ -331,7 +324,7 @@ func (d *Daemon) tickInterval() time.Duration {
 // time base of recordings) are not the host's.
 func (d *Daemon) handleEvent(ev diag.Event) {
 	received := time.Now()
-	ev.Time = received
+	ev.Time = eventTime(ev, received)
 	writes := d.act.writeCount()
 	if ev.Type == diag.TypeRBAlloc {
 		d.est.AddRBAlloc(ev)
@@ -340,6 +333,18 @@ func (d *Daemon) handleEvent(ev diag.Event) {
 	if d.act.writeCount() != writes {
 		d.metrics.Actuation(time.Since(received))
 	}
+}
+
+// eventTime places ev on the host clock, given when it was received. An
+// rb_alloc event is sent once its slots are over, and the estimator needs
+// the start of its first slot on the clock of the byte samples, to count
+// the bytes of a slot burst: its slots are taken to end at receipt.
+// Every other event happens at receipt.
+func eventTime(ev diag.Event, received time.Time) time.Time {
+	if ev.Type != diag.TypeRBAlloc || ev.SlotDuration <= 0 {
+		return received
+	}
+	return received.Add(-time.Duration(len(ev.Slots)) * ev.SlotDuration)
 }
 
 func (d *Daemon) handleBurst(b datapath.Burst) {
@@ -383,9 +388,6 @@ func (d *Daemon) closeResources() error {
 		if c, ok := src.(io.Closer); ok {
 			_ = c.Close()
 		}
-	}
-	if d.rxBytes != nil {
-		_ = d.rxBytes.Close()
 	}
 	if d.dp != nil {
 		if err := d.dp.Close(); err != nil {

@@ -30,7 +30,21 @@ func toMonotonic(t time.Time) uint64 {
 }
 
 // fromMonotonic converts CLOCK_MONOTONIC ns to a wall-clock instant.
-func fromMonotonic(ns uint64) time.Time {
-	now := monotonicNow()
-	return time.Now().Add(time.Duration(int64(ns) - int64(now)))
+func fromMonotonic(ns uint64) time.Time { return newClockAnchor().wall(ns) }
+
+// clockAnchor is one reading of both clocks. Conversions of many values
+// read at once (a flow table snapshot) share one: reading CLOCK_MONOTONIC
+// is a system call, which would otherwise dominate the snapshot.
+type clockAnchor struct {
+	monotonic uint64
+	now       time.Time
+}
+
+func newClockAnchor() clockAnchor {
+	return clockAnchor{monotonic: monotonicNow(), now: time.Now()}
+}
+
+// wall converts CLOCK_MONOTONIC ns to a wall-clock instant.
+func (a clockAnchor) wall(ns uint64) time.Time {
+	return a.now.Add(time.Duration(int64(ns) - int64(a.monotonic)))
 }

@@ -26,6 +26,12 @@ type Counters struct {
 	RTTSamples        uint64 // ingress TSecr matches
 	Bursts            uint64 // downlink bursts reported
 	BurstsLost        uint64 // bursts dropped: ring buffer full
+	// IngressBytes is the cumulative IP length of every packet received on
+	// the interface, whatever its protocol (link header excluded; a packet
+	// that is not IP counts whole). It is read from the programs' own
+	// counters, so it is right in whatever network namespace the caller
+	// runs.
+	IngressBytes uint64
 }
 
 // field returns the Counters field holding BPF counter id, or nil for ids
@@ -76,29 +82,32 @@ func (c *Counters) field(id m2hoCounterId) *uint64 {
 		return &c.Bursts
 	case m2hoCounterIdCNT_BURST_LOST:
 		return &c.BurstsLost
+	case m2hoCounterIdCNT_INGRESS_BYTES:
+		return &c.IngressBytes
 	}
 	return nil
 }
 
-// Counters reads every counter, summed over CPUs.
+// onlyEntry is the key of the single entry of the counters and rtt_hist
+// maps: one per-CPU value holds all the counters, or the whole histogram,
+// so that a single lookup reads them.
+var onlyEntry uint32
+
+// Counters reads every counter, summed over CPUs, in one map lookup.
 func (d *Datapath) Counters() (Counters, error) {
 	var c Counters
-	var perCPU []uint64
+	var perCPU []m2hoCounterValues
+	if err := d.objs.Counters.Lookup(&onlyEntry, &perCPU); err != nil {
+		return c, fmt.Errorf("datapath: read counters: %w", err)
+	}
 	for id := range m2hoCounterIdCNT_MAX {
-		if err := d.objs.Counters.Lookup(&id, &perCPU); err != nil {
-			return c, fmt.Errorf("datapath: read counter %d: %w", id, err)
+		f := c.field(id)
+		if f == nil {
+			continue
 		}
-		if f := c.field(id); f != nil {
-			*f = sum(perCPU)
+		for cpu := range perCPU {
+			*f += perCPU[cpu].Values[id]
 		}
 	}
 	return c, nil
-}
-
-func sum(values []uint64) uint64 {
-	var total uint64
-	for _, v := range values {
-		total += v
-	}
-	return total
 }

@@ -103,7 +103,11 @@ func TestE2EClampRTTAndExpiry(t *testing.T) {
 			assert.Zero(t, c.Malformed)
 			hist, err := dp.RTTHistogram()
 			require.NoError(t, err)
-			assert.Equal(t, c.RTTSamples, sum(hist))
+			var histSamples uint64
+			for _, n := range hist {
+				histSamples += n
+			}
+			assert.Equal(t, c.RTTSamples, histSamples)
 		})
 	}
 }

@@ -62,8 +62,14 @@ const (
 	m2hoCounterIdCNT_RTT_SAMPLES       m2hoCounterId = 19
 	m2hoCounterIdCNT_BURSTS            m2hoCounterId = 20
 	m2hoCounterIdCNT_BURST_LOST        m2hoCounterId = 21
-	m2hoCounterIdCNT_MAX               m2hoCounterId = 22
+	m2hoCounterIdCNT_INGRESS_BYTES     m2hoCounterId = 22
+	m2hoCounterIdCNT_MAX               m2hoCounterId = 23
 )
+
+type m2hoCounterValues struct {
+	_      structs.HostLayout
+	Values [23]uint64
+}
 
 type m2hoFlowFlags uint32
 
@@ -119,6 +125,11 @@ type m2hoPolicy struct {
 	SuppressExpired    uint32
 }
 
+type m2hoRttHistogram struct {
+	_       structs.HostLayout
+	Buckets [32]uint64
+}
+
 type m2hoTsKey struct {
 	_     structs.HostLayout
 	Flow  m2hoFlowKey
@@ -141,6 +152,7 @@ const (
 	m2hoProgM2hoIngress  = "m2ho_ingress"
 	m2hoVarBtfBurstEvent = "btf_burst_event"
 	m2hoVarBtfClampMode  = "btf_clamp_mode"
+	m2hoVarBtfCounterId  = "btf_counter_id"
 	m2hoVarBtfFlowFlags  = "btf_flow_flags"
 	m2hoVarCfgBurstGapNs = "cfg_burst_gap_ns"
 	m2hoVarCfgRawIp      = "cfg_raw_ip"
@@ -211,6 +223,7 @@ type m2hoMapSpecs struct {
 type m2hoVariableSpecs struct {
 	BtfBurstEvent *ebpf.VariableSpec `ebpf:"btf_burst_event"`
 	BtfClampMode  *ebpf.VariableSpec `ebpf:"btf_clamp_mode"`
+	BtfCounterId  *ebpf.VariableSpec `ebpf:"btf_counter_id"`
 	BtfFlowFlags  *ebpf.VariableSpec `ebpf:"btf_flow_flags"`
 	CfgBurstGapNs *ebpf.VariableSpec `ebpf:"cfg_burst_gap_ns"`
 	CfgRawIp      *ebpf.VariableSpec `ebpf:"cfg_raw_ip"`
@@ -263,6 +276,7 @@ func (m *m2hoMaps) Close() error {
 type m2hoVariables struct {
 	BtfBurstEvent *ebpf.Variable `ebpf:"btf_burst_event"`
 	BtfClampMode  *ebpf.Variable `ebpf:"btf_clamp_mode"`
+	BtfCounterId  *ebpf.Variable `ebpf:"btf_counter_id"`
 	BtfFlowFlags  *ebpf.Variable `ebpf:"btf_flow_flags"`
 	CfgBurstGapNs *ebpf.Variable `ebpf:"cfg_burst_gap_ns"`
 	CfgRawIp      *ebpf.Variable `ebpf:"cfg_raw_ip"`

@@ -11,8 +11,8 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 )
 
-// RTTBuckets is the length of RTTHistogram's result.
-const RTTBuckets = 32
+// RTTBuckets is the length of RTTHistogram's result (M2HO_RTT_BUCKETS).
+const RTTBuckets = len(m2hoRttHistogram{}.Buckets)
 
 // RTTBucketBounds returns the range of RTT histogram bucket i: samples with
 // lower <= rtt < upper. Bucket i holds floor(log2(rtt in µs)) == i, so
@@ -31,13 +31,15 @@ func RTTBucketBounds(i int) (lower, upper time.Duration) {
 // RTTHistogram returns the RTT sample counts per log2 bucket (see
 // RTTBucketBounds), summed over CPUs, since load.
 func (d *Datapath) RTTHistogram() ([]uint64, error) {
+	var perCPU []m2hoRttHistogram
+	if err := d.objs.RttHist.Lookup(&onlyEntry, &perCPU); err != nil {
+		return nil, fmt.Errorf("datapath: read RTT histogram: %w", err)
+	}
 	hist := make([]uint64, RTTBuckets)
-	var perCPU []uint64
-	for i := range uint32(RTTBuckets) {
-		if err := d.objs.RttHist.Lookup(&i, &perCPU); err != nil {
-			return nil, fmt.Errorf("datapath: read RTT bucket %d: %w", i, err)
+	for cpu := range perCPU {
+		for i, n := range perCPU[cpu].Buckets {
+			hist[i] += n
 		}
-		hist[i] = sum(perCPU)
 	}
 	return hist, nil
 }

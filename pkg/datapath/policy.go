@@ -118,11 +118,11 @@ func (d *Datapath) SuppressionPending() (int, error) {
 		return 0, nil
 	}
 	pending := 0
-	err = d.eachFlow(func(_ *m2hoFlowKey, st *m2hoFlowState) (bool, error) {
+	_, err = d.eachFlow(func(_ *m2hoFlowKey, st *m2hoFlowState) bool {
 		if st.Epoch == pol.Epoch && st.Flags&uint32(m2hoFlowFlagsFLOW_RELEASED) == 0 {
 			pending++
 		}
-		return false, nil
+		return false
 	})
 	return pending, err
 }

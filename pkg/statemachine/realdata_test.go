@@ -13,33 +13,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/m2ho/m2ho/internal/shareddata"
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/diag/diagsrc"
 	"github.com/m2ho/m2ho/pkg/diag/rrc"
 )
-
-// sharedData returns ../shared/data next to the repository root, or
-// skips the test when it is absent.
-func sharedData(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	require.NoError(t, err)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no go.mod above the package directory: cannot locate ../shared/data")
-		}
-		dir = parent
-	}
-	data := filepath.Join(dir, "..", "shared", "data")
-	if _, err := os.Stat(data); err != nil {
-		t.Skipf("real data not available at %s: %v", data, err)
-	}
-	return data
-}
 
 // decodeEvents reads every event of a recorded DIAG stream.
 func decodeEvents(t *testing.T, path string) []diag.Event {
@@ -158,7 +136,7 @@ func (r replayResult) assertReleased(t *testing.T) {
 // completions and failures) and checks that Algorithm 1 predicts most
 // handovers before their commands.
 func TestRealLTEMobilityLog(t *testing.T) {
-	path := filepath.Join(sharedData(t), "diag", "mobility_sample.mi2log")
+	path := filepath.Join(shareddata.DataDir(t, ""), "diag", "mobility_sample.mi2log")
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("%s not available: %v", path, err)
 	}
@@ -184,7 +162,7 @@ func TestRealLTEMobilityLog(t *testing.T) {
 // random accesses. The machine must follow the serving cells through all
 // of it: the anchor stays LTE, the SCG NR, every command set completes.
 func TestRealENDCLogs(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(sharedData(t), "diag", "20201116_*_Xiaomi-Mi10_46000.mi2log"))
+	files, err := filepath.Glob(filepath.Join(shareddata.DataDir(t, ""), "diag", "20201116_*_Xiaomi-Mi10_46000.mi2log"))
 	require.NoError(t, err)
 	if len(files) == 0 {
 		t.Skip("the Xiaomi Mi 10 EN-DC logs are not in the shared data")

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/internal/shareddata"
 )
 
 func TestParseMahimahi(t *testing.T) {
@@ -107,7 +109,7 @@ func TestCapacityStepsAndScale(t *testing.T) {
 
 // TestRealTraces parses the shared real traces, when present.
 func TestRealTraces(t *testing.T) {
-	data := sharedData(t)
+	data := shareddata.DataDir(t, "")
 	tests := []struct {
 		name    string
 		path    string
@@ -134,26 +136,4 @@ func TestRealTraces(t *testing.T) {
 			assert.Less(t, mean, tt.maxMbps)
 		})
 	}
-}
-
-// sharedData locates ../shared/data next to the repository root, or skips.
-func sharedData(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	require.NoError(t, err)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no go.mod above the package directory: cannot locate ../shared/data")
-		}
-		dir = parent
-	}
-	data := filepath.Join(dir, "..", "shared", "data")
-	if _, err := os.Stat(data); err != nil {
-		t.Skipf("shared data not found at %s (the real traces are not part of the repository)", data)
-	}
-	return data
 }

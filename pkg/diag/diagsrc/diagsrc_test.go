@@ -17,7 +17,7 @@ import (
 
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/diag/diagsrc"
-	"github.com/m2ho/m2ho/pkg/diag/internal/diagtest"
+	"github.com/m2ho/m2ho/internal/shareddata"
 	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
 )
 
@@ -134,7 +134,7 @@ func TestDefaultAddressesAreLoopback(t *testing.T) {
 }
 
 func TestQMDLSourceRealCaptures(t *testing.T) {
-	dir := diagtest.DataDir(t, "diag")
+	dir := shareddata.DataDir(t, "diag")
 	tests := []struct {
 		file     string
 		channels map[string]int
@@ -227,7 +227,7 @@ func TestQMDLSourceCancel(t *testing.T) {
 }
 
 func TestPcapSource(t *testing.T) {
-	dir := diagtest.DataDir(t, "gsmtap")
+	dir := shareddata.DataDir(t, "gsmtap")
 	dec := &countingDecoder{}
 	stats := &diag.Stats{}
 	src, err := diagsrc.Open("pcap:"+filepath.Join(dir, "tram_ride_lte_nr.pcapng"), diagsrc.Options{Stats: stats, RRC: dec})
@@ -342,7 +342,7 @@ func TestDecode(t *testing.T) {
 }
 
 func TestDecodeRawRealCapture(t *testing.T) {
-	dir := diagtest.DataDir(t, "diag")
+	dir := shareddata.DataDir(t, "diag")
 	var out bytes.Buffer
 	require.NoError(t, diagsrc.Decode(t.Context(), &out, "qmdl:"+filepath.Join(dir, "tmobile.mi2log"), true, diagsrc.Options{}))
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
@@ -363,7 +363,7 @@ func TestDecodeCancelledLiveInput(t *testing.T) {
 // BenchmarkQMDLReplay replays the largest shared capture through the qmdl:
 // input (framing, RRC lifting, decoder calls) as fast as possible.
 func BenchmarkQMDLReplay(b *testing.B) {
-	dir := diagtest.DataDir(b, "diag")
+	dir := shareddata.DataDir(b, "diag")
 	paths, err := filepath.Glob(filepath.Join(dir, "*.mi2log"))
 	require.NoError(b, err)
 	var largest string

@@ -16,7 +16,7 @@ import (
 
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/diag/diagsrc"
-	"github.com/m2ho/m2ho/pkg/diag/internal/diagtest"
+	"github.com/m2ho/m2ho/internal/shareddata"
 	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
 )
 
@@ -77,7 +77,7 @@ func fakeModem(master *os.File, capture []byte) <-chan any {
 }
 
 func TestSerialSourceWithFakeModem(t *testing.T) {
-	dir := diagtest.DataDir(t, "diag")
+	dir := shareddata.DataDir(t, "diag")
 	first, err := os.ReadFile(filepath.Join(dir, "20201115_181637_Xiaomi-Mi10_46000.mi2log"))
 	require.NoError(t, err)
 	second, err := os.ReadFile(filepath.Join(dir, "tmobile.mi2log"))

@@ -15,7 +15,7 @@ import (
 
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/diag/gsmtap"
-	"github.com/m2ho/m2ho/pkg/diag/internal/diagtest"
+	"github.com/m2ho/m2ho/internal/shareddata"
 	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
 )
 
@@ -149,7 +149,7 @@ var captureCounts = map[string]struct {
 }
 
 func TestRealCaptures(t *testing.T) {
-	dir := diagtest.DataDir(t, "gsmtap")
+	dir := shareddata.DataDir(t, "gsmtap")
 	for name, want := range captureCounts {
 		t.Run(name, func(t *testing.T) {
 			f, err := os.Open(filepath.Join(dir, name))
@@ -197,7 +197,7 @@ func TestRealCaptures(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	// Seed with datagrams of the shared captures: every QCSuper NR one and
 	// a sample of the GSMTAP ones.
-	for _, data := range diagtest.Files("gsmtap", "*") {
+	for _, data := range shareddata.Files("gsmtap", "*") {
 		n := 0
 		_, err := gsmtap.ReadCapture(bytes.NewReader(data), func(d gsmtap.Datagram) error {
 			n++

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/m2ho/m2ho/pkg/diag"
-	"github.com/m2ho/m2ho/pkg/diag/internal/diagtest"
+	"github.com/m2ho/m2ho/internal/shareddata"
 	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
 )
 
@@ -15,7 +15,7 @@ import (
 // from each file and only of code (0: any).
 func realPackets(code uint16, perFile int) []qcdiag.LogPacket {
 	var out []qcdiag.LogPacket
-	for _, data := range diagtest.Files("diag", "*.mi2log") {
+	for _, data := range shareddata.Files("diag", "*.mi2log") {
 		r := qcdiag.NewReader(bytes.NewReader(data), nil)
 		n := 0
 		for n < perFile {
@@ -33,7 +33,7 @@ func realPackets(code uint16, perFile int) []qcdiag.LogPacket {
 }
 
 func FuzzReader(f *testing.F) {
-	for _, data := range diagtest.Files("diag", "*.mi2log") {
+	for _, data := range shareddata.Files("diag", "*.mi2log") {
 		f.Add(data[:min(len(data), 2048)])
 	}
 	f.Add(frame(0xB0C0, t0, []byte{0x7E, 0x7D}))

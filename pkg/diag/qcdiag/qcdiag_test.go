@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/m2ho/m2ho/pkg/diag"
-	"github.com/m2ho/m2ho/pkg/diag/internal/diagtest"
+	"github.com/m2ho/m2ho/internal/shareddata"
 	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
 )
 
@@ -394,7 +394,7 @@ func TestSetMaskRequest(t *testing.T) {
 }
 
 func BenchmarkReplayLargest(b *testing.B) {
-	dir := diagtest.DataDir(b, "diag")
+	dir := shareddata.DataDir(b, "diag")
 	files, err := filepath.Glob(filepath.Join(dir, "*.mi2log"))
 	require.NoError(b, err)
 	var largest []byte

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/m2ho/m2ho/pkg/diag"
-	"github.com/m2ho/m2ho/pkg/diag/internal/diagtest"
+	"github.com/m2ho/m2ho/internal/shareddata"
 	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
 )
 
@@ -97,7 +97,7 @@ func realFiles() map[string]realFile {
 }
 
 func TestRealCaptures(t *testing.T) {
-	dir := diagtest.DataDir(t, "diag")
+	dir := shareddata.DataDir(t, "diag")
 	files, err := filepath.Glob(filepath.Join(dir, "*.mi2log"))
 	require.NoError(t, err)
 	expected := realFiles()

@@ -2,7 +2,6 @@ package rrc
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,41 +11,18 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/m2ho/m2ho/internal/shareddata"
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/diag/gsmtap"
 	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
 )
 
-// repoRoot walks up from the package directory to the one holding go.mod.
+// repoRoot is the directory holding go.mod.
 func repoRoot(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := shareddata.RepoRoot()
 	require.NoError(t, err)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
-
-// sharedDataDir is ../shared/data relative to the repository root.
-func sharedDataDir(t testing.TB) string {
-	return filepath.Join(repoRoot(t), "..", "shared", "data")
-}
-
-// sharedDataMissing says why the shared captures cannot be read, "" when
-// they can.
-func sharedDataMissing(t testing.TB) string {
-	dir := sharedDataDir(t)
-	if _, err := os.Stat(dir); err != nil {
-		return fmt.Sprintf("shared real captures not found at %s (clone without shared/): %v", dir, err)
-	}
-	return ""
+	return root
 }
 
 // capture is the RRC messages of one shared capture file, in order.
@@ -60,10 +36,7 @@ type capture struct {
 // decodes.
 func realCaptures(t testing.TB) []capture {
 	t.Helper()
-	if why := sharedDataMissing(t); why != "" {
-		t.Skip(why)
-	}
-	data := sharedDataDir(t)
+	data := shareddata.DataDir(t, "")
 	var paths []string
 	for _, pattern := range []string{"diag/*.mi2log", "diag/*.qmdl", "gsmtap/*.pcap", "gsmtap/*.pcapng"} {
 		matches, err := filepath.Glob(filepath.Join(data, pattern))

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/m2ho/m2ho/internal/shareddata"
 	"github.com/m2ho/m2ho/pkg/diag"
 )
 
@@ -153,8 +154,8 @@ func TestOracle(t *testing.T) {
 		vectors[v.name] = true
 	}
 	var captures []capture
-	if why := sharedDataMissing(t); why != "" {
-		t.Log(why, "- comparing the committed vectors only")
+	if _, err := shareddata.Locate(""); err != nil {
+		t.Log(err, "- comparing the committed vectors only")
 	} else {
 		captures = realCaptures(t)
 	}

@@ -1,6 +1,7 @@
-// Package diagtest locates the shared real captures for the tests of the
-// diag packages.
-package diagtest
+// Package shareddata locates the real captures and traces that live beside
+// the repository in ../shared/data, for tests and benchmarks. Tests skip
+// with a clear message when the folder is absent (a clone without it).
+package shareddata
 
 import (
 	"errors"
@@ -10,17 +11,16 @@ import (
 	"testing"
 )
 
-// Locate returns ../shared/data/sub relative to the repository root (the
-// directory holding go.mod, found by walking up from the working
-// directory, which is the test's package directory).
-func Locate(sub string) (string, error) {
+// RepoRoot returns the directory holding go.mod, found by walking up from
+// the working directory (a test's package directory).
+func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("getwd: %w", err)
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
+			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
@@ -28,7 +28,15 @@ func Locate(sub string) (string, error) {
 		}
 		dir = parent
 	}
-	data := filepath.Join(dir, "..", "shared", "data", sub)
+}
+
+// Locate returns ../shared/data/sub relative to the repository root.
+func Locate(sub string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	data := filepath.Join(root, "..", "shared", "data", sub)
 	if _, err := os.Stat(data); err != nil {
 		return "", fmt.Errorf("shared real data absent (a clone without ../shared): %w", err)
 	}
