@@ -6,8 +6,8 @@ import (
 	"io"
 	"testing"
 
-	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/internal/shareddata"
+	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
 )
 
