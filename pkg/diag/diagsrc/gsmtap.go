@@ -28,20 +28,14 @@ const ReasonCaptureUndecodable = "capture_undecodable_packet"
 // shared by the live and capture inputs; it serialises access to the
 // stateful RRC decoder.
 type gsmtapDecoder struct {
-	mu      sync.Mutex
-	sink    rrcSink
-	joiner  qcdiag.RRCJoiner
-	pacer   *pacer
-	observe func(record) error
+	// mu serialises the listeners of the GSMTAP and QCSuper NR ports,
+	// which share one joiner and one ordered output.
+	mu sync.Mutex
+	*pump
 }
 
 func newGSMTAPDecoder(opts Options, out chan<- diag.Event) *gsmtapDecoder {
-	d := &gsmtapDecoder{sink: rrcSink{decoder: opts.RRC, stats: opts.Stats, out: out}, observe: opts.observe}
-	d.joiner.Stats = opts.Stats
-	if opts.Realtime {
-		d.pacer = &pacer{}
-	}
-	return d
+	return &gsmtapDecoder{pump: newPump(opts, out)}
 }
 
 // datagram handles one payload received at (or captured at) t on port.
