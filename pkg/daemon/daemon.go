@@ -44,13 +44,24 @@ const (
 	// RTT of any cellular path, which the bandwidth estimate counts bytes
 	// over.
 	pollInterval = 10 * time.Millisecond
-	// idleInterval paces them while nothing does (Stable with no policy
-	// in force; a silent link): every 100 Hz timer costs about 1% of a
-	// core on a small virtual machine.
+	// idleInterval paces them while nothing is under way (Stable with no
+	// policy in force, no slot allocations to size): every 100 Hz timer
+	// costs about 1% of a core on a small virtual machine. Byte samples
+	// this far apart still give a per-RTT rate that is ready, and fresh,
+	// when a handover is predicted.
 	idleInterval = 100 * time.Millisecond
 	// quietAfter is how long the link must be silent before the byte
-	// sampling slows down.
+	// sampling slows down to quietInterval.
 	quietAfter = time.Second
+	// quietInterval paces the byte sampling while the link is silent and
+	// nothing is under way: new traffic is seen within it, and its first
+	// per-RTT estimate follows within a round.
+	quietInterval = time.Second
+	// slotAllocHold is how long after a slot allocation event the byte
+	// sampling stays at pollInterval: the estimator sizes slot bursts by
+	// interpolating the byte history, which must be about as fine as the
+	// slots.
+	slotAllocHold = time.Second
 	// evictInterval and flowIdle bound the flow table: a flow silent for
 	// flowIdle is forgotten (it would need a new SYN to be clamped again).
 	evictInterval = 30 * time.Second
@@ -115,6 +126,13 @@ type Daemon struct {
 	server   *http.Server
 
 	statusReq chan chan Status
+	// sampleFast asks the sampler for byte samples every pollInterval;
+	// the loop sets it, and signals sampleWake when it turns on so that
+	// the sampler speeds up at once.
+	sampleFast atomic.Bool
+	sampleWake chan struct{}
+	// lastSlotAlloc is when the loop last handled a slot allocation.
+	lastSlotAlloc time.Time
 	// lastTick is the unix time in nanoseconds of the loop's last tick.
 	lastTick atomic.Int64
 	started  time.Time
@@ -134,11 +152,12 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 		logger = slog.New(slog.DiscardHandler)
 	}
 	d := &Daemon{
-		cfg:       cfg,
-		logger:    logger,
-		stats:     &diag.Stats{},
-		statusReq: make(chan chan Status),
-		started:   time.Now(),
+		cfg:        cfg,
+		logger:     logger,
+		stats:      &diag.Stats{},
+		statusReq:  make(chan chan Status),
+		sampleWake: make(chan struct{}, 1),
+		started:    time.Now(),
 	}
 	defer func() {
 		if err != nil {
@@ -302,20 +321,37 @@ func (d *Daemon) loop(ctx context.Context, events <-chan diag.Event, bursts <-ch
 		case reply := <-d.statusReq:
 			reply <- d.loopStatus()
 		}
-		if want := d.tickInterval(); want != interval {
+		now := time.Now()
+		want := d.tickInterval(now)
+		if want != interval {
 			interval = want
 			ticker.Reset(interval)
 		}
+		d.setSampleFast(want == pollInterval || now.Sub(d.lastSlotAlloc) < slotAllocHold)
 	}
 }
 
 // tickInterval is pollInterval while the machine has a timeout to run or
 // a policy to renew, idleInterval otherwise.
-func (d *Daemon) tickInterval() time.Duration {
-	if d.machine.State() == statemachine.Stable && !d.act.policyActive(time.Now()) {
+func (d *Daemon) tickInterval(now time.Time) time.Duration {
+	if d.machine.State() == statemachine.Stable && !d.act.policyActive(now) {
 		return idleInterval
 	}
 	return pollInterval
+}
+
+// setSampleFast tells the sampler whether fine byte samples are needed:
+// Eq. 2 counts bytes per RTT while a clamp holds, and the slot bursts of
+// a handover are sized from the byte history. Outside those, coarse
+// samples keep the estimate current at a tenth of the cost.
+func (d *Daemon) setSampleFast(fast bool) {
+	if d.sampleFast.Swap(fast) == fast || !fast {
+		return
+	}
+	select {
+	case d.sampleWake <- struct{}{}:
+	default: // a wake-up is already pending
+	}
 }
 
 // handleEvent runs one diag event. The event is stamped with the time it
@@ -327,6 +363,7 @@ func (d *Daemon) handleEvent(ev diag.Event) {
 	ev.Time = eventTime(ev, received)
 	writes := d.act.writeCount()
 	if ev.Type == diag.TypeRBAlloc {
+		d.lastSlotAlloc = received
 		d.est.AddRBAlloc(ev)
 	}
 	d.machine.HandleEvent(ev)

@@ -48,11 +48,11 @@ func (s *rttSampler) observe(flows []datapath.Flow, onRTT func(time.Duration)) {
 }
 
 // sampleLoop feeds the estimator until ctx ends: the interface's received
-// bytes every pollInterval (idleInterval once the link is quiet), RTT
-// samples every rttSampleInterval while traffic flows, and it evicts idle
-// flows every evictInterval. The byte count is the datapath's own ingress
-// counter: one map lookup, right in whatever network namespace the daemon
-// joined, where sysfs would still show the host's interfaces.
+// bytes every sampleInterval, RTT samples at most every rttSampleInterval
+// while traffic flows, and it evicts idle flows every evictInterval. The
+// byte count is the datapath's own ingress counter: one map lookup, right
+// in whatever network namespace the daemon joined, where sysfs would
+// still show the host's interfaces.
 func (d *Daemon) sampleLoop(ctx context.Context) {
 	rtts := newRTTSampler()
 	interval := pollInterval
@@ -64,42 +64,58 @@ func (d *Daemon) sampleLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-ticker.C:
-			counters, err := d.dp.Counters()
-			if err != nil {
-				d.logger.Debug("reading the ingress byte count failed", "err", err)
-				continue
-			}
-			rx := counters.IngressBytes
-			d.est.AddBytes(now, rx)
-			if rx != lastBytes {
-				lastBytes, lastChange = rx, now
-			}
-			if rx != walkedBytes && now.Sub(lastWalk) >= rttSampleInterval {
-				walkedBytes, lastWalk = rx, now
-				if flows, err := d.dp.Flows(); err != nil {
-					d.logger.Debug("reading flows failed", "err", err)
-				} else {
-					rtts.observe(flows, func(rtt time.Duration) { d.est.AddRTT(now, rtt) })
-				}
-			}
-			if now.Sub(lastEvict) >= evictInterval {
-				lastEvict = now
-				if n, err := d.dp.EvictIdle(flowIdle); err != nil {
-					d.logger.Warn("evicting idle flows failed", "err", err)
-				} else if n > 0 {
-					d.logger.Debug("evicted idle flows", "count", n)
-				}
-			}
-			want := pollInterval
-			if now.Sub(lastChange) > quietAfter {
-				want = idleInterval
-			}
-			if want != interval {
-				interval = want
-				ticker.Reset(interval)
+		case <-ticker.C:
+		case <-d.sampleWake:
+		}
+		// The time of the read, not of the tick: a tick that waited
+		// behind a wake-up would carry an earlier time than the sample
+		// before it.
+		now := time.Now()
+		counters, err := d.dp.Counters()
+		if err != nil {
+			d.logger.Debug("reading the ingress byte count failed", "err", err)
+			continue
+		}
+		rx := counters.IngressBytes
+		d.est.AddBytes(now, rx)
+		if rx != lastBytes {
+			lastBytes, lastChange = rx, now
+		}
+		if rx != walkedBytes && now.Sub(lastWalk) >= rttSampleInterval {
+			walkedBytes, lastWalk = rx, now
+			if flows, err := d.dp.Flows(); err != nil {
+				d.logger.Debug("reading flows failed", "err", err)
+			} else {
+				rtts.observe(flows, func(rtt time.Duration) { d.est.AddRTT(now, rtt) })
 			}
 		}
+		if now.Sub(lastEvict) >= evictInterval {
+			lastEvict = now
+			if n, err := d.dp.EvictIdle(flowIdle); err != nil {
+				d.logger.Warn("evicting idle flows failed", "err", err)
+			} else if n > 0 {
+				d.logger.Debug("evicted idle flows", "count", n)
+			}
+		}
+		if want := sampleInterval(d.sampleFast.Load(), now.Sub(lastChange) > quietAfter); want != interval {
+			interval = want
+			ticker.Reset(interval)
+		}
+	}
+}
+
+// sampleInterval paces the byte sampling: pollInterval when fine samples
+// are needed (see setSampleFast), idleInterval while traffic flows, so
+// that a bandwidth estimate is ready when a handover is predicted, and
+// quietInterval on a silent link.
+func sampleInterval(fast, quiet bool) time.Duration {
+	switch {
+	case fast:
+		return pollInterval
+	case quiet:
+		return quietInterval
+	default:
+		return idleInterval
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,6 +87,80 @@ func TestSampleLoopMeasuresIngressBytes(t *testing.T) {
 			bdp := tc.bytesPerSecond * rtt.Seconds()
 			// a round measured on a loaded machine may fall short
 			assert.GreaterOrEqual(t, float64(clamp), bdp/2, "clamp %d bytes against a %.0f-byte product", clamp, bdp)
+		})
+	}
+}
+
+func TestSampleInterval(t *testing.T) {
+	tests := []struct {
+		name        string
+		fast, quiet bool
+		want        time.Duration
+	}{
+		{"policy in force", true, false, pollInterval},
+		{"policy in force on a silent link", true, true, pollInterval},
+		{"traffic, nothing under way", false, false, idleInterval},
+		{"silent link, nothing under way", false, true, quietInterval},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, sampleInterval(tc.fast, tc.quiet))
+		})
+	}
+}
+
+// countingDatapath counts the reads of the ingress byte counter.
+type countingDatapath struct {
+	*fakeDatapath
+	reads atomic.Int64
+}
+
+func (c *countingDatapath) Counters() (datapath.Counters, error) {
+	c.reads.Add(1)
+	return c.fakeDatapath.Counters()
+}
+
+// TestSampleLoopFollowsTheLoop checks that the sampler reads the byte
+// counter at pollInterval only while the loop asks for fine samples, and
+// that it speeds up as soon as it is asked, not at its next slow tick.
+// The bounds leave room for a loaded machine: the rates differ tenfold.
+func TestSampleLoopFollowsTheLoop(t *testing.T) {
+	const window = 300 * time.Millisecond
+	tests := []struct {
+		name               string
+		fast               bool
+		minReads, maxReads int64
+	}{
+		{"fine samples asked", true, 10, 40},
+		{"coarse samples", false, 1, 6},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := &countingDatapath{fakeDatapath: newFakeDatapath()}
+			est, err := estimator.New(estimator.DefaultConfig(), nil, nil)
+			require.NoError(t, err)
+			d := &Daemon{dp: fake, est: est, logger: slog.New(slog.DiscardHandler), sampleWake: make(chan struct{}, 1)}
+
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			wg.Go(func() { d.sampleLoop(ctx) })
+			wg.Go(func() { feedIngressBytes(ctx, fake.fakeDatapath, 1e6) })
+			defer func() {
+				cancel()
+				wg.Wait()
+			}()
+			// Let the sampler settle on the coarse pace first.
+			time.Sleep(2 * pollInterval)
+			before := fake.reads.Load()
+			d.setSampleFast(tc.fast)
+			if tc.fast {
+				require.Eventually(t, func() bool { return fake.reads.Load() > before }, idleInterval/2, time.Millisecond,
+					"the sampler waited for its slow tick")
+			}
+			time.Sleep(window)
+			reads := fake.reads.Load() - before
+			assert.GreaterOrEqual(t, reads, tc.minReads)
+			assert.LessOrEqual(t, reads, tc.maxReads)
 		})
 	}
 }

@@ -3,15 +3,26 @@ package diag
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // MaxDatagram bounds one UDP datagram of JSON events. A larger datagram is
 // counted as "udp_truncated" and dropped whole, since its last line is cut.
 const MaxDatagram = 16 << 10
+
+// ReceiveBufferBytes is the socket receive buffer ListenUDP asks for. A
+// diag stream is bursty (slot allocations every few milliseconds, floods
+// of measurement reports around a handover) while the reader may wait for
+// the daemon's event queue; at 10,000 events per second the default of
+// about 200 KiB (a few hundred datagrams with the kernel's per-packet
+// overhead) overflows within tens of milliseconds of such a wait.
+const ReceiveBufferBytes = 4 << 20
 
 // Error reasons of the UDP and JSON lines inputs.
 const (
@@ -39,10 +50,59 @@ func ListenUDP(name, addr string, stats *Stats) (*UDPSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("diag %s: listen: %w", name, err)
 	}
+	if err := setReceiveBuffer(conn, ReceiveBufferBytes); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("diag %s: %w", name, err)
+	}
 	if stats == nil {
 		stats = &Stats{}
 	}
 	return &UDPSource{name: name, conn: conn, stats: stats, now: time.Now}, nil
+}
+
+// setReceiveBuffer sizes the socket's receive buffer. SO_RCVBUFFORCE,
+// allowed with CAP_NET_ADMIN (m2hod needs it for the datapath anyway),
+// passes over net.core.rmem_max, which is 208 KiB on many systems;
+// without the capability the buffer is the largest rmem_max allows.
+func setReceiveBuffer(conn *net.UDPConn, size int) error {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	var sockErr error
+	if err := raw.Control(func(fd uintptr) {
+		sockErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, size)
+	}); err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	if errors.Is(sockErr, unix.EPERM) {
+		sockErr = conn.SetReadBuffer(size)
+	}
+	if sockErr != nil {
+		return fmt.Errorf("set receive buffer to %d bytes: %w", size, sockErr)
+	}
+	return nil
+}
+
+// ReceiveBuffer returns the size of the socket's receive buffer as the
+// kernel reports it: twice the size asked for, since the kernel counts
+// its own per-packet overhead in it.
+func (s *UDPSource) ReceiveBuffer() (int, error) {
+	raw, err := s.conn.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("diag %s: socket: %w", s.name, err)
+	}
+	var size int
+	var sockErr error
+	if err := raw.Control(func(fd uintptr) {
+		size, sockErr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+	}); err != nil {
+		return 0, fmt.Errorf("diag %s: socket: %w", s.name, err)
+	}
+	if sockErr != nil {
+		return 0, fmt.Errorf("diag %s: read receive buffer size: %w", s.name, sockErr)
+	}
+	return size, nil
 }
 
 // Name returns the URI the source was opened from.

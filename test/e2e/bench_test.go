@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/m2ho/m2ho/internal/nstest"
 	"github.com/m2ho/m2ho/pkg/diag"
 )
 
@@ -58,6 +60,38 @@ func procMemory(t testing.TB, pid int) (rss, peak uint64) {
 	}
 	require.NoError(t, sc.Err())
 	return rss, peak
+}
+
+// udpReceiveBufferErrors returns the namespace's count of UDP datagrams
+// the kernel dropped because a socket's receive buffer was full
+// (RcvbufErrors in /proc/net/snmp).
+func udpReceiveBufferErrors(t testing.TB, ns *nstest.NS) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := ns.Run(ctx, "cat", "/proc/net/snmp")
+	require.NoError(t, err)
+	// The Udp section is a line of names followed by a line of values.
+	var names []string
+	for line := range strings.Lines(out) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] != "Udp:" {
+			continue
+		}
+		if names == nil {
+			names = fields
+			continue
+		}
+		for i, name := range names {
+			if name == "RcvbufErrors" && i < len(fields) {
+				n, err := strconv.ParseUint(fields[i], 10, 64)
+				require.NoError(t, err)
+				return n
+			}
+		}
+	}
+	require.FailNow(t, "no Udp RcvbufErrors in /proc/net/snmp", out)
+	return 0
 }
 
 // reportOverhead runs load for measureWindow and reports m2hod's CPU use in
@@ -116,6 +150,7 @@ func BenchmarkOverheadEventFlood(b *testing.B) {
 	}
 	const perSecond = 10000
 	sent := 0
+	dropsBefore := udpReceiveBufferErrors(b, bed.ue)
 	reportOverhead(b, d, func(stop <-chan struct{}) {
 		// Catch up with the target rate at every tick, so that a late
 		// wake-up of this sender does not lower the rate.
@@ -137,6 +172,7 @@ func BenchmarkOverheadEventFlood(b *testing.B) {
 	received := st.Diag.Events[string(diag.TypeMeasReport)]
 	b.ReportMetric(float64(sent)/measureWindow.Seconds(), "events/s")
 	b.ReportMetric(100*float64(received)/float64(max(sent, 1)), "received-%")
+	b.ReportMetric(float64(udpReceiveBufferErrors(b, bed.ue)-dropsBefore), "rcvbuf-drops")
 }
 
 // BenchmarkOverheadIdle: m2hod's CPU and memory with no traffic and no
