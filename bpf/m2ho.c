@@ -367,6 +367,31 @@ static __always_inline void match_tsecr(struct flow_state *flow, const struct pa
 		hist->buckets[log2_bucket(rtt / 1000)] += 1;
 }
 
+static __always_inline struct policy *current_policy(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&policy_map, &zero);
+}
+
+/*
+ * burst_wakeup picks the ring buffer notification for a finished burst.
+ * User space drains the ring at its sampling pace, so a wake-up per burst
+ * (up to hundreds a second) buys nothing while the link is steady. It is
+ * woken at once only while a policy is in force, when Smoothing waits for
+ * the end of the first burst, and when the ring fills up, so that no burst
+ * is lost between two drains. Expiry is left to the packet paths to count.
+ */
+static __always_inline __u64 burst_wakeup(__u64 now)
+{
+	struct policy *pol = current_policy();
+	if (pol && ((pol->suppress_active && now <= pol->suppress_deadline_ns) ||
+		    (pol->clamp_mode != CLAMP_OFF && now <= pol->clamp_deadline_ns)))
+		return BPF_RB_FORCE_WAKEUP;
+	if (bpf_ringbuf_query(&bursts, BPF_RB_AVAIL_DATA) >= M2HO_BURST_WAKEUP_BYTES)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
 /*
  * account_burst adds an ingress packet to the current downlink burst. The
  * packet that arrives more than the idle gap after the previous one swaps
@@ -390,7 +415,7 @@ static __always_inline void account_burst(__u64 now, __u64 bytes)
 			.bytes = __sync_lock_test_and_set(&state->bytes, bytes),
 			.packets = __sync_lock_test_and_set(&state->packets, 1),
 		};
-		if (bpf_ringbuf_output(&bursts, &finished, sizeof(finished), 0))
+		if (bpf_ringbuf_output(&bursts, &finished, sizeof(finished), burst_wakeup(now)))
 			count(CNT_BURST_LOST);
 		else
 			count(CNT_BURSTS);
@@ -398,12 +423,6 @@ static __always_inline void account_burst(__u64 now, __u64 bytes)
 	}
 	__sync_fetch_and_add(&state->bytes, bytes);
 	__sync_fetch_and_add(&state->packets, 1);
-}
-
-static __always_inline struct policy *current_policy(void)
-{
-	__u32 zero = 0;
-	return bpf_map_lookup_elem(&policy_map, &zero);
 }
 
 SEC("tc")

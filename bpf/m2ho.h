@@ -18,6 +18,10 @@
  * bucket 0 also holds 0 us and the last bucket everything above. */
 #define M2HO_RTT_BUCKETS 32
 #define M2HO_BURST_RINGBUF_BYTES (256 * 1024)
+/* Unread burst bytes past which the producer wakes the reader: a quarter
+ * of the ring, about 1600 bursts, leaves room for the bursts that finish
+ * while the reader gets scheduled. */
+#define M2HO_BURST_WAKEUP_BYTES (M2HO_BURST_RINGBUF_BYTES / 4)
 
 /* Connection seen from the host: local is the modem-side host (or the LAN
  * client behind it), remote the Internet peer. IPv4 addresses are stored as

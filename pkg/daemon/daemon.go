@@ -87,6 +87,7 @@ type datapathAPI interface {
 	EvictIdle(idle time.Duration) (int, error)
 	RTTHistogram() ([]uint64, error)
 	ReadBursts(ctx context.Context, fn func(datapath.Burst)) error
+	FlushBursts() error
 	Close() error
 }
 
@@ -302,7 +303,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 func (d *Daemon) loop(ctx context.Context, events <-chan diag.Event, bursts <-chan datapath.Burst, fatal <-chan error) error {
 	interval := pollInterval
-	ticker := time.NewTicker(interval)
+	ticker := newAlignedTicker(interval)
 	defer ticker.Stop()
 	d.tick(time.Now())
 	for {
@@ -317,6 +318,7 @@ func (d *Daemon) loop(ctx context.Context, events <-chan diag.Event, bursts <-ch
 		case b := <-bursts:
 			d.handleBurst(b)
 		case now := <-ticker.C:
+			ticker.Rearm()
 			d.tick(now)
 		case reply := <-d.statusReq:
 			reply <- d.loopStatus()

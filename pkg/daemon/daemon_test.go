@@ -95,6 +95,7 @@ func (f *fakeDatapath) ReadBursts(ctx context.Context, fn func(datapath.Burst)) 
 		}
 	}
 }
+func (f *fakeDatapath) FlushBursts() error { return nil }
 func (f *fakeDatapath) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -48,15 +48,15 @@ func (s *rttSampler) observe(flows []datapath.Flow, onRTT func(time.Duration)) {
 }
 
 // sampleLoop feeds the estimator until ctx ends: the interface's received
-// bytes every sampleInterval, RTT samples at most every rttSampleInterval
-// while traffic flows, and it evicts idle flows every evictInterval. The
-// byte count is the datapath's own ingress counter: one map lookup, right
-// in whatever network namespace the daemon joined, where sysfs would
-// still show the host's interfaces.
+// bytes and the finished downlink bursts every sampleInterval, RTT samples
+// at most every rttSampleInterval while traffic flows, and it evicts idle
+// flows every evictInterval. The byte count is the datapath's own ingress
+// counter: one map lookup, right in whatever network namespace the daemon
+// joined, where sysfs would still show the host's interfaces.
 func (d *Daemon) sampleLoop(ctx context.Context) {
 	rtts := newRTTSampler()
 	interval := pollInterval
-	ticker := time.NewTicker(interval)
+	ticker := newAlignedTicker(interval)
 	defer ticker.Stop()
 	var lastBytes, walkedBytes uint64
 	lastChange, lastWalk, lastEvict := time.Now(), time.Now(), time.Now()
@@ -65,12 +65,18 @@ func (d *Daemon) sampleLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
+			ticker.Rearm()
 		case <-d.sampleWake:
 		}
 		// The time of the read, not of the tick: a tick that waited
 		// behind a wake-up would carry an earlier time than the sample
 		// before it.
 		now := time.Now()
+		// The datapath wakes the burst reader only while a policy is in
+		// force; otherwise finished bursts wait for this pace.
+		if err := d.dp.FlushBursts(); err != nil {
+			d.logger.Debug("reading bursts failed", "err", err)
+		}
 		counters, err := d.dp.Counters()
 		if err != nil {
 			d.logger.Debug("reading the ingress byte count failed", "err", err)

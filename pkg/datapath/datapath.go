@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -72,6 +73,8 @@ type Datapath struct {
 	policyMu sync.Mutex
 	// readMu allows one ReadBursts at a time.
 	readMu sync.Mutex
+	// bursts is the running ReadBursts, for FlushBursts.
+	bursts atomic.Pointer[burstReader]
 
 	// hooksMu guards closeHooks, run by Close before the maps go away.
 	hooksMu    sync.Mutex
