@@ -46,15 +46,6 @@ type recordedPolicy struct {
 
 var _ statemachine.Actuator = (*recorder)(nil)
 
-// Operation names, as labels of m2hod_actuation_errors_total.
-const (
-	opSetClamp         = "set_clamp"
-	opSetFreeze        = "set_freeze"
-	opClearClamp       = "clear_clamp"
-	opStartSuppression = "start_suppression"
-	opStopSuppression  = "stop_suppression"
-)
-
 // apply runs the datapath write (when enforcing) and, if it succeeded,
 // records its effect.
 func (r *recorder) apply(op string, write func() error, record func(*recordedPolicy)) error {
@@ -72,26 +63,26 @@ func (r *recorder) apply(op string, write func() error, record func(*recordedPol
 }
 
 func (r *recorder) SetClamp(bytes uint32, deadline time.Time) error {
-	return r.apply(opSetClamp, func() error { return r.next.SetClamp(bytes, deadline) }, func(p *recordedPolicy) {
+	return r.apply(statemachine.OpSetClamp, func() error { return r.next.SetClamp(bytes, deadline) }, func(p *recordedPolicy) {
 		p.ClampBytes, p.Freeze, p.ClampDeadline = bytes, false, deadline
 	})
 }
 
 func (r *recorder) SetFreeze(deadline time.Time) error {
-	return r.apply(opSetFreeze, func() error { return r.next.SetFreeze(deadline) }, func(p *recordedPolicy) {
+	return r.apply(statemachine.OpSetFreeze, func() error { return r.next.SetFreeze(deadline) }, func(p *recordedPolicy) {
 		p.ClampBytes, p.Freeze, p.ClampDeadline = 0, true, deadline
 	})
 }
 
 func (r *recorder) ClearClamp() error {
-	return r.apply(opClearClamp, func() error { return r.next.ClearClamp() }, func(p *recordedPolicy) {
+	return r.apply(statemachine.OpClearClamp, func() error { return r.next.ClearClamp() }, func(p *recordedPolicy) {
 		p.ClampBytes, p.Freeze, p.ClampDeadline = 0, false, time.Time{}
 	})
 }
 
 func (r *recorder) StartSuppression(deadline time.Time) error {
 	var epoch uint32
-	return r.apply(opStartSuppression, func() (err error) {
+	return r.apply(statemachine.OpStartSuppression, func() (err error) {
 		epoch, err = r.next.StartSuppression(deadline)
 		return err
 	}, func(p *recordedPolicy) {
@@ -100,7 +91,7 @@ func (r *recorder) StartSuppression(deadline time.Time) error {
 }
 
 func (r *recorder) StopSuppression() error {
-	return r.apply(opStopSuppression, func() error { return r.next.StopSuppression() }, func(p *recordedPolicy) {
+	return r.apply(statemachine.OpStopSuppression, func() error { return r.next.StopSuppression() }, func(p *recordedPolicy) {
 		p.Suppressing, p.SuppressDeadline = false, time.Time{}
 	})
 }

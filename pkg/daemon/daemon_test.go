@@ -25,6 +25,7 @@ import (
 	"github.com/m2ho/m2ho/pkg/diag/diagsrc"
 	"github.com/m2ho/m2ho/pkg/estimator"
 	"github.com/m2ho/m2ho/pkg/metrics"
+	"github.com/m2ho/m2ho/pkg/statemachine"
 )
 
 // fakeDatapath records policy writes and serves scripted measurements.
@@ -53,7 +54,7 @@ func (f *fakeDatapath) record(op string) error {
 }
 
 func (f *fakeDatapath) SetClamp(bytes uint32, _ time.Time) error {
-	if err := f.record(opSetClamp); err != nil {
+	if err := f.record(statemachine.OpSetClamp); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -61,12 +62,12 @@ func (f *fakeDatapath) SetClamp(bytes uint32, _ time.Time) error {
 	f.mu.Unlock()
 	return nil
 }
-func (f *fakeDatapath) SetFreeze(time.Time) error { return f.record(opSetFreeze) }
-func (f *fakeDatapath) ClearClamp() error         { return f.record(opClearClamp) }
+func (f *fakeDatapath) SetFreeze(time.Time) error { return f.record(statemachine.OpSetFreeze) }
+func (f *fakeDatapath) ClearClamp() error         { return f.record(statemachine.OpClearClamp) }
 func (f *fakeDatapath) StartSuppression(time.Time) (uint32, error) {
-	return 7, f.record(opStartSuppression)
+	return 7, f.record(statemachine.OpStartSuppression)
 }
-func (f *fakeDatapath) StopSuppression() error { return f.record(opStopSuppression) }
+func (f *fakeDatapath) StopSuppression() error { return f.record(statemachine.OpStopSuppression) }
 func (f *fakeDatapath) AttachMode() string     { return "fake" }
 func (f *fakeDatapath) SuppressionPending() (int, error) {
 	f.mu.Lock()
@@ -200,9 +201,9 @@ func TestPolicyFollowsEvents(t *testing.T) {
 		wantForward bool
 	}{
 		{name: "enforce m2ho", mode: config.ModeEnforce, policy: config.PolicyM2HO,
-			wantCalls: []string{opSetClamp}, wantClamp: uint32(estimator.DefaultConfig().DefaultBufferBytes), wantForward: true},
+			wantCalls: []string{statemachine.OpSetClamp}, wantClamp: uint32(estimator.DefaultConfig().DefaultBufferBytes), wantForward: true},
 		{name: "enforce freeze", mode: config.ModeEnforce, policy: config.PolicyFreeze,
-			wantCalls: []string{opSetFreeze}, wantFreeze: true, wantForward: true},
+			wantCalls: []string{statemachine.OpSetFreeze}, wantFreeze: true, wantForward: true},
 		{name: "observe writes nothing", mode: config.ModeObserve, policy: config.PolicyM2HO,
 			wantClamp: uint32(estimator.DefaultConfig().DefaultBufferBytes)},
 	}
@@ -255,7 +256,7 @@ func TestSmoothingEndsWhenFlowsRelease(t *testing.T) {
 	h.dp.pending = 0
 	h.dp.mu.Unlock()
 	require.Eventually(t, func() bool { return h.status(t).State.String() == "stable" }, 2*time.Second, time.Millisecond)
-	assert.Contains(t, h.dp.callsSnapshot(), opStopSuppression)
+	assert.Contains(t, h.dp.callsSnapshot(), statemachine.OpStopSuppression)
 }
 
 func TestBurstsTeachTheServingCell(t *testing.T) {
@@ -439,7 +440,7 @@ func TestOpenErrors(t *testing.T) {
 
 func TestRecorderFailure(t *testing.T) {
 	dp := newFakeDatapath()
-	dp.failOp = opSetClamp
+	dp.failOp = statemachine.OpSetClamp
 	m := metrics.New([]string{"stable"}, metrics.Info{}, metrics.Sources{}, nil)
 	r := &recorder{next: dp, metrics: m}
 	deadline := time.Now().Add(time.Second)

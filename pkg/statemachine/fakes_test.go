@@ -54,7 +54,7 @@ type actCall struct {
 
 func (c actCall) String() string {
 	switch c.op {
-	case opSetClamp:
+	case OpSetClamp:
 		return fmt.Sprintf("%s(%d)", c.op, c.bytes)
 	default:
 		return c.op
@@ -88,7 +88,7 @@ func (f *fakeActuator) record(c actCall) error {
 }
 
 func (f *fakeActuator) SetClamp(bytes uint32, deadline time.Time) error {
-	if err := f.record(actCall{op: opSetClamp, bytes: bytes, deadline: deadline}); err != nil {
+	if err := f.record(actCall{op: OpSetClamp, bytes: bytes, deadline: deadline}); err != nil {
 		return err
 	}
 	f.clampBytes, f.freeze, f.clampDeadline = bytes, false, deadline
@@ -96,7 +96,7 @@ func (f *fakeActuator) SetClamp(bytes uint32, deadline time.Time) error {
 }
 
 func (f *fakeActuator) SetFreeze(deadline time.Time) error {
-	if err := f.record(actCall{op: opSetFreeze, deadline: deadline}); err != nil {
+	if err := f.record(actCall{op: OpSetFreeze, deadline: deadline}); err != nil {
 		return err
 	}
 	f.clampBytes, f.freeze, f.clampDeadline = 0, true, deadline
@@ -104,7 +104,7 @@ func (f *fakeActuator) SetFreeze(deadline time.Time) error {
 }
 
 func (f *fakeActuator) ClearClamp() error {
-	if err := f.record(actCall{op: opClearClamp}); err != nil {
+	if err := f.record(actCall{op: OpClearClamp}); err != nil {
 		return err
 	}
 	f.clampBytes, f.freeze, f.clampDeadline = 0, false, time.Time{}
@@ -112,7 +112,7 @@ func (f *fakeActuator) ClearClamp() error {
 }
 
 func (f *fakeActuator) StartSuppression(deadline time.Time) error {
-	if err := f.record(actCall{op: opStartSuppression, deadline: deadline}); err != nil {
+	if err := f.record(actCall{op: OpStartSuppression, deadline: deadline}); err != nil {
 		return err
 	}
 	f.suppressing, f.suppressDeadline = true, deadline
@@ -121,7 +121,7 @@ func (f *fakeActuator) StartSuppression(deadline time.Time) error {
 }
 
 func (f *fakeActuator) StopSuppression() error {
-	if err := f.record(actCall{op: opStopSuppression}); err != nil {
+	if err := f.record(actCall{op: OpStopSuppression}); err != nil {
 		return err
 	}
 	f.suppressing, f.suppressDeadline = false, time.Time{}

@@ -863,8 +863,8 @@ func TestBandwidthHold(t *testing.T) {
 			check: func(t *testing.T, h *harness) {
 				n := len(h.act.calls)
 				require.GreaterOrEqual(t, n, 3)
-				assert.Equal(t, actCall{op: opSetClamp, bytes: sub6Window, deadline: at(800)}, h.act.calls[n-2], "Eq. 2 at 300")
-				assert.Equal(t, actCall{op: opSetClamp, bytes: sub6Window / 2, deadline: at(1000)}, h.act.calls[n-1], "follows the slower rounds")
+				assert.Equal(t, actCall{op: OpSetClamp, bytes: sub6Window, deadline: at(800)}, h.act.calls[n-2], "Eq. 2 at 300")
+				assert.Equal(t, actCall{op: OpSetClamp, bytes: sub6Window / 2, deadline: at(1000)}, h.act.calls[n-1], "follows the slower rounds")
 				assert.Equal(t, ClampSourceBandwidth, h.m.Status().InForce.ClampSource)
 			},
 		},
@@ -997,29 +997,29 @@ func TestFreezePolicy(t *testing.T) {
 
 func TestActuatorErrors(t *testing.T) {
 	h := newHarness(t, DefaultConfig())
-	h.act.failing[opSetClamp] = true
+	h.act.failing[OpSetClamp] = true
 	serve(0, lteA, diag.Cell{})(h)
 	meas(10, diag.EventA3, lteA, lteB)(h)
 	st := h.m.Status()
 	assert.Equal(t, Preparation, st.State)
 	assert.Nil(t, st.InForce.ClampDeadline, "nothing written")
-	assert.Equal(t, uint64(1), st.Counters.ActuatorErrors[opSetClamp])
+	assert.Equal(t, uint64(1), st.Counters.ActuatorErrors[OpSetClamp])
 
 	tick(20)(h)
-	assert.Equal(t, uint64(2), h.m.Status().Counters.ActuatorErrors[opSetClamp], "retried on tick")
+	assert.Equal(t, uint64(2), h.m.Status().Counters.ActuatorErrors[OpSetClamp], "retried on tick")
 
-	h.act.failing[opSetClamp] = false
+	h.act.failing[OpSetClamp] = false
 	tick(30)(h)
 	st = h.m.Status()
 	require.NotNil(t, st.InForce.ClampDeadline)
 	assert.Equal(t, at(302), *st.InForce.ClampDeadline)
 	assert.Equal(t, uint32(lteBBuffer), h.act.clampBytes)
 
-	h.act.failing[opClearClamp] = true
+	h.act.failing[OpClearClamp] = true
 	meas(40, diag.EventA1, lteA, diag.Cell{})(h)
 	assert.Equal(t, Stable, h.m.State())
 	assert.Equal(t, uint32(lteBBuffer), h.act.clampBytes, "clear failed")
-	h.act.failing[opClearClamp] = false
+	h.act.failing[OpClearClamp] = false
 	tick(50)(h)
 	assert.Zero(t, h.act.clampBytes, "clear retried on tick")
 	tick(60)(h)

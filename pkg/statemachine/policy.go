@@ -8,13 +8,14 @@ const (
 	ClampSourceFreeze    = "freeze"
 )
 
-// Actuator operations, as counted in Counters.ActuatorErrors.
+// Actuator operation names, as counted in Counters.ActuatorErrors and in
+// the daemon's actuation error metric.
 const (
-	opSetClamp         = "set_clamp"
-	opSetFreeze        = "set_freeze"
-	opClearClamp       = "clear_clamp"
-	opStartSuppression = "start_suppression"
-	opStopSuppression  = "stop_suppression"
+	OpSetClamp         = "set_clamp"
+	OpSetFreeze        = "set_freeze"
+	OpClearClamp       = "clear_clamp"
+	OpStartSuppression = "start_suppression"
+	OpStopSuppression  = "stop_suppression"
 )
 
 // datapathPolicy is the policy the machine wants in force and what it
@@ -95,9 +96,9 @@ func (m *Machine) writeClamp() {
 		return
 	}
 	var err error
-	op := opSetClamp
+	op := OpSetClamp
 	if p.freeze {
-		op = opSetFreeze
+		op = OpSetFreeze
 		err = m.act.SetFreeze(deadline)
 	} else {
 		err = m.act.SetClamp(p.clampBytes, deadline)
@@ -117,7 +118,7 @@ func (m *Machine) releaseClamp() {
 	}
 	p.clampBytes, p.freeze, p.clampSource = 0, false, ""
 	p.clampLimit, p.clampWritten = time.Time{}, time.Time{}
-	p.clearPending = !m.actuated(opClearClamp, m.act.ClearClamp())
+	p.clearPending = !m.actuated(OpClearClamp, m.act.ClearClamp())
 }
 
 // startSuppression starts duplicate-ACK suppression until until, written
@@ -134,7 +135,7 @@ func (m *Machine) writeSuppression() {
 	if !ok {
 		return
 	}
-	p.suppressWritten = m.actuated(opStartSuppression, m.act.StartSuppression(deadline))
+	p.suppressWritten = m.actuated(OpStartSuppression, m.act.StartSuppression(deadline))
 }
 
 func (m *Machine) stopSuppression() {
@@ -143,7 +144,7 @@ func (m *Machine) stopSuppression() {
 		return
 	}
 	p.suppressing, p.suppressWritten, p.suppressUntil = false, false, time.Time{}
-	p.stopPending = !m.actuated(opStopSuppression, m.act.StopSuppression())
+	p.stopPending = !m.actuated(OpStopSuppression, m.act.StopSuppression())
 }
 
 // refreshPolicy renews deadlines and retries failed writes.
@@ -153,13 +154,13 @@ func (m *Machine) refreshPolicy() {
 	case p.clampActive() && m.clampWriteDue():
 		m.writeClamp()
 	case !p.clampActive() && p.clearPending:
-		p.clearPending = !m.actuated(opClearClamp, m.act.ClearClamp())
+		p.clearPending = !m.actuated(OpClearClamp, m.act.ClearClamp())
 	}
 	switch {
 	case p.suppressing && !p.suppressWritten:
 		m.writeSuppression()
 	case !p.suppressing && p.stopPending:
-		p.stopPending = !m.actuated(opStopSuppression, m.act.StopSuppression())
+		p.stopPending = !m.actuated(OpStopSuppression, m.act.StopSuppression())
 	}
 }
 

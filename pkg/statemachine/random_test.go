@@ -146,15 +146,15 @@ func randomStep(rng *rand.Rand, m *Machine, est *estimator.Estimator, t time.Tim
 // checkCall checks one actuator call made at machine time now.
 func checkCall(c actCall, now time.Time, cfg Config) bool {
 	switch c.op {
-	case opSetClamp:
+	case OpSetClamp:
 		if c.bytes == 0 {
 			return false
 		}
-	case opSetFreeze:
+	case OpSetFreeze:
 		if cfg.Policy != PolicyFreeze {
 			return false
 		}
-	case opStartSuppression:
+	case OpStartSuppression:
 		if cfg.Policy != PolicyM2HO || !cfg.Suppression || c.deadline.Sub(now) > cfg.SmoothingMax {
 			return false
 		}

@@ -117,6 +117,19 @@ func CellCapacity(sc *scenario.Scenario, c scenario.Cell) (*Capacity, error) {
 	return capacity.Scaled(sc.Scale * (1 - c.BackgroundShare)), nil
 }
 
+// CellCapacities is CellCapacity of every cell of the scenario, by name.
+func CellCapacities(sc *scenario.Scenario) (map[string]*Capacity, error) {
+	capacities := make(map[string]*Capacity, len(sc.Cells))
+	for _, c := range sc.Cells {
+		capacity, err := CellCapacity(sc, c)
+		if err != nil {
+			return nil, err
+		}
+		capacities[c.Name] = capacity
+	}
+	return capacities, nil
+}
+
 func parseTraceFile(path string, parse func(r io.Reader) (*Capacity, error)) (*Capacity, error) {
 	f, err := os.Open(path)
 	if err != nil {

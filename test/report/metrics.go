@@ -73,13 +73,9 @@ func Analyze(sc *scenario.Scenario, truth *emu.GroundTruth, m *traffic.Measureme
 	if len(m.Goodput) < 2 {
 		return nil, errors.New("fewer than two goodput samples")
 	}
-	capacities := map[string]*emu.Capacity{}
-	for _, c := range sc.Cells {
-		capacity, err := emu.CellCapacity(sc, c)
-		if err != nil {
-			return nil, err
-		}
-		capacities[c.Name] = capacity
+	capacities, err := emu.CellCapacities(sc)
+	if err != nil {
+		return nil, err
 	}
 	runEnd := m.Goodput[len(m.Goodput)-1].At
 	reorderDups := map[int]int{}

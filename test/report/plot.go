@@ -36,13 +36,9 @@ var handoverColor = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
 // CapacitySeries is the capacity the UE's serving cell offers over the run
 // (zero during interruptions), averaged per goodput period, in bit/s.
 func CapacitySeries(sc *scenario.Scenario, truth *emu.GroundTruth, until time.Duration) (plotter.XYs, error) {
-	capacities := map[string]*emu.Capacity{}
-	for _, c := range sc.Cells {
-		capacity, err := emu.CellCapacity(sc, c)
-		if err != nil {
-			return nil, err
-		}
-		capacities[c.Name] = capacity
+	capacities, err := emu.CellCapacities(sc)
+	if err != nil {
+		return nil, err
 	}
 	var xy plotter.XYs
 	for t := traffic.GoodputPeriod; t <= until; t += traffic.GoodputPeriod {
