@@ -425,6 +425,23 @@ static __always_inline void account_burst(__u64 now, __u64 bytes)
 	__sync_fetch_and_add(&state->packets, 1);
 }
 
+/* The flow of a TCP segment in either direction, brought up to date with
+ * what every segment teaches: handshake options, last-seen time and the
+ * policy's handover epoch. NULL (counted) when the flow is not tracked. */
+static __always_inline struct flow_state *track_flow(const struct packet *pkt, const struct policy *pol,
+						     __u64 now, bool egress)
+{
+	struct flow_state *flow = lookup_flow(pkt, now, egress);
+	if (!flow) {
+		count(CNT_UNTRACKED);
+		return NULL;
+	}
+	learn_handshake(flow, pkt, egress);
+	flow->last_seen_ns = now;
+	enter_epoch(flow, pol);
+	return flow;
+}
+
 SEC("tc")
 int m2ho_egress(struct __sk_buff *skb)
 {
@@ -442,14 +459,9 @@ int m2ho_egress(struct __sk_buff *skb)
 	 * enough for last-seen times and policy deadlines and costs half of
 	 * bpf_ktime_get_ns; TSval stamps read the precise clock themselves. */
 	__u64 now = bpf_ktime_get_coarse_ns();
-	struct flow_state *flow = lookup_flow(&pkt, now, true);
-	if (!flow) {
-		count(CNT_UNTRACKED);
+	struct flow_state *flow = track_flow(&pkt, pol, now, true);
+	if (!flow)
 		return TC_ACT_UNSPEC;
-	}
-	learn_handshake(flow, &pkt, true);
-	flow->last_seen_ns = now;
-	enter_epoch(flow, pol);
 	stamp_tsval(flow, &pkt);
 
 	if (!(pkt.tcp_flags & TCPF_ACK) || (pkt.tcp_flags & (TCPF_SYN | TCPF_RST)))
@@ -483,14 +495,9 @@ int m2ho_ingress(struct __sk_buff *skb)
 	struct policy *pol = current_policy();
 	if (!pol)
 		return TC_ACT_UNSPEC;
-	struct flow_state *flow = lookup_flow(&pkt, now, false);
-	if (!flow) {
-		count(CNT_UNTRACKED);
+	struct flow_state *flow = track_flow(&pkt, pol, now, false);
+	if (!flow)
 		return TC_ACT_UNSPEC;
-	}
-	learn_handshake(flow, &pkt, false);
-	flow->last_seen_ns = now;
-	enter_epoch(flow, pol);
 
 	flow->rx_bytes += pkt.payload_len;
 	flow->rx_packets++;
