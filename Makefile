@@ -22,7 +22,7 @@ APT_PACKAGES := clang llvm libbpf-dev iproute2 ethtool tcpdump python3
 # Commands that prove each package is present (same order as above).
 APT_PROBES := clang llvm-strip /usr/include/bpf/bpf_helpers.h ip ethtool tcpdump python3
 
-.PHONY: all deps build generate test bench fuzz lint demo clean
+.PHONY: all deps build generate test bench fuzz lint demo eval clean
 
 all: build
 
@@ -78,6 +78,11 @@ lint:
 
 demo: deps build
 	$(BIN)/m2ho-testbed demo --out out/demo --scenario test/scenarios/demo.yaml --m2hod $(BIN)/m2hod
+
+# eval runs the section 6 evaluation: every variant over a generated corpus
+# of at least 120 handovers (about two hours); run it again to resume.
+eval: deps build
+	$(BIN)/m2ho-testbed eval --out out/eval --m2hod $(BIN)/m2hod
 
 clean:
 	rm -rf $(BIN) out

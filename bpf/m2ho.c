@@ -88,17 +88,27 @@ const enum clamp_mode *btf_clamp_mode __attribute__((unused));
 const struct burst_event *btf_burst_event __attribute__((unused));
 const enum counter_id *btf_counter_id __attribute__((unused));
 
-static __always_inline void count_add(enum counter_id id, __u64 amount)
+static __always_inline struct counter_values *cpu_counters(void)
 {
 	__u32 zero = 0;
-	struct counter_values *cpu = bpf_map_lookup_elem(&counters, &zero);
-	if (cpu)
-		cpu->values[id] += amount;
+	return bpf_map_lookup_elem(&counters, &zero);
 }
 
 static __always_inline void count(enum counter_id id)
 {
-	count_add(id, 1);
+	struct counter_values *cpu = cpu_counters();
+	if (cpu)
+		cpu->values[id]++;
+}
+
+/* count_ingress counts a downlink packet and its IP bytes with one lookup. */
+static __always_inline void count_ingress(__u64 ip_bytes)
+{
+	struct counter_values *cpu = cpu_counters();
+	if (cpu) {
+		cpu->values[CNT_INGRESS_PACKETS]++;
+		cpu->values[CNT_INGRESS_BYTES] += ip_bytes;
+	}
 }
 
 /* Flag updates are atomic: ingress and egress of one flow may run on two
@@ -480,13 +490,12 @@ SEC("tc")
 int m2ho_ingress(struct __sk_buff *skb)
 {
 	struct packet pkt = {};
-	count(CNT_INGRESS_PACKETS);
 	__u64 now = bpf_ktime_get_ns();
 	int result = parse(skb, &pkt, false);
 	/* bursts cover every downlink packet, whatever its protocol */
 	__u32 l2_len = result == PARSE_NOT_IP || result == PARSE_MALFORMED ? 0 : pkt.l3_off;
 	__u32 ip_bytes = skb->len - l2_len;
-	count_add(CNT_INGRESS_BYTES, ip_bytes);
+	count_ingress(ip_bytes);
 	account_burst(now, ip_bytes);
 	if (result != PARSE_TCP) {
 		count_parse_failure(result);

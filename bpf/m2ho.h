@@ -25,14 +25,17 @@
 
 /* Connection seen from the host: local is the modem-side host (or the LAN
  * client behind it), remote the Internet peer. IPv4 addresses are stored as
- * IPv4-mapped IPv6 (::ffff:a.b.c.d). Ports in host byte order. */
+ * IPv4-mapped IPv6 (::ffff:a.b.c.d). Ports in host byte order. Aligned to
+ * 8 so that the parser fills it with word stores (the layout is the same):
+ * the map hashes it in 32-bit words, and a word assembled from byte stores
+ * still in flight stalls the load. */
 struct flow_key {
 	__u8 local_addr[16];
 	__u8 remote_addr[16];
 	__u16 local_port;
 	__u16 remote_port;
 	__u32 pad;
-};
+} __attribute__((aligned(8)));
 
 enum flow_flags {
 	/* Receive window shift is known (handshake seen). */

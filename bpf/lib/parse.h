@@ -80,12 +80,29 @@ static __always_inline int parse_need(struct __sk_buff *skb, struct packet *pkt,
 	return PARSE_NEED_PULL;
 }
 
+/* map_ipv4 writes addr as ::ffff:a.b.c.d in whole words (dst is aligned,
+ * see struct flow_key). */
 static __always_inline void map_ipv4(__u8 *dst, __be32 addr)
 {
-	__builtin_memset(dst, 0, 10);
-	dst[10] = 0xff;
-	dst[11] = 0xff;
-	__builtin_memcpy(dst + 12, &addr, 4);
+	__u32 *words = (__u32 *)dst;
+	words[0] = 0;
+	words[1] = 0;
+	words[2] = bpf_htonl(0x0000ffff);
+	words[3] = addr;
+}
+
+/* set_ports writes both ports with one 32-bit store, for the reason given
+ * at struct flow_key. */
+static __always_inline void set_ports(struct flow_key *key, __be16 local, __be16 remote)
+{
+	__u32 local_port = bpf_ntohs(local);
+	__u32 remote_port = bpf_ntohs(remote);
+	/* local_port comes first in memory */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	*(__u32 *)&key->local_port = local_port | (remote_port << 16);
+#else
+	*(__u32 *)&key->local_port = (local_port << 16) | remote_port;
+#endif
 }
 
 /*
@@ -217,14 +234,11 @@ static __noinline int parse_packet(struct __sk_buff *skb, struct packet *pkt, bo
 	pkt->ack = bpf_ntohl(th->ack_seq);
 	pkt->window = bpf_ntohs(th->window);
 	pkt->tcp_flags = ((__u8 *)th)[13];
-	if (egress) {
-		pkt->key.local_port = bpf_ntohs(th->source);
-		pkt->key.remote_port = bpf_ntohs(th->dest);
-	} else {
-		pkt->key.local_port = bpf_ntohs(th->dest);
-		pkt->key.remote_port = bpf_ntohs(th->source);
-	}
-	parse_tcp_options(skb, (__u8 *)(th + 1), data_end, l4_off, tcp_len, &pkt->opts);
+	if (egress)
+		set_ports(&pkt->key, th->source, th->dest);
+	else
+		set_ports(&pkt->key, th->dest, th->source);
+	parse_tcp_options(skb, (__u8 *)(th + 1), data_end, l4_off, tcp_len, pkt->tcp_flags & TCPF_SYN, &pkt->opts);
 	return PARSE_TCP;
 }
 

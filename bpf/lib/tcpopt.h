@@ -3,6 +3,7 @@
 #ifndef M2HO_LIB_TCPOPT_H
 #define M2HO_LIB_TCPOPT_H
 
+#include <stdbool.h>
 #include <linux/bpf.h>
 #include <linux/types.h>
 #include <bpf/bpf_endian.h>
@@ -93,17 +94,20 @@ static long scan_tcp_option(__u64 index, void *ctx)
 /*
  * parse_tcp_options reads the options of the TCP header at l4_off (opt points
  * right after its fixed part), whose length tcp_len has been checked to lie
- * inside the linear data. The common
- * aligned-timestamp layout is read in place; anything else is copied out and
- * scanned.
+ * inside the linear data. MSS and window scale count only on a SYN, so any
+ * other segment needs its timestamps alone: when the options open with the
+ * aligned-timestamp layout they are read in place, whatever follows (the
+ * SACK blocks of duplicate ACKs, typically). A SYN, or options laid out
+ * otherwise, are copied out and scanned.
  */
 static __always_inline void parse_tcp_options(struct __sk_buff *skb, __u8 *opt, void *data_end, __u32 l4_off,
-					      __u32 tcp_len, struct tcp_options *out)
+					      __u32 tcp_len, bool syn, struct tcp_options *out)
 {
 	__u32 opt_len = tcp_len - 20;
 	if (opt_len == 0 || opt_len > TCP_MAX_OPTION_BYTES)
 		return;
-	if (opt_len == TCPOLEN_TSTAMP_ALIGNED && (void *)(opt + TCPOLEN_TSTAMP_ALIGNED) <= data_end &&
+	bool read_in_place = syn ? opt_len == TCPOLEN_TSTAMP_ALIGNED : opt_len >= TCPOLEN_TSTAMP_ALIGNED;
+	if (read_in_place && (void *)(opt + TCPOLEN_TSTAMP_ALIGNED) <= data_end &&
 	    opt[0] == TCPOPT_NOP && opt[1] == TCPOPT_NOP && opt[2] == TCPOPT_TIMESTAMP &&
 	    opt[3] == TCPOLEN_TIMESTAMP) {
 		out->tsval = load_be32(opt + 4);

@@ -56,6 +56,14 @@ const (
 
 var components = []Component{ComponentPrediction, ComponentSuppression, ComponentBandwidthClamp}
 
+// ParseComponent names a component that can be ablated.
+func ParseComponent(s string) (Component, error) {
+	if c := Component(s); slices.Contains(components, c) {
+		return c, nil
+	}
+	return "", fmt.Errorf("unknown component %q (known: prediction, suppression, bandwidth_clamp)", s)
+}
+
 // Defaults of the command line contract.
 const (
 	DefaultListen   = "127.0.0.1:9569"
@@ -252,8 +260,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("policy: must be m2ho or freeze, got %q", c.Policy)
 	}
 	for _, a := range c.Ablate {
-		if !slices.Contains(components, a) {
-			return fmt.Errorf("ablate: unknown component %q (known: prediction, suppression, bandwidth_clamp)", a)
+		if _, err := ParseComponent(string(a)); err != nil {
+			return fmt.Errorf("ablate: %w", err)
 		}
 	}
 	if c.SmoothingMax < 0 || c.SmoothingMax >= maxSmoothing {

@@ -97,6 +97,8 @@ type segment struct {
 	tsval      uint32
 	tsecr      uint32
 	sack       bool // a SACK block (after the timestamps)
+	// leadingOptions go before all the options above
+	leadingOptions []layers.TCPOption
 
 	ipv4Options bool    // IPv4: 8 bytes of options (NOP, timestamp-free)
 	ipv6Ext     []uint8 // IPv6: extension header types before TCP
@@ -123,6 +125,7 @@ func (s segment) build(tb testing.TB) ([]byte, int) {
 		Seq: s.seq, Ack: s.ack, Window: s.window,
 		SYN: s.syn, ACK: s.ackFlag, FIN: s.fin, RST: s.rst, PSH: s.psh,
 	}
+	tcp.Options = append(tcp.Options, s.leadingOptions...)
 	if s.mss != 0 {
 		tcp.Options = append(tcp.Options, layers.TCPOption{OptionType: layers.TCPOptionKindMSS, OptionLength: 4,
 			OptionData: binary.BigEndian.AppendUint16(nil, s.mss)})

@@ -21,8 +21,17 @@ type GroundTruth struct {
 	Reports   []ReportRecord   `json:"reports"`
 	DupAcks   []DupAck         `json:"dupacks"`
 	// DupAcksNotRecorded counts duplicate ACKs beyond MaxDupAcksRecorded.
-	DupAcksNotRecorded int    `json:"dupacks_not_recorded"`
-	Totals             Totals `json:"totals"`
+	DupAcksNotRecorded int `json:"dupacks_not_recorded"`
+	// GeneratedDupAcks are the duplicate ACKs the UE's TCP stack sent
+	// before anything on the UE could drop them (receiverModel); At is
+	// when the UE sent each.
+	GeneratedDupAcks            []DupAck `json:"generated_dupacks"`
+	GeneratedDupAcksNotRecorded int      `json:"generated_dupacks_not_recorded"`
+	// Signalling is every diag event the modem reported except resource
+	// block allocations, in the diag JSON format: what a handover
+	// predictor sees.
+	Signalling []json.RawMessage `json:"signalling"`
+	Totals     Totals            `json:"totals"`
 }
 
 // MaxDupAcksRecorded bounds the ground truth's duplicate ACK list.
@@ -80,6 +89,9 @@ type HeldPacket struct {
 	Len  int     `json:"len"`
 	// DeliveredAt is zero while (or if never) delivered.
 	DeliveredAt time.Duration `json:"delivered_ns"`
+	// Dropped is set when the target cell's buffer had no room for it:
+	// then it is a loss like any other.
+	Dropped bool `json:"dropped,omitempty"`
 }
 
 // ReportRecord is a measurement report that did not lead to a handover.
@@ -96,7 +108,8 @@ const (
 	DupAckLoss    = "loss"    // a packet the emulator dropped
 )
 
-// DupAck is one duplicate ACK the UE sent.
+// DupAck is one duplicate ACK the UE sent, as seen on the uplink (At is
+// when the emulator read it) or as the UE generated it.
 type DupAck struct {
 	At    time.Duration `json:"at_ns"`
 	Ack   uint32        `json:"ack"`

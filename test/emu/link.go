@@ -82,6 +82,8 @@ type Link struct {
 
 	lastAck map[FlowKey]uint32
 	held    map[FlowKey][]*HeldPacket
+	// receiver predicts the duplicate ACKs the UE generates.
+	receiver receiverModel
 
 	emit    func(diag.Event)
 	deliver func(p *Packet, at time.Duration)
@@ -148,14 +150,15 @@ func parseTraceFile(path string, parse func(r io.Reader) (*Capacity, error)) (*C
 // gets, with the virtual time it was due.
 func NewLink(sc *scenario.Scenario, epoch time.Time, emit func(diag.Event), deliver func(p *Packet, at time.Duration)) (*Link, error) {
 	l := &Link{
-		sc:      sc,
-		cells:   map[string]*cell{},
-		epoch:   epoch,
-		current: -1,
-		lastAck: map[FlowKey]uint32{},
-		held:    map[FlowKey][]*HeldPacket{},
-		emit:    emit,
-		deliver: deliver,
+		sc:       sc,
+		cells:    map[string]*cell{},
+		epoch:    epoch,
+		current:  -1,
+		lastAck:  map[FlowKey]uint32{},
+		held:     map[FlowKey][]*HeldPacket{},
+		receiver: newReceiverModel(),
+		emit:     emit,
+		deliver:  deliver,
 	}
 	l.truth = GroundTruth{Scenario: sc.Name, Scale: sc.Scale, Start: epoch}
 	for _, cs := range sc.Cells {
@@ -258,9 +261,8 @@ func (l *Link) UplinkRelease(at time.Duration, tcp TCPHeader) time.Duration {
 	return release
 }
 
-// classifyAck records a pure duplicate ACK and its cause: a context
-// release when it asks for a segment held back and not yet delivered (or
-// delivered after the UE sent it), a drop otherwise.
+// classifyAck records a pure duplicate ACK seen on the uplink and its
+// cause.
 func (l *Link) classifyAck(at time.Duration, tcp TCPHeader) {
 	if tcp.Flags&(tcpSYN|tcpFIN|tcpRST) != 0 || tcp.Flags&tcpACK == 0 {
 		return
@@ -270,24 +272,32 @@ func (l *Link) classifyAck(at time.Duration, tcp TCPHeader) {
 	if !seen || tcp.Payload != 0 || last != tcp.Ack {
 		return
 	}
-	d := DupAck{At: at, Ack: tcp.Ack, Cause: DupAckLoss, Handover: -1}
-	for _, h := range l.held[tcp.Flow] {
-		if h.Seq != tcp.Ack {
-			continue
-		}
-		// The ACK left the UE one uplink delay before the emulator read it.
-		sentAt := at - l.serving.spec.DelayUp
-		if h.DeliveredAt == 0 || h.DeliveredAt > sentAt {
-			d.Cause = DupAckReorder
-			d.Handover = l.heldHandover(h)
-		}
-		break
-	}
+	// The emulator reads an ACK as the UE sends it; the uplink delay
+	// comes after.
+	d := l.dupAckCause(tcp.Flow, tcp.Ack, at)
 	if len(l.truth.DupAcks) >= MaxDupAcksRecorded {
 		l.truth.DupAcksNotRecorded++
 		return
 	}
 	l.truth.DupAcks = append(l.truth.DupAcks, d)
+}
+
+// dupAckCause classifies a duplicate ACK the UE sent at sentAt: a context
+// release caused it when it asks for a segment held back and not yet
+// delivered by then (and not dropped by the target), a drop otherwise.
+func (l *Link) dupAckCause(flow FlowKey, ack uint32, sentAt time.Duration) DupAck {
+	d := DupAck{At: sentAt, Ack: ack, Cause: DupAckLoss, Handover: -1}
+	for _, h := range l.held[flow] {
+		if h.Seq != ack {
+			continue
+		}
+		if !h.Dropped && (h.DeliveredAt == 0 || h.DeliveredAt > sentAt) {
+			d.Cause = DupAckReorder
+			d.Handover = l.heldHandover(h)
+		}
+		break
+	}
+	return d
 }
 
 func (l *Link) heldHandover(h *HeldPacket) int {
@@ -432,6 +442,9 @@ func (l *Link) hand(p *Packet, at time.Duration) {
 	}
 	l.truth.Totals.DeliveredPackets++
 	l.truth.Totals.DeliveredBytes += uint64(p.Size)
+	if ack, dup := l.receiver.segment(p.TCP); dup {
+		l.recordGenerated(p.TCP, ack, at)
+	}
 	l.deliver(p, at)
 }
 
@@ -484,6 +497,12 @@ func (l *Link) flushRB() {
 
 func (l *Link) send(ev diag.Event) {
 	l.truth.Totals.DiagEvents++
+	if ev.Type != diag.TypeRBAlloc {
+		// An event that does not encode is counted when it is sent.
+		if raw, err := diag.MarshalJSON(ev); err == nil {
+			l.truth.Signalling = append(l.truth.Signalling, raw)
+		}
+	}
 	l.emit(ev)
 }
 
@@ -565,9 +584,12 @@ func (l *Link) execute(a action, rec *HandoverRecord, source, target *cell) {
 	for _, p := range forward {
 		if target.queue.push(p) {
 			rec.Forwarded++
-		} else {
-			l.countDrop(a.at)
+			continue
 		}
+		if p.held != nil {
+			p.held.Dropped = true
+		}
+		l.countDrop(a.at)
 	}
 	l.alignSlots(a.at)
 }

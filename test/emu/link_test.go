@@ -351,6 +351,32 @@ func TestLinkClassifiesDuplicateAcks(t *testing.T) {
 	assert.Equal(t, -1, dups[3].Handover)
 }
 
+func TestLinkHeldPacketDroppedByTargetIsALoss(t *testing.T) {
+	// Two held packets, and a target buffer of one packet: the second
+	// held packet is dropped at execution and never arrives.
+	r := newLinkRun(t, handoverScenario(&scenario.ContextRelease{HeldPackets: 2}, 1500))
+	for i := range 10 {
+		r.arrive(t, uint32(i*1448), 469*ms)
+	}
+	r.link.Advance(2 * time.Second)
+	ho := r.link.Truth().Handovers[0]
+	require.Len(t, ho.Held, 2)
+	assert.False(t, ho.Held[0].Dropped)
+	assert.Positive(t, ho.Held[0].DeliveredAt)
+	assert.True(t, ho.Held[1].Dropped)
+	assert.Zero(t, ho.Held[1].DeliveredAt)
+
+	frame := tcpFrame(t, 1, 2*1448, 0, false)
+	_, _, down := ParseFrame(frame, true)
+	_, _, up := ParseFrame(frame, false)
+	up.Flow = down.Flow
+	r.link.UplinkRelease(1900*ms, up)
+	r.link.UplinkRelease(1901*ms, up)
+	dups := r.link.Truth().DupAcks
+	require.Len(t, dups, 1)
+	assert.Equal(t, DupAckLoss, dups[0].Cause, "the segment asked for is lost, not on its way")
+}
+
 func TestLinkUplinkHeldDuringInterruption(t *testing.T) {
 	r := newLinkRun(t, &scenario.Scenario{
 		Name: "ul", Duration: 2 * time.Second, Cells: twoCells(12, 1<<20, 10*ms), InitialCell: "a",

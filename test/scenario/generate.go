@@ -21,8 +21,13 @@ const (
 	minDwell           = 1500 * time.Millisecond
 
 	// Handover mix: 329 sub6-sub6, 109 sub6-mmW, 100 mmW-sub6, 184 mmW-mmW.
-	probMmWaveFromSub6 = 109.0 / (329 + 109)
-	probSub6FromMmWave = 100.0 / (100 + 184)
+	countSub6Sub6      = 329
+	countSub6MmWave    = 109
+	countMmWaveSub6    = 100
+	countMmWaveMmWave  = 184
+	countHandovers     = countSub6Sub6 + countSub6MmWave + countMmWaveSub6 + countMmWaveMmWave
+	probMmWaveFromSub6 = float64(countSub6MmWave) / (countSub6Sub6 + countSub6MmWave)
+	probSub6FromMmWave = float64(countMmWaveSub6) / (countMmWaveSub6 + countMmWaveMmWave)
 
 	// Measurement report to execution: 178.9 ms mean, 310.2 ms max.
 	measLeadMean = 178.9
@@ -66,6 +71,10 @@ type GenerateOptions struct {
 	Duration time.Duration
 	Mobility string
 	Scale    float64
+	// MatchMix keeps the scenario's handover types at the measured mix
+	// instead of drawing each independently: a corpus of a hundred
+	// handovers drawn independently strays ten points from it.
+	MatchMix bool
 }
 
 // Generate draws a scenario from the measured statistics. The same options
@@ -98,6 +107,7 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 	mmwave := g.cells(sc, diag.BandMmWave, 4)
 	serving := sub6[0]
 	sc.InitialCell = serving.Name
+	var mix mixTracker
 	at := time.Duration(0)
 	for {
 		mean := meanDwellSub6
@@ -107,7 +117,11 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 		dwell := max(time.Duration(g.rng.ExpFloat64()*mean*dwellFactor*float64(time.Second)).Round(time.Millisecond), minDwell)
 		// A false report lasts at most 1.2 s; it must end inside the run.
 		if g.rng.Float64() < probFalseReport && dwell > 3*time.Second && at+dwell/3+1200*time.Millisecond <= opts.Duration {
-			sc.Timeline = append(sc.Timeline, g.falseReport(at+dwell/3))
+			pool := sub6
+			if serving.Band == diag.BandMmWave {
+				pool = mmwave
+			}
+			sc.Timeline = append(sc.Timeline, g.falseReport(at+dwell/3, g.other(pool, serving)))
 		}
 		at += dwell
 		if at+time.Second > opts.Duration {
@@ -115,6 +129,9 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 		}
 		toMmWave := serving.Band == diag.BandSub6 && g.rng.Float64() < probMmWaveFromSub6 ||
 			serving.Band == diag.BandMmWave && g.rng.Float64() >= probSub6FromMmWave
+		if opts.MatchMix {
+			toMmWave = mix.next(serving.Band, toMmWave)
+		}
 		pool := sub6
 		if toMmWave {
 			pool = mmwave
@@ -127,6 +144,7 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 			})
 		} else {
 			sc.Timeline = append(sc.Timeline, g.handover(at, serving, target))
+			mix.count(serving.Band, target.Band)
 		}
 		serving = target
 	}
@@ -135,6 +153,38 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 		return nil, fmt.Errorf("generated scenario is invalid: %w", err)
 	}
 	return sc, nil
+}
+
+// mixTracker steers the handover types towards the measured mix: from
+// the serving band, the type whose share lags its target most is next;
+// the independent draw decides when both are on target.
+type mixTracker struct {
+	sub6Sub6, sub6MmWave, mmWaveSub6, mmWaveMmWave int
+}
+
+func (m *mixTracker) next(serving diag.Band, drawn bool) (toMmWave bool) {
+	n := float64(m.sub6Sub6+m.sub6MmWave+m.mmWaveSub6+m.mmWaveMmWave) + 1
+	lag := func(count, target int) float64 { return n*float64(target)/countHandovers - float64(count) }
+	if serving == diag.BandSub6 {
+		stay, move := lag(m.sub6Sub6, countSub6Sub6), lag(m.sub6MmWave, countSub6MmWave)
+		return move > stay || move == stay && drawn
+	}
+	stay, move := lag(m.mmWaveMmWave, countMmWaveMmWave), lag(m.mmWaveSub6, countMmWaveSub6)
+	return stay > move || stay == move && drawn
+}
+
+// count records a handover (a radio link failure does not count).
+func (m *mixTracker) count(source, target diag.Band) {
+	switch {
+	case source == diag.BandSub6 && target == diag.BandSub6:
+		m.sub6Sub6++
+	case source == diag.BandSub6:
+		m.sub6MmWave++
+	case target == diag.BandMmWave:
+		m.mmWaveMmWave++
+	default:
+		m.mmWaveSub6++
+	}
 }
 
 type generator struct {
@@ -218,14 +268,14 @@ func (g *generator) handover(at time.Duration, source, target Cell) Event {
 }
 
 // falseReport is a measurement report pair that leads to no handover:
-// A2 (serving weak) then A1 (serving good again), or an A3 the network
-// does not act on.
-func (g *generator) falseReport(at time.Duration) Event {
+// A2 (serving weak) then A1 (serving good again), or an A3 naming a
+// neighbour of the serving cell's band that the network does not act on.
+func (g *generator) falseReport(at time.Duration, neighbor Cell) Event {
 	e := Event{At: at, Type: TypeReport}
 	if g.rng.Float64() < 0.5 {
 		e.Reports = []Report{{Event: diag.EventA2}, {After: g.ms(600, 200, 200, 1200), Event: diag.EventA1}}
 	} else {
-		e.Reports = []Report{{Event: diag.EventA3}}
+		e.Reports = []Report{{Event: diag.EventA3, Neighbor: neighbor.Name}}
 	}
 	return e
 }

@@ -212,3 +212,27 @@ func TestGenerateFollowsTheStatistics(t *testing.T) {
 	assert.Error(t, err)
 	assert.True(t, strings.Contains(err.Error(), "flying"))
 }
+
+func TestGenerateMatchMixKeepsTheMeasuredHandoverMix(t *testing.T) {
+	want := map[string]float64{"sub6_sub6": 0.456, "sub6_mmwave": 0.151, "mmwave_sub6": 0.139, "mmwave_mmwave": 0.255}
+	counts := map[string]int{}
+	total := 0
+	for seed := uint64(1); seed <= 6; seed++ {
+		sc, err := Generate(GenerateOptions{Seed: seed, Duration: 2 * time.Minute, Mobility: MobilityDriving, MatchMix: true})
+		require.NoError(t, err)
+		cells := map[string]Cell{}
+		for _, c := range sc.Cells {
+			cells[c.Name] = c
+		}
+		for _, e := range sc.Timeline {
+			if e.Type == TypeHandover {
+				counts[HandoverClass(cells[e.Source].Band, cells[e.Target].Band)]++
+				total++
+			}
+		}
+	}
+	require.GreaterOrEqual(t, total, 100)
+	for class, share := range want {
+		assert.InDelta(t, share, float64(counts[class])/float64(total), 0.03, class)
+	}
+}

@@ -1,9 +1,12 @@
 package testbed
 
 import (
+	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestM2hodArgsScaleTheDefaultBuffer(t *testing.T) {
@@ -26,7 +29,51 @@ func TestM2hodArgsScaleTheDefaultBuffer(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, m2hodArgs("wwan0", "/run/state", tc.scale))
+			assert.Equal(t, tc.want, m2hodArgs("wwan0", "/run/state", tc.scale, Variant{CC: "cubic", M2HO: true}))
 		})
+	}
+}
+
+func TestM2hodArgsSelectThePolicy(t *testing.T) {
+	tests := []struct {
+		variant string
+		want    []string
+	}{
+		{variant: "cubic+m2ho", want: []string{}},
+		{variant: "cubic+freeze", want: []string{"--policy", "freeze"}},
+		{variant: "bbr+m2ho-no-prediction", want: []string{"--ablate", "prediction"}},
+		{variant: "cubic+m2ho-no-suppression-no-bandwidth_clamp", want: []string{"--ablate", "suppression,bandwidth_clamp"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.variant, func(t *testing.T) {
+			v, err := ParseVariant(tc.variant)
+			require.NoError(t, err)
+			args := m2hodArgs("wwan0", "/run/state", 1, v)
+			assert.Equal(t, tc.want, args[10:], "flags after the fixed ones")
+		})
+	}
+}
+
+func TestProcessUsageOfThisProcess(t *testing.T) {
+	// Burn a little CPU so the process has at least one clock tick.
+	for start := time.Now(); time.Since(start) < 3*clockTick; {
+	}
+	cpu, err := processCPU(os.Getpid())
+	require.NoError(t, err)
+	assert.Positive(t, cpu, "a process that spun for three ticks has used CPU")
+	rss, peak, err := processMemory(os.Getpid())
+	require.NoError(t, err)
+	assert.Positive(t, rss)
+	assert.GreaterOrEqual(t, peak, rss)
+}
+
+func TestVariantSuppresses(t *testing.T) {
+	for variant, want := range map[string]bool{
+		"cubic": false, "cubic+m2ho": true, "bbr+m2ho": true, "cubic+freeze": false,
+		"cubic+m2ho-no-suppression": false, "cubic+m2ho-no-prediction": true,
+	} {
+		v, err := ParseVariant(variant)
+		require.NoError(t, err)
+		assert.Equal(t, want, v.Suppresses(), variant)
 	}
 }

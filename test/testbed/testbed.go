@@ -16,11 +16,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/m2ho/m2ho/pkg/config"
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/estimator"
 	"github.com/m2ho/m2ho/test/emu"
@@ -38,36 +40,94 @@ const (
 	m2hodStopWait = 5 * time.Second
 )
 
-// Variant is a congestion control, optionally with m2hod.
+// Variant is a congestion control, optionally with m2hod running its m2ho
+// policy (with some components ablated) or the Freeze-TCP baseline.
 type Variant struct {
 	CC   string
 	M2HO bool
+	// Freeze runs m2hod with --policy freeze instead of m2ho.
+	Freeze bool
+	// Ablate lists the m2ho components switched off (--ablate).
+	Ablate []config.Component
 }
 
-// ParseVariant reads "cubic", "bbr", "reno", "cubic+m2ho", "bbr+m2ho".
+// Variant name parts.
+const (
+	variantM2HO   = "m2ho"
+	variantFreeze = "freeze"
+	ablatePrefix  = "-no-"
+)
+
+// ParseVariant reads a congestion control (cubic, bbr, reno), optionally
+// followed by "+m2ho", "+freeze" or "+m2ho-no-<component>" (repeatable,
+// components as in m2hod --ablate): "cubic+m2ho-no-prediction".
 func ParseVariant(s string) (Variant, error) {
 	cc, extra, _ := strings.Cut(s, "+")
 	v := Variant{CC: cc}
-	switch extra {
-	case "":
-	case "m2ho":
-		v.M2HO = true
-	default:
-		return v, fmt.Errorf("variant %q: %q is not m2ho", s, extra)
-	}
 	switch cc {
 	case "cubic", "bbr", "reno":
 	default:
 		return v, fmt.Errorf("variant %q: congestion control %q is not cubic, bbr or reno", s, cc)
 	}
+	if extra == "" {
+		return v, nil
+	}
+	parts := strings.Split(extra, ablatePrefix)
+	switch parts[0] {
+	case variantM2HO:
+		v.M2HO = true
+	case variantFreeze:
+		v.M2HO, v.Freeze = true, true
+	default:
+		return v, fmt.Errorf("variant %q: %q is not m2ho or freeze", s, parts[0])
+	}
+	for _, name := range parts[1:] {
+		c, err := config.ParseComponent(name)
+		if err != nil {
+			return v, fmt.Errorf("variant %q: %w", s, err)
+		}
+		if v.Freeze {
+			return v, fmt.Errorf("variant %q: the freeze policy has no components to ablate", s)
+		}
+		v.Ablate = append(v.Ablate, c)
+	}
 	return v, nil
 }
 
 func (v Variant) String() string {
-	if v.M2HO {
-		return v.CC + "+m2ho"
+	switch {
+	case v.Freeze:
+		return v.CC + "+" + variantFreeze
+	case v.M2HO:
+		name := v.CC + "+" + variantM2HO
+		for _, c := range v.Ablate {
+			name += ablatePrefix + string(c)
+		}
+		return name
 	}
 	return v.CC
+}
+
+// Suppresses reports whether the variant's daemon drops duplicate ACKs:
+// m2ho with its suppression component.
+func (v Variant) Suppresses() bool {
+	return v.M2HO && !v.Freeze && !slices.Contains(v.Ablate, config.ComponentSuppression)
+}
+
+// daemonArgs are the m2hod flags that select the variant's policy.
+func (v Variant) daemonArgs() []string {
+	var args []string
+	if v.Freeze {
+		args = append(args, "--policy", string(config.PolicyFreeze))
+	}
+	if len(v.Ablate) > 0 {
+		names := make([]string, len(v.Ablate))
+		for i, c := range v.Ablate {
+			names[i] = string(c)
+		}
+		args = append(args, "--ablate", strings.Join(names, ","))
+	}
+	return args
 }
 
 // Config is one run.
@@ -91,6 +151,8 @@ type Result struct {
 	Fidelity     Fidelity
 	// SentBytes is what the sender handed to its sockets.
 	SentBytes uint64
+	// Daemon is what m2hod cost while the traffic ran; nil without m2hod.
+	Daemon *DaemonUsage
 }
 
 // Fidelity is how closely the emulator kept to its schedule.
@@ -119,6 +181,7 @@ const (
 	M2hodLogFile     = "m2hod.log"
 	M2hodMetricsFile = "m2hod-metrics.txt"
 	M2hodStatusFile  = "m2hod-status.json"
+	M2hodUsageFile   = "m2hod-usage.json"
 	PcapFile         = "ue.pcap"
 )
 
@@ -161,7 +224,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 
 	var daemon *m2hod
 	if cfg.Variant.M2HO {
-		daemon, err = startM2hod(ctx, tb, cfg.M2hod, cfg.OutDir, sc.Scale)
+		daemon, err = startM2hod(ctx, tb, cfg.M2hod, cfg.OutDir, m2hodArgs(tb.ModemIface, filepath.Join(cfg.OutDir, m2hodStateDir), sc.Scale, cfg.Variant))
 		if err != nil {
 			return nil, err
 		}
@@ -215,8 +278,16 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	measured := make(chan *traffic.Measurements, 1)
 	go func() { measured <- traffic.Measure(runCtx, epoch, receiver, sender) }()
 	log.Info("traffic running", "variant", cfg.Variant, "cc", cc, "duration", sc.Duration)
+	var usageFrom procSample
+	if daemon != nil {
+		usageFrom = daemon.sample()
+	}
 	sendErr := sender.Run(runCtx)
 	m := <-measured
+	var usage *DaemonUsage
+	if daemon != nil {
+		usage = daemon.usageSince(usageFrom)
+	}
 	stopEmu()
 	if err := <-emuDone; err != nil {
 		return nil, fmt.Errorf("emulator: %w", err)
@@ -229,7 +300,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 
 	res = &Result{
-		Variant: cfg.Variant, Truth: emulator.Truth(), Measurements: m, SentBytes: sender.Sent(),
+		Variant: cfg.Variant, Truth: emulator.Truth(), Measurements: m, SentBytes: sender.Sent(), Daemon: usage,
 		Fidelity: Fidelity{
 			DownlinkP50: emulator.Downlink.Quantile(0.5), DownlinkP99: emulator.Downlink.Quantile(0.99),
 			DownlinkMax: emulator.Downlink.Max(), UplinkP50: emulator.Uplink.Quantile(0.5),
@@ -249,7 +320,11 @@ func (r *Result) write(dir string) error {
 	if err := r.Truth.WriteFile(filepath.Join(dir, GroundTruthFile)); err != nil {
 		return err
 	}
-	for name, v := range map[string]any{MeasurementsFile: r.Measurements, FidelityFile: r.Fidelity} {
+	files := map[string]any{MeasurementsFile: r.Measurements, FidelityFile: r.Fidelity}
+	if r.Daemon != nil {
+		files[M2hodUsageFile] = r.Daemon
+	}
+	for name, v := range files {
 		if err := writeJSON(filepath.Join(dir, name), v); err != nil {
 			return err
 		}
@@ -294,7 +369,7 @@ type m2hod struct {
 // bandwidth-delay product): a scenario's scale shrinks every buffer and
 // capacity, so it shrinks that assumption too, or the first clamp towards
 // an unknown cell would be ten times the cell's buffer at scale 0.1.
-func m2hodArgs(iface, stateDir string, scale float64) []string {
+func m2hodArgs(iface, stateDir string, scale float64, v Variant) []string {
 	args := []string{
 		"--iface", iface,
 		"--diag", "udp://" + DiagAddr,
@@ -306,23 +381,25 @@ func m2hodArgs(iface, stateDir string, scale float64) []string {
 		scaled := uint64(float64(estimator.DefaultConfig().DefaultBufferBytes) * scale)
 		args = append(args, "--default-buffer", strconv.FormatUint(max(scaled, minDefaultBuffer), 10))
 	}
-	return args
+	return append(args, v.daemonArgs()...)
 }
 
 // minDefaultBuffer is the smallest buffer m2hod accepts: one packet.
 const minDefaultBuffer = 1500
 
-func startM2hod(ctx context.Context, tb *topo.Topology, binary, outDir string, scale float64) (*m2hod, error) {
+// m2hodStateDir is the daemon's state directory inside a run's directory.
+const m2hodStateDir = "m2hod-state"
+
+func startM2hod(ctx context.Context, tb *topo.Topology, binary, outDir string, args []string) (*m2hod, error) {
 	logFile, err := os.Create(filepath.Join(outDir, M2hodLogFile))
 	if err != nil {
 		return nil, fmt.Errorf("m2hod log: %w", err)
 	}
-	stateDir := filepath.Join(outDir, "m2hod-state")
-	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(outDir, m2hodStateDir), 0o755); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("m2hod state dir: %w", err)
 	}
-	cmd := tb.UE.Command(binary, m2hodArgs(tb.ModemIface, stateDir, scale)...)
+	cmd := tb.UE.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// The daemon must not outlive the testbed, even if the testbed dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/m2ho/m2ho/pkg/config"
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/test/emu"
 	"github.com/m2ho/m2ho/test/report"
@@ -204,8 +205,14 @@ func TestParseVariant(t *testing.T) {
 		{in: "cubic+m2ho", want: Variant{CC: "cubic", M2HO: true}},
 		{in: "bbr+m2ho", want: Variant{CC: "bbr", M2HO: true}},
 		{in: "reno", want: Variant{CC: "reno"}},
+		{in: "cubic+freeze", want: Variant{CC: "cubic", M2HO: true, Freeze: true}},
+		{in: "cubic+m2ho-no-prediction", want: Variant{CC: "cubic", M2HO: true, Ablate: []config.Component{config.ComponentPrediction}}},
+		{in: "cubic+m2ho-no-suppression-no-bandwidth_clamp", want: Variant{CC: "cubic", M2HO: true,
+			Ablate: []config.Component{config.ComponentSuppression, config.ComponentBandwidthClamp}}},
 		{in: "vegas", wantErr: true},
-		{in: "cubic+freeze", wantErr: true},
+		{in: "cubic+mtcp", wantErr: true},
+		{in: "cubic+m2ho-no-rtt", wantErr: true},
+		{in: "cubic+freeze-no-prediction", wantErr: true},
 	}
 	for _, tt := range tests {
 		got, err := ParseVariant(tt.in)

@@ -1,6 +1,7 @@
 // Command m2ho-testbed runs the 5G handover testbed: a scenario with one
 // variant (run), the demo comparison of CUBIC with and without m2ho (demo),
-// the scenario generator (gen-scenario), the emulator's fidelity
+// the section 6 evaluation over a generated corpus (eval), the scenario
+// generator (gen-scenario), the emulator's fidelity
 // measurement (fidelity), and the removal of what crashed runs left
 // (cleanup). See docs/testbed.md.
 package main
@@ -24,7 +25,8 @@ const usage = `usage: m2ho-testbed COMMAND [flags]
 commands:
   run --scenario FILE --variant cubic|cubic+m2ho|bbr|bbr+m2ho|reno --out DIR [--m2hod PATH] [--pcap]
   demo [--out out/demo] [--scenario test/scenarios/demo.yaml] [--m2hod bin/m2hod]
-  gen-scenario --seed N [--duration 120s] [--mobility walking|driving] [--scale 0.1] [--out FILE]
+  gen-scenario --seed N [--duration 120s] [--mobility walking|driving] [--scale 0.1] [--match-mix] [--out FILE]
+  eval [--out out/eval] [--handovers 120] [--seed 1] [--scenario-duration 2m] [--variants LIST] [--m2hod bin/m2hod] [--report-only]
   fidelity [--out DIR]
   cleanup
 `
@@ -46,6 +48,7 @@ func main() {
 	commands := map[string]func(context.Context, []string, io.Writer, *slog.Logger) error{
 		"run":          cmdRun,
 		"demo":         cmdDemo,
+		"eval":         cmdEval,
 		"gen-scenario": cmdGenScenario,
 		"fidelity":     cmdFidelity,
 		"cleanup":      cmdCleanup,

@@ -1,0 +1,344 @@
+// Package eval runs the paper's section 6 evaluation in the testbed: a
+// generated corpus of handovers, every variant over every scenario of it
+// in one session, and the tables, CSV and plots of the results. A run is
+// resumable: each finished (scenario, variant) unit is kept, and a new
+// invocation with the same parameters runs only what is missing.
+package eval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/m2ho/m2ho/test/report"
+	"github.com/m2ho/m2ho/test/scenario"
+	"github.com/m2ho/m2ho/test/testbed"
+)
+
+// DefaultVariants are the paper's comparison: CUBIC with and without m2ho,
+// the Freeze-TCP baseline, BBR with and without m2ho, and the ablations
+// of m2ho's three components.
+var DefaultVariants = []string{
+	"cubic", "cubic+m2ho", "cubic+freeze", "bbr", "bbr+m2ho",
+	"cubic+m2ho-no-prediction", "cubic+m2ho-no-suppression", "cubic+m2ho-no-bandwidth_clamp",
+}
+
+// Options are one evaluation's parameters. Everything but Out, M2hod,
+// Log and Progress is recorded in the manifest and must match when a run
+// resumes.
+type Options struct {
+	Out string
+	// Handovers is the corpus's minimum number of handovers (radio link
+	// failures not counted).
+	Handovers int
+	// Seed is the first scenario's generator seed; the next scenarios
+	// take the following seeds.
+	Seed uint64
+	// ScenarioDuration is the length of each scenario of the corpus.
+	ScenarioDuration time.Duration
+	Mobility         string
+	Scale            float64
+	Variants         []string
+	M2hod            string
+	Log              *slog.Logger
+	// Progress receives a line per unit started and finished.
+	Progress io.Writer
+}
+
+// Files and directories of an evaluation's output directory.
+const (
+	ManifestFile = "manifest.json"
+	corpusDir    = "corpus"
+	runsDir      = "runs"
+	// doneFile marks a finished unit; it is written last.
+	doneFile = "done.json"
+	// HandoversFile holds a unit's per-handover metrics.
+	HandoversFile = "handovers.json"
+)
+
+// Manifest is what an evaluation runs: its parameters and its corpus.
+type Manifest struct {
+	Handovers        int           `json:"handovers"`
+	Seed             uint64        `json:"seed"`
+	ScenarioDuration time.Duration `json:"scenario_duration_ns"`
+	Mobility         string        `json:"mobility"`
+	Scale            float64       `json:"scale"`
+	Variants         []string      `json:"variants"`
+	Corpus           []CorpusEntry `json:"corpus"`
+	Created          time.Time     `json:"created"`
+}
+
+// CorpusEntry is one generated scenario.
+type CorpusEntry struct {
+	Name string `json:"name"`
+	Seed uint64 `json:"seed"`
+	// File is relative to the output directory.
+	File      string         `json:"file"`
+	Handovers int            `json:"handovers"`
+	RLFs      int            `json:"rlfs"`
+	Reports   int            `json:"false_reports"`
+	Classes   map[string]int `json:"classes"`
+	Reordered int            `json:"reordered"`
+	Overflow  int            `json:"overflow"`
+}
+
+// Unit is one variant over one scenario.
+type Unit struct {
+	Scenario CorpusEntry
+	Variant  string
+}
+
+// Dir is where a unit's files go.
+func (u Unit) Dir(out string) string {
+	return filepath.Join(out, runsDir, u.Scenario.Name, u.Variant)
+}
+
+// done records a finished unit.
+type done struct {
+	Finished time.Time     `json:"finished"`
+	Took     time.Duration `json:"took_ns"`
+}
+
+func (o *Options) validate() error {
+	switch {
+	case o.Out == "":
+		return errors.New("an output directory is required")
+	case o.Handovers < 1:
+		return errors.New("the corpus needs at least one handover")
+	case o.ScenarioDuration < 10*time.Second:
+		return errors.New("scenarios must be at least 10s long")
+	case len(o.Variants) == 0:
+		return errors.New("no variant to run")
+	}
+	for _, name := range o.Variants {
+		v, err := testbed.ParseVariant(name)
+		if err != nil {
+			return err
+		}
+		if v.String() != name {
+			return fmt.Errorf("variant %q is spelt %q", name, v.String())
+		}
+		if v.M2HO && o.M2hod == "" {
+			return fmt.Errorf("variant %s needs the m2hod binary", name)
+		}
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	return nil
+}
+
+// Prepare loads the manifest of an earlier invocation with the same
+// parameters, or generates the corpus and writes a new one.
+func Prepare(opts Options) (*Manifest, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	want := Manifest{
+		Handovers: opts.Handovers, Seed: opts.Seed, ScenarioDuration: opts.ScenarioDuration,
+		Mobility: opts.Mobility, Scale: opts.Scale, Variants: opts.Variants,
+	}
+	path := filepath.Join(opts.Out, ManifestFile)
+	if old, err := ReadManifest(opts.Out); err == nil {
+		if !sameParameters(old, &want) {
+			return nil, fmt.Errorf("%s holds an evaluation with other parameters (%s): use another --out or remove it", opts.Out, path)
+		}
+		return old, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(opts.Out, corpusDir), 0o755); err != nil {
+		return nil, fmt.Errorf("output directory: %w", err)
+	}
+	total := 0
+	for seed := opts.Seed; total < opts.Handovers; seed++ {
+		entry, err := generate(opts, seed)
+		if err != nil {
+			return nil, err
+		}
+		want.Corpus = append(want.Corpus, entry)
+		total += entry.Handovers
+	}
+	want.Created = time.Now().UTC()
+	if err := writeJSON(path, &want); err != nil {
+		return nil, err
+	}
+	return &want, nil
+}
+
+func sameParameters(a, b *Manifest) bool {
+	return a.Handovers == b.Handovers && a.Seed == b.Seed && a.ScenarioDuration == b.ScenarioDuration &&
+		a.Mobility == b.Mobility && a.Scale == b.Scale && slices.Equal(a.Variants, b.Variants)
+}
+
+// generate writes the scenario of one seed into the corpus, its handover
+// types kept at the measured mix.
+func generate(opts Options, seed uint64) (CorpusEntry, error) {
+	sc, err := scenario.Generate(scenario.GenerateOptions{Seed: seed, Duration: opts.ScenarioDuration, Mobility: opts.Mobility, Scale: opts.Scale, MatchMix: true})
+	if err != nil {
+		return CorpusEntry{}, fmt.Errorf("seed %d: %w", seed, err)
+	}
+	raw, err := sc.Marshal()
+	if err != nil {
+		return CorpusEntry{}, err
+	}
+	header := fmt.Sprintf("# Evaluation corpus: m2ho-testbed gen-scenario --seed %d --duration %v --mobility %s --scale %g --match-mix\n",
+		seed, opts.ScenarioDuration, opts.Mobility, opts.Scale)
+	file := filepath.Join(corpusDir, sc.Name+".yaml")
+	if err := os.WriteFile(filepath.Join(opts.Out, file), append([]byte(header), raw...), 0o644); err != nil {
+		return CorpusEntry{}, fmt.Errorf("writing scenario: %w", err)
+	}
+	entry := CorpusEntry{Name: sc.Name, Seed: seed, File: file, Classes: map[string]int{}}
+	cells := map[string]scenario.Cell{}
+	for _, c := range sc.Cells {
+		cells[c.Name] = c
+	}
+	for _, e := range sc.Timeline {
+		switch e.Type {
+		case scenario.TypeHandover:
+			entry.Handovers++
+			entry.Classes[scenario.HandoverClass(cells[e.Source].Band, cells[e.Target].Band)]++
+			if e.ContextRelease != nil {
+				entry.Reordered++
+			}
+			if e.TargetBufferBytes > 0 {
+				entry.Overflow++
+			}
+		case scenario.TypeRLF:
+			entry.RLFs++
+		case scenario.TypeReport:
+			entry.Reports++
+		}
+	}
+	return entry, nil
+}
+
+// ReadManifest loads an evaluation's manifest.
+func ReadManifest(out string) (*Manifest, error) {
+	raw, err := os.ReadFile(filepath.Join(out, ManifestFile))
+	if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", ManifestFile, err)
+	}
+	return &m, nil
+}
+
+// Units lists every unit in running order: scenario by scenario, so an
+// interrupted evaluation still compares every variant on the same
+// handovers, with the variants' order rotating from one scenario to the
+// next so that none always runs first after a pause.
+func (m *Manifest) Units() []Unit {
+	var units []Unit
+	for i, entry := range m.Corpus {
+		for j := range m.Variants {
+			units = append(units, Unit{Scenario: entry, Variant: m.Variants[(i+j)%len(m.Variants)]})
+		}
+	}
+	return units
+}
+
+// Finished reports whether a unit's files are complete.
+func (u Unit) Finished(out string) bool {
+	_, err := os.Stat(filepath.Join(u.Dir(out), doneFile))
+	return err == nil
+}
+
+// Run runs every unit not yet finished, reporting progress. Cancelling ctx
+// stops after removing the topology of the unit under way; what finished
+// stays.
+func Run(ctx context.Context, opts Options) (*Manifest, error) {
+	m, err := Prepare(opts)
+	if err != nil {
+		return nil, err
+	}
+	units := m.Units()
+	var todo []Unit
+	for _, u := range units {
+		if !u.Finished(opts.Out) {
+			todo = append(todo, u)
+		}
+	}
+	total := 0
+	for _, e := range m.Corpus {
+		total += e.Handovers
+	}
+	fmt.Fprintf(opts.Progress, "corpus: %d scenarios, %d handovers; %d variants; %d of %d units to run\n",
+		len(m.Corpus), total, len(m.Variants), len(todo), len(units))
+	start := time.Now()
+	for i, u := range todo {
+		if err := ctx.Err(); err != nil {
+			return m, err
+		}
+		fmt.Fprintf(opts.Progress, "[%d/%d] %s %s (%d handovers)%s\n", i+1, len(todo), u.Scenario.Name, u.Variant,
+			u.Scenario.Handovers, eta(start, i, len(todo)))
+		took, err := runUnit(ctx, opts, u)
+		if err != nil {
+			return m, fmt.Errorf("%s %s: %w", u.Scenario.Name, u.Variant, err)
+		}
+		fmt.Fprintf(opts.Progress, "[%d/%d] done in %v\n", i+1, len(todo), took.Round(100*time.Millisecond))
+	}
+	return m, nil
+}
+
+// eta estimates the time left from the units done so far.
+func eta(start time.Time, done, total int) string {
+	if done == 0 {
+		return ""
+	}
+	left := time.Duration(float64(time.Since(start)) / float64(done) * float64(total-done))
+	return fmt.Sprintf(", about %v left", left.Round(time.Second))
+}
+
+func runUnit(ctx context.Context, opts Options, u Unit) (time.Duration, error) {
+	sc, err := scenario.Load(filepath.Join(opts.Out, u.Scenario.File))
+	if err != nil {
+		return 0, err
+	}
+	v, err := testbed.ParseVariant(u.Variant)
+	if err != nil {
+		return 0, err
+	}
+	dir := u.Dir(opts.Out)
+	// A unit that did not finish starts over.
+	if err := os.RemoveAll(dir); err != nil {
+		return 0, fmt.Errorf("removing an unfinished run: %w", err)
+	}
+	begin := time.Now()
+	res, err := testbed.Run(ctx, testbed.Config{Scenario: sc, Variant: v, OutDir: dir, M2hod: opts.M2hod, Log: opts.Log})
+	if err != nil {
+		return 0, err
+	}
+	hs, err := report.Analyze(sc, res.Truth, res.Measurements)
+	if err != nil {
+		return 0, fmt.Errorf("analysing: %w", err)
+	}
+	if err := writeJSON(filepath.Join(dir, HandoversFile), hs); err != nil {
+		return 0, err
+	}
+	took := time.Since(begin)
+	return took, writeJSON(filepath.Join(dir, doneFile), done{Finished: time.Now().UTC(), Took: took})
+}
+
+func writeJSON(path string, v any) error {
+	raw, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", filepath.Base(path), err)
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,203 @@
+package eval
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/m2ho/m2ho/test/emu"
+	"github.com/m2ho/m2ho/test/report"
+	"github.com/m2ho/m2ho/test/testbed"
+)
+
+// Files of the results.
+const (
+	ResultsMarkdown = "results.md"
+	ResultsJSON     = "results.json"
+	HandoversCSV    = "handovers.csv"
+)
+
+// UnitResult is a finished unit's files.
+type UnitResult struct {
+	Unit
+	Handovers []report.Handover
+	Truth     *emu.GroundTruth
+	Fidelity  testbed.Fidelity
+	// Daemon is nil for variants without m2hod.
+	Daemon *testbed.DaemonUsage
+	Dir    string
+}
+
+// Load reads every finished unit of an evaluation, in running order.
+func Load(out string) (*Manifest, []UnitResult, error) {
+	m, err := ReadManifest(out)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the evaluation in %s: %w", out, err)
+	}
+	var results []UnitResult
+	for _, u := range m.Units() {
+		if !u.Finished(out) {
+			continue
+		}
+		r, err := loadUnit(out, u)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s %s: %w", u.Scenario.Name, u.Variant, err)
+		}
+		results = append(results, r)
+	}
+	return m, results, nil
+}
+
+func loadUnit(out string, u Unit) (UnitResult, error) {
+	r := UnitResult{Unit: u, Dir: u.Dir(out)}
+	if err := readJSON(filepath.Join(r.Dir, HandoversFile), &r.Handovers); err != nil {
+		return r, err
+	}
+	if err := readJSON(filepath.Join(r.Dir, testbed.FidelityFile), &r.Fidelity); err != nil {
+		return r, err
+	}
+	truth, err := emu.ReadGroundTruth(filepath.Join(r.Dir, testbed.GroundTruthFile))
+	if err != nil {
+		return r, err
+	}
+	r.Truth = truth
+	var usage testbed.DaemonUsage
+	switch err := readJSON(filepath.Join(r.Dir, testbed.M2hodUsageFile), &usage); {
+	case err == nil:
+		r.Daemon = &usage
+	case !errors.Is(err, os.ErrNotExist):
+		return r, err
+	}
+	return r, nil
+}
+
+func readJSON(path string, v any) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("decoding %s: %w", path, err)
+	}
+	return nil
+}
+
+// byVariant groups the finished units per variant, in the manifest's
+// variant order.
+func byVariant(results []UnitResult) map[string][]UnitResult {
+	out := map[string][]UnitResult{}
+	for _, r := range results {
+		out[r.Variant] = append(out[r.Variant], r)
+	}
+	return out
+}
+
+// comparable keeps, of every variant, only the scenarios every variant
+// finished: the comparison stays on the same handovers while an
+// evaluation is incomplete.
+func comparable(m *Manifest, results []UnitResult) []UnitResult {
+	count := map[string]int{}
+	for _, r := range results {
+		count[r.Scenario.Name]++
+	}
+	var out []UnitResult
+	for _, r := range results {
+		if count[r.Scenario.Name] == len(m.Variants) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// handovers concatenates the handovers of a variant's units.
+func handovers(units []UnitResult) []report.Handover {
+	var hs []report.Handover
+	for _, u := range units {
+		hs = append(hs, u.Handovers...)
+	}
+	return hs
+}
+
+// WriteResults builds the results of the finished units: the Markdown
+// report, a JSON summary, a CSV line per handover and plots. It returns
+// the Markdown file's path.
+func WriteResults(out string) (string, error) {
+	m, all, err := Load(out)
+	if err != nil {
+		return "", err
+	}
+	results := comparable(m, all)
+	if len(results) == 0 {
+		return "", errors.New("no scenario has finished for every variant yet")
+	}
+	if err := writeCSV(filepath.Join(out, HandoversCSV), results); err != nil {
+		return "", err
+	}
+	a, err := analyse(m, results)
+	if err != nil {
+		return "", err
+	}
+	a.UnitsFinished, a.UnitsTotal = len(all), len(m.Units())
+	if err := writePlots(out, m, a); err != nil {
+		return "", err
+	}
+	if err := writeJSON(filepath.Join(out, ResultsJSON), a); err != nil {
+		return "", err
+	}
+	path := filepath.Join(out, ResultsMarkdown)
+	f, err := os.Create(path)
+	if err != nil {
+		return "", fmt.Errorf("writing results: %w", err)
+	}
+	werr := writeMarkdown(f, m, a)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	return path, werr
+}
+
+func writeCSV(path string, results []UnitResult) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	w := csv.NewWriter(f)
+	_ = w.Write([]string{"variant", "scenario", "seed", "index", "procedure", "class", "exec_s", "throughput_mbps",
+		"convergence_s", "converged", "retransmissions", "loss_free", "cwnd_before", "cwnd_min", "cwnd_drop",
+		"reordered", "overflow_drops", "drops_after", "reorder_dupacks", "target_capacity_mbps"})
+	for _, r := range results {
+		for _, h := range r.Handovers {
+			_ = w.Write([]string{
+				r.Variant, r.Scenario.Name, strconv.FormatUint(r.Scenario.Seed, 10), strconv.Itoa(h.Index), h.Procedure, h.Class,
+				seconds(h.ExecAt), mbps(h.ThroughputBps), seconds(h.ConvergenceTime), strconv.FormatBool(h.Converged),
+				strconv.FormatUint(uint64(h.Retransmissions), 10), strconv.FormatBool(h.LossFree),
+				strconv.FormatUint(uint64(h.CwndBefore), 10), strconv.FormatUint(uint64(h.CwndMin), 10),
+				strconv.FormatFloat(h.CwndDrop, 'f', 4, 64), strconv.FormatBool(h.Reordered),
+				strconv.Itoa(h.OverflowDrops), strconv.Itoa(h.DropsAfter), strconv.Itoa(h.ReorderDupAck), mbps(h.TargetCapacityBps),
+			})
+		}
+	}
+	w.Flush()
+	err = w.Error()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }
+func mbps(bps float64) string        { return strconv.FormatFloat(bps/1e6, 'f', 3, 64) }
+
+// sortedVariants is the manifest's variants that have results.
+func sortedVariants(m *Manifest, groups map[string][]UnitResult) []string {
+	return slices.DeleteFunc(slices.Clone(m.Variants), func(v string) bool { return len(groups[v]) == 0 })
+}

@@ -1,0 +1,820 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/estimator"
+	"github.com/m2ho/m2ho/pkg/statemachine"
+	"github.com/m2ho/m2ho/test/emu"
+	"github.com/m2ho/m2ho/test/scenario"
+)
+
+// Handover predictors compared in Tables 4 and 5 of the paper.
+const (
+	// PredictorM2HO is Algorithm 1 as m2hod runs it: the run's signalling
+	// replayed through statemachine.Machine. A prediction is correct when
+	// the machine confirms it (a handover command, or a completion the log
+	// announced no command for, arrives while it is pending) and a
+	// handover of the ground truth is under way at that moment.
+	PredictorM2HO = "m2ho"
+	// PredictorNaive is the paper's HO-Naive: every measurement report,
+	// whatever its event, predicts a handover. It is correct when a
+	// handover's command comes at or after the report and its execution
+	// within NaiveWindow of it.
+	PredictorNaive = "ho_naive"
+	// PredictorAtCommand is "No Pred." of Table 5: the handover command is
+	// the first indication, and it is correct when a handover of the
+	// ground truth is under way at that moment.
+	PredictorAtCommand = "react_at_command"
+)
+
+// predictorOrder is the row order of Table 4 (baselines first, as the
+// paper) and of PredictionResult.Predictors.
+var predictorOrder = []string{PredictorNaive, PredictorAtCommand, PredictorM2HO}
+
+// predictorLabels are the names the paper's tables use.
+var predictorLabels = map[string]string{
+	PredictorM2HO:      "M2HO",
+	PredictorNaive:     "HO-Naive",
+	PredictorAtCommand: "No Pred.",
+}
+
+// classLabels are the column names of the paper's tables.
+var classLabels = map[string]string{
+	statemachine.KindSub6Sub6:     "sub6-sub6",
+	statemachine.KindSub6MmWave:   "sub6-mmW",
+	statemachine.KindMmWaveMmWave: "mmW-mmW",
+	statemachine.KindMmWaveSub6:   "mmW-sub6",
+	ClassOverall:                  "Total",
+}
+
+// NaiveWindow is how long after a measurement report a handover may
+// execute and still count as the one HO-Naive predicted: the longest
+// report-to-execution interval of the paper's measurements (310.2 ms,
+// section 4.2; data/handover-timing.md): every report that led to a
+// handover in those traces falls inside it, and a report further ahead of
+// a handover than any measured one is not its announcement.
+const NaiveWindow = 310200 * time.Microsecond
+
+// matchTolerance absorbs timestamps a tool rounded to the millisecond
+// when a signalling time is matched to a ground-truth time; handovers of
+// one run are much further apart.
+const matchTolerance = time.Millisecond
+
+// The replay ticks the machine every replayTick of modem time between
+// events, as the daemon does, so that its timers (prediction timeout,
+// SCG release execution, Smoothing's end) fire on time. After the last
+// event it keeps ticking until the pending prediction has an outcome,
+// for at most replayDrain, longer than any timeout of the machine.
+const (
+	replayTick  = 10 * time.Millisecond
+	replayDrain = 10 * time.Second
+)
+
+// Outcomes of a replayed M2HO prediction besides the machine's own
+// (statemachine.OutcomeConfirmed, OutcomeCancelledA1, OutcomeTimedOut),
+// for predictions that ended without the machine reporting one.
+const (
+	// OutcomeSuperseded: a report predicting another target replaced it.
+	OutcomeSuperseded = "superseded"
+	// OutcomeDropped: it vanished on a connection failure, which releases
+	// every policy.
+	OutcomeDropped = "dropped_on_failure"
+	// OutcomeUnresolved: still pending when the replay ended.
+	OutcomeUnresolved = "unresolved"
+)
+
+// Reasons a signalling record is skipped, besides diag's parse reasons.
+const (
+	skipNoTime           = "no_time"
+	skipOutcomeUnmatched = "outcome_without_prediction"
+)
+
+// Ratio is a count over a total, kept as both so that tables can show
+// "45/48". Its JSON form carries the value too, null when Den is 0.
+type Ratio struct {
+	Num int `json:"num"`
+	Den int `json:"den"`
+}
+
+// Value is Num/Den; ok is false when Den is 0.
+func (r Ratio) Value() (v float64, ok bool) {
+	if r.Den == 0 {
+		return 0, false
+	}
+	return float64(r.Num) / float64(r.Den), true
+}
+
+// String renders "93.8 (45/48)", percent first, or "- (0/0)".
+func (r Ratio) String() string {
+	v, ok := r.Value()
+	if !ok {
+		return fmt.Sprintf("- (%d/%d)", r.Num, r.Den)
+	}
+	return fmt.Sprintf("%.1f (%d/%d)", 100*v, r.Num, r.Den)
+}
+
+// MarshalJSON adds the value to the counts.
+func (r Ratio) MarshalJSON() ([]byte, error) {
+	type counts Ratio
+	out := struct {
+		counts
+		Value *float64 `json:"value"`
+	}{counts: counts(r)}
+	if v, ok := r.Value(); ok {
+		out.Value = &v
+	}
+	return json.Marshal(out)
+}
+
+// ClassPrediction is how one predictor did on one handover class (or on
+// all of them, ClassOverall).
+//
+// A prediction's class is that of the handover it correctly predicted;
+// a wrong prediction's class is made of the bands it names: M2HO's
+// serving cell and predicted target, a command's source and target, a
+// report's serving cell and neighbour (a report naming no neighbour
+// describes the serving cell alone and counts as intra-band).
+type ClassPrediction struct {
+	Class string `json:"class"`
+	// Precision is correct predictions over predictions made.
+	Precision Ratio `json:"precision"`
+	// Recall is handovers correctly predicted at or before their command
+	// over every handover and radio link failure: failures come without
+	// a measurement report or command (the paper's "handovers without
+	// measurement reports") and are never predicted.
+	Recall Ratio `json:"recall"`
+	// RecallHandovers is Recall without the radio link failures.
+	RecallHandovers Ratio `json:"recall_handovers"`
+	// Earliness is execution minus the first correct prediction of a
+	// handover, over the correctly predicted ones (Recall.Num of them).
+	EarlinessMean   time.Duration `json:"earliness_mean_ns"`
+	EarlinessMedian time.Duration `json:"earliness_median_ns"`
+}
+
+// PredictorResult is one predictor over every run.
+type PredictorResult struct {
+	Predictor string `json:"predictor"`
+	// Classes are in the paper's order, ClassOverall last; a class with
+	// neither handovers nor predictions is left out.
+	Classes []ClassPrediction `json:"classes"`
+	// Outcomes counts M2HO's predictions by outcome (the machine's, or
+	// OutcomeSuperseded, OutcomeDropped, OutcomeUnresolved).
+	Outcomes map[string]int `json:"outcomes,omitempty"`
+}
+
+// Class returns the row of class, if there is one.
+func (p *PredictorResult) Class(class string) (ClassPrediction, bool) {
+	i := slices.IndexFunc(p.Classes, func(c ClassPrediction) bool { return c.Class == class })
+	if i < 0 {
+		return ClassPrediction{}, false
+	}
+	return p.Classes[i], true
+}
+
+// HandoverPrediction is one handover or radio link failure of a run and
+// how early each predictor that predicted it did so.
+type HandoverPrediction struct {
+	Run       int           `json:"run"`
+	Scenario  string        `json:"scenario"`
+	Index     int           `json:"index"`
+	Procedure string        `json:"procedure"`
+	Class     string        `json:"class"`
+	ExecAt    time.Duration `json:"exec_ns"`
+	// Earliness by predictor, for those that predicted it.
+	Earliness map[string]time.Duration `json:"earliness_ns,omitempty"`
+}
+
+// PredictionResult is the evaluation of handover prediction over runs.
+type PredictionResult struct {
+	Runs       int                  `json:"runs"`
+	Predictors []PredictorResult    `json:"predictors"`
+	Handovers  []HandoverPrediction `json:"handovers"`
+	// Skipped counts signalling records the replay could not use, by
+	// reason (diag's parse reasons, no_time), and machine outcomes that
+	// matched no prediction.
+	Skipped map[string]int `json:"skipped,omitempty"`
+	// Live is what the daemons of the runs counted themselves, when the
+	// caller read their metrics (ReadLivePredictionFiles).
+	Live *LivePrediction `json:"live,omitempty"`
+}
+
+// Predictor returns the result of a predictor, if evaluated.
+func (r *PredictionResult) Predictor(name string) (*PredictorResult, bool) {
+	for i := range r.Predictors {
+		if r.Predictors[i].Predictor == name {
+			return &r.Predictors[i], true
+		}
+	}
+	return nil, false
+}
+
+// scoredPrediction is one prediction of a run, judged against its ground
+// truth.
+type scoredPrediction struct {
+	// at is when it was made, from the run's start.
+	at    time.Duration
+	class string
+	// handover is the index of the ground-truth record it correctly
+	// predicted, -1 when it was wrong.
+	handover int
+}
+
+// EvaluatePrediction replays every run's signalling through M2HO's
+// state machine and the two baselines and scores them against the runs'
+// ground truth. Each run gets a fresh machine and estimator, as each
+// testbed run starts a fresh m2hod. Malformed signalling records are
+// counted in Skipped and left out.
+func EvaluatePrediction(truths []*emu.GroundTruth) (*PredictionResult, error) {
+	res := &PredictionResult{Runs: len(truths), Skipped: map[string]int{}}
+	acc := map[string]*predictorAccumulator{}
+	for _, name := range predictorOrder {
+		acc[name] = newPredictorAccumulator()
+	}
+	outcomes := map[string]int{}
+	for run, truth := range truths {
+		switch {
+		case truth == nil:
+			return nil, fmt.Errorf("run %d: no ground truth", run)
+		case len(truth.Signalling) == 0 && len(truth.Handovers) > 0:
+			// Every handover and failure is signalled: a ground truth
+			// without signalling predates its recording, and would score
+			// as if nothing had been predicted.
+			return nil, fmt.Errorf("run %d (%s): %d handovers but no signalling recorded", run, truth.Scenario, len(truth.Handovers))
+		}
+		events := parseSignalling(truth, res.Skipped)
+		made, err := replayM2HO(events, res.Skipped)
+		if err != nil {
+			return nil, fmt.Errorf("run %d (%s): %w", run, truth.Scenario, err)
+		}
+		for _, p := range made {
+			outcomes[p.outcome]++
+		}
+		scored := map[string][]scoredPrediction{
+			PredictorM2HO:      scoreM2HO(truth, made),
+			PredictorNaive:     scoreNaive(truth, events),
+			PredictorAtCommand: scoreAtCommand(truth, events),
+		}
+		res.Handovers = append(res.Handovers, handoverPredictions(run, truth, scored)...)
+		for name, preds := range scored {
+			acc[name].addRun(truth, preds)
+		}
+	}
+	for _, name := range predictorOrder {
+		pr := PredictorResult{Predictor: name, Classes: acc[name].classes()}
+		if name == PredictorM2HO {
+			pr.Outcomes = outcomes
+		}
+		res.Predictors = append(res.Predictors, pr)
+	}
+	return res, nil
+}
+
+// parseSignalling decodes a run's signalling in time order; records that
+// do not decode or carry no time are counted by reason and left out.
+func parseSignalling(truth *emu.GroundTruth, skipped map[string]int) []diag.Event {
+	events := make([]diag.Event, 0, len(truth.Signalling))
+	for _, raw := range truth.Signalling {
+		ev, err := diag.ParseJSON(raw)
+		switch {
+		case err != nil:
+			skipped[diag.ErrorReason(err, diag.ReasonJSONSyntax)]++
+		case ev.Time.IsZero():
+			// The emulator stamps every event; without a time the
+			// record cannot be placed on the run's timeline.
+			skipped[skipNoTime]++
+		default:
+			events = append(events, ev)
+		}
+	}
+	slices.SortStableFunc(events, func(a, b diag.Event) int { return a.Time.Compare(b.Time) })
+	return events
+}
+
+// machinePrediction is one prediction the machine made and its fate.
+type machinePrediction struct {
+	status     statemachine.PredictionStatus
+	outcome    string
+	resolvedAt time.Time
+}
+
+// predictionTracker follows the machine's predictions: new ones from
+// Status after each event, outcomes from the Observer calls.
+type predictionTracker struct {
+	made    []*machinePrediction
+	open    *machinePrediction
+	skipped map[string]int
+}
+
+// Transition and Handover are not needed: the ground truth says which
+// handovers happened.
+func (t *predictionTracker) Transition(statemachine.State, statemachine.State, string, time.Time) {}
+func (t *predictionTracker) Handover(string, time.Time)                                           {}
+
+// Prediction records the outcome of the pending prediction.
+func (t *predictionTracker) Prediction(outcome string, at time.Time) {
+	if t.open == nil {
+		t.skipped[skipOutcomeUnmatched]++
+		return
+	}
+	t.open.outcome, t.open.resolvedAt = outcome, at
+	t.open = nil
+}
+
+// observe compares the machine's pending prediction after an event with
+// the one being followed: a different one is new, and the followed one,
+// if it got no outcome, was replaced or dropped.
+func (t *predictionTracker) observe(pending *statemachine.PredictionStatus, at time.Time) {
+	if t.open != nil && (pending == nil || !samePrediction(*pending, t.open.status)) {
+		t.open.outcome, t.open.resolvedAt = OutcomeDropped, at
+		if pending != nil {
+			t.open.outcome = OutcomeSuperseded
+		}
+		t.open = nil
+	}
+	if pending == nil || t.open != nil {
+		return
+	}
+	// The machine forgets a prediction as it reports its outcome, so a
+	// pending one nobody follows is new.
+	t.open = &machinePrediction{status: *pending}
+	t.made = append(t.made, t.open)
+}
+
+// samePrediction: a new PredictedAt or target means a new prediction (a
+// periodic repeat of a report keeps both).
+func samePrediction(a, b statemachine.PredictionStatus) bool {
+	return a.PredictedAt.Equal(b.PredictedAt) && a.Target == b.Target && a.Source == b.Source && a.Event == b.Event
+}
+
+// discardActuator accepts every policy: the replay judges the machine's
+// decisions, not their enforcement.
+type discardActuator struct{}
+
+func (discardActuator) SetClamp(uint32, time.Time) error { return nil }
+func (discardActuator) SetFreeze(time.Time) error        { return nil }
+func (discardActuator) ClearClamp() error                { return nil }
+func (discardActuator) StartSuppression(time.Time) error { return nil }
+func (discardActuator) StopSuppression() error           { return nil }
+
+// replayM2HO runs the events through a fresh machine with the daemon's
+// default configuration, ticking it every replayTick of modem time, and
+// returns its predictions.
+func replayM2HO(events []diag.Event, skipped map[string]int) ([]*machinePrediction, error) {
+	est, err := estimator.New(estimator.DefaultConfig(), nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("estimator: %w", err)
+	}
+	m, err := statemachine.New(statemachine.DefaultConfig(), est, discardActuator{}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("state machine: %w", err)
+	}
+	tracker := &predictionTracker{skipped: skipped}
+	m.SetObserver(tracker)
+	if len(events) == 0 {
+		return nil, nil
+	}
+	tick := events[0].Time
+	for _, ev := range events {
+		// Past replayDrain after the previous event every timer has fired;
+		// the next event runs any that is still due. Skipping the quiet
+		// stretch keeps a long gap (or a bogus timestamp) cheap.
+		for quiet := tick.Add(replayDrain); tick.Before(ev.Time) && tick.Before(quiet); tick = tick.Add(replayTick) {
+			m.Tick(tick)
+		}
+		if tick.Before(ev.Time) {
+			tick = ev.Time
+		}
+		m.HandleEvent(ev)
+		tracker.observe(m.Status().Prediction, ev.Time)
+	}
+	for end := tick.Add(replayDrain); tracker.open != nil && tick.Before(end); tick = tick.Add(replayTick) {
+		m.Tick(tick)
+	}
+	if tracker.open != nil {
+		tracker.open.outcome = OutcomeUnresolved
+	}
+	return tracker.made, nil
+}
+
+// scoreM2HO judges the machine's predictions: correct when confirmed
+// while a ground-truth handover was under way (from its command to its
+// completion).
+func scoreM2HO(truth *emu.GroundTruth, made []*machinePrediction) []scoredPrediction {
+	out := make([]scoredPrediction, 0, len(made))
+	for _, p := range made {
+		s := scoredPrediction{
+			at:       p.status.PredictedAt.Sub(truth.Start),
+			class:    bandClass(p.status.Source.Band, p.status.Target.Band),
+			handover: -1,
+		}
+		if p.outcome == statemachine.OutcomeConfirmed {
+			s.judge(truth, handoverUnderWay(truth, p.resolvedAt.Sub(truth.Start)))
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// scoreNaive makes every measurement report a prediction.
+func scoreNaive(truth *emu.GroundTruth, events []diag.Event) []scoredPrediction {
+	var out []scoredPrediction
+	for _, ev := range events {
+		if ev.Type != diag.TypeMeasReport {
+			continue
+		}
+		target := ev.Neighbor.Band
+		if ev.Neighbor.IsZero() {
+			target = ev.Serving.Band
+		}
+		s := scoredPrediction{at: ev.Time.Sub(truth.Start), class: bandClass(ev.Serving.Band, target), handover: -1}
+		s.judge(truth, handoverWithin(truth, s.at, NaiveWindow))
+		out = append(out, s)
+	}
+	return out
+}
+
+// scoreAtCommand makes every handover command a prediction.
+func scoreAtCommand(truth *emu.GroundTruth, events []diag.Event) []scoredPrediction {
+	var out []scoredPrediction
+	for _, ev := range events {
+		if ev.Type != diag.TypeHOCommand {
+			continue
+		}
+		s := scoredPrediction{at: ev.Time.Sub(truth.Start), class: bandClass(ev.Source.Band, ev.Target.Band), handover: -1}
+		s.judge(truth, handoverUnderWay(truth, s.at))
+		out = append(out, s)
+	}
+	return out
+}
+
+// judge marks the prediction correct for the handover at index i (none
+// when i < 0), taking the handover's class.
+func (s *scoredPrediction) judge(truth *emu.GroundTruth, i int) {
+	if i < 0 {
+		return
+	}
+	s.handover, s.class = i, truth.Handovers[i].Class
+}
+
+// handoverUnderWay is the index of the handover whose command-to-
+// completion span holds t, or -1.
+func handoverUnderWay(truth *emu.GroundTruth, t time.Duration) int {
+	return slices.IndexFunc(truth.Handovers, func(h emu.HandoverRecord) bool {
+		return h.Procedure == emu.ProcedureHandover && t >= h.CommandAt-matchTolerance && t <= h.CompleteAt+matchTolerance
+	})
+}
+
+// handoverWithin is the index of the first handover commanded at or
+// after t and executed within window of t, or -1.
+func handoverWithin(truth *emu.GroundTruth, t, window time.Duration) int {
+	return slices.IndexFunc(truth.Handovers, func(h emu.HandoverRecord) bool {
+		return h.Procedure == emu.ProcedureHandover && t <= h.CommandAt+matchTolerance && h.ExecAt-t <= window
+	})
+}
+
+// bandClass names the class of a handover between cells of two bands; a
+// cell of unknown band (an LTE cell, a target Algorithm 1 only knows to be
+// some sub-6 cell) is sub-6, as the state machine files it.
+func bandClass(source, target diag.Band) string {
+	return scenario.HandoverClass(bandOrSub6(source), bandOrSub6(target))
+}
+
+func bandOrSub6(b diag.Band) diag.Band {
+	if b == diag.BandMmWave {
+		return b
+	}
+	return diag.BandSub6
+}
+
+// firstPredictions maps each correctly predicted handover to the time of
+// its first correct prediction.
+func firstPredictions(preds []scoredPrediction) map[int]time.Duration {
+	first := map[int]time.Duration{}
+	for _, p := range preds {
+		if p.handover < 0 {
+			continue
+		}
+		if at, ok := first[p.handover]; !ok || p.at < at {
+			first[p.handover] = p.at
+		}
+	}
+	return first
+}
+
+// handoverPredictions lists a run's handovers with each predictor's
+// earliness.
+func handoverPredictions(run int, truth *emu.GroundTruth, scored map[string][]scoredPrediction) []HandoverPrediction {
+	out := make([]HandoverPrediction, len(truth.Handovers))
+	for i, h := range truth.Handovers {
+		out[i] = HandoverPrediction{Run: run, Scenario: truth.Scenario, Index: h.Index, Procedure: h.Procedure, Class: h.Class, ExecAt: h.ExecAt}
+	}
+	for name, preds := range scored {
+		for i, at := range firstPredictions(preds) {
+			if out[i].Earliness == nil {
+				out[i].Earliness = map[string]time.Duration{}
+			}
+			out[i].Earliness[name] = truth.Handovers[i].ExecAt - at
+		}
+	}
+	return out
+}
+
+// classCounts accumulates one class of one predictor.
+type classCounts struct {
+	predictions, correct int
+	records, handovers   int
+	predicted            int
+	earliness            []time.Duration
+}
+
+// predictorAccumulator sums one predictor over runs, by class.
+type predictorAccumulator struct {
+	byClass map[string]*classCounts
+}
+
+func newPredictorAccumulator() *predictorAccumulator {
+	return &predictorAccumulator{byClass: map[string]*classCounts{}}
+}
+
+func (a *predictorAccumulator) counts(class string) *classCounts {
+	c, ok := a.byClass[class]
+	if !ok {
+		c = &classCounts{}
+		a.byClass[class] = c
+	}
+	return c
+}
+
+// addRun adds one run's predictions and handovers to the class of each
+// and to the overall row.
+func (a *predictorAccumulator) addRun(truth *emu.GroundTruth, preds []scoredPrediction) {
+	for _, p := range preds {
+		for _, c := range []*classCounts{a.counts(p.class), a.counts(ClassOverall)} {
+			c.predictions++
+			if p.handover >= 0 {
+				c.correct++
+			}
+		}
+	}
+	first := firstPredictions(preds)
+	for i, h := range truth.Handovers {
+		at, predicted := first[i]
+		for _, c := range []*classCounts{a.counts(h.Class), a.counts(ClassOverall)} {
+			c.records++
+			if h.Procedure == emu.ProcedureHandover {
+				c.handovers++
+			}
+			if predicted {
+				c.predicted++
+				c.earliness = append(c.earliness, h.ExecAt-at)
+			}
+		}
+	}
+}
+
+// classes renders the rows in the paper's order.
+func (a *predictorAccumulator) classes() []ClassPrediction {
+	var out []ClassPrediction
+	for _, class := range classOrder {
+		c, ok := a.byClass[class]
+		if !ok {
+			continue
+		}
+		row := ClassPrediction{
+			Class:           class,
+			Precision:       Ratio{Num: c.correct, Den: c.predictions},
+			Recall:          Ratio{Num: c.predicted, Den: c.records},
+			RecallHandovers: Ratio{Num: c.predicted, Den: c.handovers},
+		}
+		row.EarlinessMean, row.EarlinessMedian = meanMedian(c.earliness)
+		out = append(out, row)
+	}
+	return out
+}
+
+// meanMedian of durations; zero for none.
+func meanMedian(ds []time.Duration) (mean, median time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	var sum float64
+	for _, d := range sorted {
+		sum += float64(d)
+	}
+	mean = time.Duration(math.Round(sum / float64(len(sorted))))
+	mid := len(sorted) / 2
+	median = sorted[mid]
+	if len(sorted)%2 == 0 {
+		median = (sorted[mid-1] + sorted[mid]) / 2
+	}
+	return mean, median
+}
+
+// WritePredictionTable prints Table 4 of the paper in Markdown: precision
+// p and recall r in percent with their counts, per handover class, one
+// row per predictor, and the daemons' own totals when res.Live is set.
+func WritePredictionTable(w io.Writer, res *PredictionResult) error {
+	var b strings.Builder
+	b.WriteString("| Predictor |")
+	for _, class := range classOrder {
+		fmt.Fprintf(&b, " %s p | %s r |", classLabels[class], classLabels[class])
+	}
+	b.WriteString(" Total r, handovers only |\n|---|")
+	b.WriteString(strings.Repeat("---|", 2*len(classOrder)+1))
+	b.WriteString("\n")
+	for _, name := range predictorOrder {
+		p, ok := res.Predictor(name)
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s |", predictorLabels[name])
+		for _, class := range classOrder {
+			row, _ := p.Class(class)
+			fmt.Fprintf(&b, " %s | %s |", row.Precision, row.Recall)
+		}
+		overall, _ := p.Class(ClassOverall)
+		fmt.Fprintf(&b, " %s |\n", overall.RecallHandovers)
+	}
+	if l := res.Live; l != nil {
+		fmt.Fprintf(&b, "| M2HO live (m2hod) |%s %s | %s | - |\n",
+			strings.Repeat(" - | - |", len(classOrder)-1), l.Precision(), l.Recall())
+	}
+	fmt.Fprintf(&b, "\np: correct predictions / predictions; r: handovers predicted at or before their command / handovers and radio link failures (%% and counts). HO-Naive counts a report correct when a handover is commanded after it and executes within %v.", NaiveWindow)
+	if res.Live != nil {
+		fmt.Fprintf(&b, " Live: the daemons' own counters over %d runs, confirmed / outcomes of %s and confirmed / %s.", res.Live.Runs, metricPredictions, metricHandovers)
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteEarlinessTable prints Table 5 of the paper in Markdown: mean and
+// median earliness (execution minus prediction) in milliseconds over the
+// correctly predicted handovers of each class.
+func WriteEarlinessTable(w io.Writer, res *PredictionResult) error {
+	columns := []string{PredictorM2HO, PredictorAtCommand, PredictorNaive}
+	var b strings.Builder
+	b.WriteString("| Handover |")
+	for _, name := range columns {
+		fmt.Fprintf(&b, " %s |", predictorLabels[name])
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(columns)) + "\n")
+	for _, class := range classOrder {
+		fmt.Fprintf(&b, "| %s |", classLabels[class])
+		for _, name := range columns {
+			b.WriteString(" " + earlinessCell(res, name, class) + " |")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\nEarliness (ms) from prediction to execution: mean / median (correctly predicted handovers).\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func earlinessCell(res *PredictionResult, predictor, class string) string {
+	p, ok := res.Predictor(predictor)
+	if !ok {
+		return "-"
+	}
+	row, ok := p.Class(class)
+	if !ok || row.Recall.Num == 0 {
+		return "- (n=0)"
+	}
+	return fmt.Sprintf("%.1f / %.1f (n=%d)", millis(row.EarlinessMean), millis(row.EarlinessMedian), row.Recall.Num)
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Metrics of m2hod the live cross-check reads (pkg/metrics).
+const (
+	metricPredictions = "m2hod_predictions_total"
+	metricHandovers   = "m2hod_handovers_total"
+)
+
+// LivePrediction is what m2hod counted itself during runs, from the
+// metrics it left in each run directory (m2hod-metrics.txt).
+type LivePrediction struct {
+	Runs        int `json:"runs"`
+	Confirmed   int `json:"confirmed"`
+	CancelledA1 int `json:"cancelled_a1"`
+	TimedOut    int `json:"timed_out"`
+	// Handovers is every handover the daemon executed, the
+	// re-establishment after a radio link failure included (it sees that
+	// as a completion no command announced).
+	Handovers int `json:"handovers"`
+}
+
+// Made is the number of predictions with an outcome (one still pending
+// when the metrics were taken is not counted yet).
+func (l LivePrediction) Made() int { return l.Confirmed + l.CancelledA1 + l.TimedOut }
+
+// Unpredicted is the handovers executed without a confirmed prediction
+// (the daemon counts no such metric itself).
+func (l LivePrediction) Unpredicted() int { return max(l.Handovers-l.Confirmed, 0) }
+
+// Precision is confirmed over made.
+func (l LivePrediction) Precision() Ratio { return Ratio{Num: l.Confirmed, Den: l.Made()} }
+
+// Recall is confirmed over executed handovers; a confirmed prediction
+// whose handover timed out in execution is not one.
+func (l LivePrediction) Recall() Ratio {
+	return Ratio{Num: min(l.Confirmed, l.Handovers), Den: l.Handovers}
+}
+
+// MarshalJSON adds the derived counts and ratios to the counters.
+func (l LivePrediction) MarshalJSON() ([]byte, error) {
+	type counters LivePrediction
+	return json.Marshal(struct {
+		counters
+		Made        int   `json:"made"`
+		Unpredicted int   `json:"unpredicted"`
+		Precision   Ratio `json:"precision"`
+		Recall      Ratio `json:"recall"`
+	}{counters(l), l.Made(), l.Unpredicted(), l.Precision(), l.Recall()})
+}
+
+// Add sums o into l.
+func (l *LivePrediction) Add(o LivePrediction) {
+	l.Runs += o.Runs
+	l.Confirmed += o.Confirmed
+	l.CancelledA1 += o.CancelledA1
+	l.TimedOut += o.TimedOut
+	l.Handovers += o.Handovers
+}
+
+// ReadLivePrediction parses one run's metrics in the Prometheus text
+// format. Outcomes m2hod does not define are ignored.
+func ReadLivePrediction(r io.Reader) (LivePrediction, error) {
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return LivePrediction{}, fmt.Errorf("parsing m2hod metrics: %w", err)
+	}
+	live := LivePrediction{Runs: 1}
+	predictions, ok := families[metricPredictions]
+	if !ok {
+		return LivePrediction{}, fmt.Errorf("m2hod metrics: no %s", metricPredictions)
+	}
+	for _, m := range predictions.GetMetric() {
+		n := int(math.Round(m.GetCounter().GetValue()))
+		for _, label := range m.GetLabel() {
+			if label.GetName() != "outcome" {
+				continue
+			}
+			switch label.GetValue() {
+			case statemachine.OutcomeConfirmed:
+				live.Confirmed += n
+			case statemachine.OutcomeCancelledA1:
+				live.CancelledA1 += n
+			case statemachine.OutcomeTimedOut:
+				live.TimedOut += n
+			}
+		}
+	}
+	for _, m := range families[metricHandovers].GetMetric() {
+		live.Handovers += int(math.Round(m.GetCounter().GetValue()))
+	}
+	return live, nil
+}
+
+// ReadLivePredictionFiles sums the metrics files of several runs. A file
+// that cannot be read or parsed is an error naming it; a missing one
+// wraps fs.ErrNotExist.
+func ReadLivePredictionFiles(paths []string) (LivePrediction, error) {
+	var total LivePrediction
+	for _, path := range paths {
+		live, err := readLivePredictionFile(path)
+		if err != nil {
+			return LivePrediction{}, err
+		}
+		total.Add(live)
+	}
+	return total, nil
+}
+
+func readLivePredictionFile(path string) (LivePrediction, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return LivePrediction{}, fmt.Errorf("m2hod metrics: %w", err)
+	}
+	defer f.Close()
+	live, err := ReadLivePrediction(f)
+	if err != nil {
+		return LivePrediction{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return live, nil
+}
