@@ -170,7 +170,7 @@ func Prepare(opts Options) (*Manifest, error) {
 		total += entry.Handovers
 	}
 	want.Created = time.Now().UTC()
-	if err := writeJSON(path, &want); err != nil {
+	if err := testbed.WriteJSON(path, &want); err != nil {
 		return nil, err
 	}
 	return &want, nil
@@ -325,20 +325,9 @@ func runUnit(ctx context.Context, opts Options, u Unit) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("analysing: %w", err)
 	}
-	if err := writeJSON(filepath.Join(dir, HandoversFile), hs); err != nil {
+	if err := testbed.WriteJSON(filepath.Join(dir, HandoversFile), hs); err != nil {
 		return 0, err
 	}
 	took := time.Since(begin)
-	return took, writeJSON(filepath.Join(dir, doneFile), done{Finished: time.Now().UTC(), Took: took})
-}
-
-func writeJSON(path string, v any) error {
-	raw, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding %s: %w", filepath.Base(path), err)
-	}
-	if err := os.WriteFile(path, raw, 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
+	return took, testbed.WriteJSON(filepath.Join(dir, doneFile), done{Finished: time.Now().UTC(), Took: took})
 }

@@ -152,8 +152,8 @@ func TestComparableKeepsScenariosEveryVariantFinished(t *testing.T) {
 }
 
 // TestSmokeEvaluation runs the whole harness on a tiny corpus: two
-// variants over about four handovers, then resumes, which must run
-// nothing. It checks the files, not the gains.
+// variants over four handovers, then resumes, which must run nothing. It
+// checks the files, not the gains.
 func TestSmokeEvaluation(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces, AF_PACKET sockets and BPF")
@@ -165,13 +165,15 @@ func TestSmokeEvaluation(t *testing.T) {
 
 	out := t.TempDir()
 	var progress bytes.Buffer
-	opts := Options{Out: out, Handovers: 4, Seed: 1, ScenarioDuration: 30 * time.Second, Mobility: "driving",
+	opts := Options{Out: out, Handovers: 4, Seed: 1, ScenarioDuration: 15 * time.Second, Mobility: "driving",
 		Scale: 0.1, Variants: []string{"cubic", "cubic+m2ho"}, M2hod: m2hod, Progress: &progress}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	m, err := Run(ctx, opts)
 	require.NoError(t, err, "progress:\n%s", progress.String())
 	assert.Contains(t, progress.String(), "2 of 2 units to run")
+	require.Len(t, m.Corpus, 1)
+	assert.Equal(t, 4, m.Corpus[0].Handovers)
 
 	path, err := WriteResults(out)
 	require.NoError(t, err)

@@ -147,7 +147,7 @@ func WriteResults(out string) (string, error) {
 	if err := writePlots(out, m, a); err != nil {
 		return "", err
 	}
-	if err := writeJSON(filepath.Join(out, ResultsJSON), a); err != nil {
+	if err := testbed.WriteJSON(filepath.Join(out, ResultsJSON), a); err != nil {
 		return "", err
 	}
 	path := filepath.Join(out, ResultsMarkdown)

@@ -231,5 +231,5 @@ func (r *FidelityReport) Write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("output directory: %w", err)
 	}
-	return writeJSON(filepath.Join(dir, "fidelity-report.json"), r)
+	return WriteJSON(filepath.Join(dir, "fidelity-report.json"), r)
 }

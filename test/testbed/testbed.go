@@ -325,14 +325,15 @@ func (r *Result) write(dir string) error {
 		files[M2hodUsageFile] = r.Daemon
 	}
 	for name, v := range files {
-		if err := writeJSON(filepath.Join(dir, name), v); err != nil {
+		if err := WriteJSON(filepath.Join(dir, name), v); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func writeJSON(path string, v any) error {
+// WriteJSON writes v, indented, to path.
+func WriteJSON(path string, v any) error {
 	raw, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", filepath.Base(path), err)
