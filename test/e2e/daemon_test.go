@@ -200,9 +200,11 @@ func TestSIGKILLWhileSuppressingRecovers(t *testing.T) {
 	d.send(measReport(diag.EventA3, sub6A, sub6B))
 	d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
 	dl.waitWindow(time.Second, "clamped", clampedTo(targetBuffer))
-	// With the sender paused no ACK passes the pre-handover sequence, so
-	// no flow releases itself and Smoothing lasts its full duration.
+	// With the sender paused and drained no ACK passes the pre-handover
+	// sequence, so no flow releases itself and Smoothing lasts its full
+	// duration.
 	dl.paused.Store(true)
+	dl.waitDrained(2 * time.Second)
 	d.send(hoComplete(sub6B))
 	// The daemon's log shows the transition at once, faster than /status.
 	d.waitLog(time.Second, "to=smoothing")

@@ -454,6 +454,23 @@ func (dl *download) waitWindow(timeout time.Duration, what string, cond func(uin
 	}
 }
 
+// waitDrained waits until the sender has nothing queued or in flight, so
+// that no later segment can raise the receiver's highest sequence.
+func (dl *download) waitDrained(timeout time.Duration) {
+	dl.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		info := dl.tcpInfo()
+		if info.Unacked == 0 && info.Notsent_bytes == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			dl.t.Fatalf("the sender still had %d segments in flight and %d bytes queued after %v", info.Unacked, info.Notsent_bytes, timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // waitBytes waits until at least n more bytes were received.
 func (dl *download) waitBytes(timeout time.Duration, n uint64) {
 	dl.t.Helper()
