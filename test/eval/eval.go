@@ -184,7 +184,8 @@ func sameParameters(a, b *Manifest) bool {
 // generate writes the scenario of one seed into the corpus, its handover
 // types kept at the measured mix.
 func generate(opts Options, seed uint64) (CorpusEntry, error) {
-	sc, err := scenario.Generate(scenario.GenerateOptions{Seed: seed, Duration: opts.ScenarioDuration, Mobility: opts.Mobility, Scale: opts.Scale, MatchMix: true})
+	gen := scenario.GenerateOptions{Seed: seed, Duration: opts.ScenarioDuration, Mobility: opts.Mobility, Scale: opts.Scale, MatchMix: true}
+	sc, err := scenario.Generate(gen)
 	if err != nil {
 		return CorpusEntry{}, fmt.Errorf("seed %d: %w", seed, err)
 	}
@@ -192,8 +193,7 @@ func generate(opts Options, seed uint64) (CorpusEntry, error) {
 	if err != nil {
 		return CorpusEntry{}, err
 	}
-	header := fmt.Sprintf("# Evaluation corpus: m2ho-testbed gen-scenario --seed %d --duration %v --mobility %s --scale %g --match-mix\n",
-		seed, opts.ScenarioDuration, opts.Mobility, opts.Scale)
+	header := "# Evaluation corpus: m2ho-testbed gen-scenario " + gen.Flags() + "\n"
 	file := filepath.Join(corpusDir, sc.Name+".yaml")
 	if err := os.WriteFile(filepath.Join(opts.Out, file), append([]byte(header), raw...), 0o644); err != nil {
 		return CorpusEntry{}, fmt.Errorf("writing scenario: %w", err)

@@ -92,7 +92,7 @@ func TestUnitsRotateTheVariantOrder(t *testing.T) {
 func analysisOf(rows map[string]map[string][2]float64) *Analysis {
 	a := &Analysis{Summaries: map[string][]report.Summary{}}
 	for v, classes := range rows {
-		for _, class := range classOrder {
+		for _, class := range report.ClassOrder {
 			x, ok := classes[class]
 			if !ok {
 				continue

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"time"
 
@@ -196,8 +195,3 @@ func writeCSV(path string, results []UnitResult) error {
 
 func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }
 func mbps(bps float64) string        { return strconv.FormatFloat(bps/1e6, 'f', 3, 64) }
-
-// sortedVariants is the manifest's variants that have results.
-func sortedVariants(m *Manifest, groups map[string][]UnitResult) []string {
-	return slices.DeleteFunc(slices.Clone(m.Variants), func(v string) bool { return len(groups[v]) == 0 })
-}

@@ -289,7 +289,7 @@ type DupAckSummary struct {
 }
 
 // dupAckClassOrder is the order of DupAckSummary.Classes.
-var dupAckClassOrder = slices.Insert(slices.Clone(classOrder), len(classOrder)-1, ClassNoHandover)
+var dupAckClassOrder = slices.Insert(slices.Clone(ClassOrder), len(ClassOrder)-1, ClassNoHandover)
 
 // SummarizeDupAcks aggregates the runs of one variant.
 func SummarizeDupAcks(variant string, runs []DupAckRun) DupAckSummary {

@@ -587,7 +587,7 @@ func (a *predictorAccumulator) addRun(truth *emu.GroundTruth, preds []scoredPred
 // classes renders the rows in the paper's order.
 func (a *predictorAccumulator) classes() []ClassPrediction {
 	var out []ClassPrediction
-	for _, class := range classOrder {
+	for _, class := range ClassOrder {
 		c, ok := a.byClass[class]
 		if !ok {
 			continue
@@ -630,11 +630,11 @@ func meanMedian(ds []time.Duration) (mean, median time.Duration) {
 func WritePredictionTable(w io.Writer, res *PredictionResult) error {
 	var b strings.Builder
 	b.WriteString("| Predictor |")
-	for _, class := range classOrder {
+	for _, class := range ClassOrder {
 		fmt.Fprintf(&b, " %s p | %s r |", classLabels[class], classLabels[class])
 	}
 	b.WriteString(" Total r, handovers only |\n|---|")
-	b.WriteString(strings.Repeat("---|", 2*len(classOrder)+1))
+	b.WriteString(strings.Repeat("---|", 2*len(ClassOrder)+1))
 	b.WriteString("\n")
 	for _, name := range predictorOrder {
 		p, ok := res.Predictor(name)
@@ -642,7 +642,7 @@ func WritePredictionTable(w io.Writer, res *PredictionResult) error {
 			continue
 		}
 		fmt.Fprintf(&b, "| %s |", predictorLabels[name])
-		for _, class := range classOrder {
+		for _, class := range ClassOrder {
 			row, _ := p.Class(class)
 			fmt.Fprintf(&b, " %s | %s |", row.Precision, row.Recall)
 		}
@@ -651,7 +651,7 @@ func WritePredictionTable(w io.Writer, res *PredictionResult) error {
 	}
 	if l := res.Live; l != nil {
 		fmt.Fprintf(&b, "| M2HO live (m2hod) |%s %s | %s | - |\n",
-			strings.Repeat(" - | - |", len(classOrder)-1), l.Precision(), l.Recall())
+			strings.Repeat(" - | - |", len(ClassOrder)-1), l.Precision(), l.Recall())
 	}
 	fmt.Fprintf(&b, "\np: correct predictions / predictions; r: handovers predicted at or before their command / handovers and radio link failures (%% and counts). HO-Naive counts a report correct when a handover is commanded after it and executes within %v.", NaiveWindow)
 	if res.Live != nil {
@@ -673,7 +673,7 @@ func WriteEarlinessTable(w io.Writer, res *PredictionResult) error {
 		fmt.Fprintf(&b, " %s |", predictorLabels[name])
 	}
 	b.WriteString("\n|---|" + strings.Repeat("---|", len(columns)) + "\n")
-	for _, class := range classOrder {
+	for _, class := range ClassOrder {
 		fmt.Fprintf(&b, "| %s |", classLabels[class])
 		for _, name := range columns {
 			b.WriteString(" " + earlinessCell(res, name, class) + " |")

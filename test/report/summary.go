@@ -12,8 +12,9 @@ import (
 // ClassOverall is the row of a summary over every handover.
 const ClassOverall = "overall"
 
-// classOrder is the paper's table order.
-var classOrder = []string{"sub6_sub6", "sub6_mmwave", "mmwave_mmwave", "mmwave_sub6", ClassOverall}
+// ClassOrder is the paper's table order of the handover classes, with
+// the overall row last.
+var ClassOrder = []string{"sub6_sub6", "sub6_mmwave", "mmwave_mmwave", "mmwave_sub6", ClassOverall}
 
 // Summary aggregates the handovers of one class in one variant.
 type Summary struct {
@@ -40,7 +41,7 @@ func Summarize(variant string, hs []Handover) []Summary {
 		groups[ClassOverall] = append(groups[ClassOverall], h)
 	}
 	var out []Summary
-	for _, class := range classOrder {
+	for _, class := range ClassOrder {
 		g := groups[class]
 		if len(g) == 0 {
 			continue
@@ -93,7 +94,7 @@ func WriteHandoverTable(w io.Writer, variant string, hs []Handover) error {
 func WriteComparison(w io.Writer, summaries [][]Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "class\tvariant\thandovers\ttput (Mbit/s)\tconverge (s)\tconverged\tloss-free\tretrans/HO\tcwnd drop\tbuffer drops")
-	for _, class := range classOrder {
+	for _, class := range ClassOrder {
 		for _, variant := range summaries {
 			i := slices.IndexFunc(variant, func(s Summary) bool { return s.Class == class })
 			if i < 0 {

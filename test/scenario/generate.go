@@ -77,6 +77,15 @@ type GenerateOptions struct {
 	MatchMix bool
 }
 
+// Flags are the gen-scenario flags that generate with these options.
+func (o GenerateOptions) Flags() string {
+	flags := fmt.Sprintf("--seed %d --duration %v --mobility %s --scale %g", o.Seed, o.Duration, o.Mobility, o.Scale)
+	if o.MatchMix {
+		flags += " --match-mix"
+	}
+	return flags
+}
+
 // Generate draws a scenario from the measured statistics. The same options
 // give the same scenario.
 func Generate(opts GenerateOptions) (*Scenario, error) {
@@ -105,6 +114,12 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 	}
 	sub6 := g.cells(sc, diag.BandSub6, 3)
 	mmwave := g.cells(sc, diag.BandMmWave, 4)
+	cellsOf := func(band diag.Band) []Cell {
+		if band == diag.BandMmWave {
+			return mmwave
+		}
+		return sub6
+	}
 	serving := sub6[0]
 	sc.InitialCell = serving.Name
 	var mix mixTracker
@@ -117,11 +132,7 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 		dwell := max(time.Duration(g.rng.ExpFloat64()*mean*dwellFactor*float64(time.Second)).Round(time.Millisecond), minDwell)
 		// A false report lasts at most 1.2 s; it must end inside the run.
 		if g.rng.Float64() < probFalseReport && dwell > 3*time.Second && at+dwell/3+1200*time.Millisecond <= opts.Duration {
-			pool := sub6
-			if serving.Band == diag.BandMmWave {
-				pool = mmwave
-			}
-			sc.Timeline = append(sc.Timeline, g.falseReport(at+dwell/3, g.other(pool, serving)))
+			sc.Timeline = append(sc.Timeline, g.falseReport(at+dwell/3, g.other(cellsOf(serving.Band), serving)))
 		}
 		at += dwell
 		if at+time.Second > opts.Duration {
@@ -132,11 +143,11 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 		if opts.MatchMix {
 			toMmWave = mix.next(serving.Band, toMmWave)
 		}
-		pool := sub6
+		band := diag.BandSub6
 		if toMmWave {
-			pool = mmwave
+			band = diag.BandMmWave
 		}
-		target := g.other(pool, serving)
+		target := g.other(cellsOf(band), serving)
 		if g.rng.Float64() < probRLF {
 			sc.Timeline = append(sc.Timeline, Event{
 				At: at, Type: TypeRLF, Target: target.Name,
@@ -155,36 +166,39 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 	return sc, nil
 }
 
+// measuredMix is the handover count of each class in the measurements.
+var measuredMix = map[string]int{
+	HandoverClass(diag.BandSub6, diag.BandSub6):     countSub6Sub6,
+	HandoverClass(diag.BandSub6, diag.BandMmWave):   countSub6MmWave,
+	HandoverClass(diag.BandMmWave, diag.BandSub6):   countMmWaveSub6,
+	HandoverClass(diag.BandMmWave, diag.BandMmWave): countMmWaveMmWave,
+}
+
 // mixTracker steers the handover types towards the measured mix: from
 // the serving band, the type whose share lags its target most is next;
 // the independent draw decides when both are on target.
 type mixTracker struct {
-	sub6Sub6, sub6MmWave, mmWaveSub6, mmWaveMmWave int
+	counts map[string]int
+	total  int
 }
 
 func (m *mixTracker) next(serving diag.Band, drawn bool) (toMmWave bool) {
-	n := float64(m.sub6Sub6+m.sub6MmWave+m.mmWaveSub6+m.mmWaveMmWave) + 1
-	lag := func(count, target int) float64 { return n*float64(target)/countHandovers - float64(count) }
-	if serving == diag.BandSub6 {
-		stay, move := lag(m.sub6Sub6, countSub6Sub6), lag(m.sub6MmWave, countSub6MmWave)
-		return move > stay || move == stay && drawn
+	n := float64(m.total + 1)
+	lag := func(target diag.Band) float64 {
+		class := HandoverClass(serving, target)
+		return n*float64(measuredMix[class])/countHandovers - float64(m.counts[class])
 	}
-	stay, move := lag(m.mmWaveMmWave, countMmWaveMmWave), lag(m.mmWaveSub6, countMmWaveSub6)
-	return stay > move || stay == move && drawn
+	toMmWaveLag, toSub6Lag := lag(diag.BandMmWave), lag(diag.BandSub6)
+	return toMmWaveLag > toSub6Lag || toMmWaveLag == toSub6Lag && drawn
 }
 
 // count records a handover (a radio link failure does not count).
 func (m *mixTracker) count(source, target diag.Band) {
-	switch {
-	case source == diag.BandSub6 && target == diag.BandSub6:
-		m.sub6Sub6++
-	case source == diag.BandSub6:
-		m.sub6MmWave++
-	case target == diag.BandMmWave:
-		m.mmWaveMmWave++
-	default:
-		m.mmWaveSub6++
+	if m.counts == nil {
+		m.counts = map[string]int{}
 	}
+	m.counts[HandoverClass(source, target)]++
+	m.total++
 }
 
 type generator struct {

@@ -3,6 +3,7 @@ package testbed
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -40,7 +41,7 @@ func (d *m2hod) sample() procSample {
 func (d *m2hod) usageSince(from procSample) *DaemonUsage {
 	to := d.sample()
 	u := &DaemonUsage{WallSeconds: to.at.Sub(from.at).Seconds()}
-	if err := errorsOf(from.err, to.err); err != nil {
+	if err := errors.Join(from.err, to.err); err != nil {
 		u.Error = err.Error()
 	} else {
 		u.CPUSeconds = (to.cpu - from.cpu).Seconds()
@@ -54,15 +55,6 @@ func (d *m2hod) usageSince(from procSample) *DaemonUsage {
 	}
 	u.RSSBytes, u.PeakRSSBytes = rss, peak
 	return u
-}
-
-func errorsOf(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // clockTick is USER_HZ, the unit of /proc/PID/stat times: 100 on every
