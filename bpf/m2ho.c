@@ -29,18 +29,42 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 volatile const __u8 cfg_raw_ip = 0;
 /* Set by the loader: idle time that ends a downlink burst. */
 volatile const __u64 cfg_burst_gap_ns = 1000000;
+/* Set by the loader: the number of possible CPUs, whose per-CPU counters
+ * make up a burst. */
+volatile const __u32 cfg_nr_cpus = 1;
+
+/* Set by the loader: flow_table's number of buckets minus one (a power of
+ * two). */
+volatile const __u32 cfg_flow_bucket_mask = 2 * M2HO_DEFAULT_MAX_FLOWS / M2HO_FLOW_BUCKET_SLOTS - 1;
+/* Set by the loader: a random seed, so that remote peers cannot choose
+ * addresses and ports that crowd one window of the flow table. */
+volatile const __u64 cfg_flow_hash_seed = 0;
+
+/* Upper bound of cfg_nr_cpus, for the verifier. */
+#define M2HO_MAX_CPUS 8192
 
 /* RFC 9293 section 3.7.1 and RFC 8200 section 5: MSS assumed when the SYN
  * carries no MSS option. */
 #define DEFAULT_MSS_IPV4 536
 #define DEFAULT_MSS_IPV6 1220
 
+/* The loader sizes the table to a power of two of at least twice as many
+ * slots as the flow index holds and sets the mask; the defaults here only
+ * describe it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * M2HO_DEFAULT_MAX_FLOWS / M2HO_FLOW_BUCKET_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct flow_bucket);
+} flow_table SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, M2HO_DEFAULT_MAX_FLOWS);
 	__type(key, struct flow_key);
-	__type(value, struct flow_state);
-} flows SEC(".maps");
+	__type(value, __u32);
+} flow_index SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -78,12 +102,20 @@ struct {
 } burst_map SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct burst_cpu);
+} burst_cpu_map SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, M2HO_BURST_RINGBUF_BYTES);
 } bursts SEC(".maps");
 
 /* Emit BTF for the types only user space reads (bpf2go -type needs it). */
 const enum flow_flags *btf_flow_flags __attribute__((unused));
+const enum flow_tag *btf_flow_tag __attribute__((unused));
 const enum clamp_mode *btf_clamp_mode __attribute__((unused));
 const struct burst_event *btf_burst_event __attribute__((unused));
 const enum counter_id *btf_counter_id __attribute__((unused));
@@ -172,6 +204,139 @@ static __always_inline __u16 default_mss(const struct packet *pkt)
 	return pkt->ipv6 ? DEFAULT_MSS_IPV6 : DEFAULT_MSS_IPV4;
 }
 
+/* flow_hash mixes the key's 64-bit words with the seed (multiply and
+ * xor-shift per word); the flow table needs no more than a good spread.
+ * The two halves choose the flow's two buckets. */
+static __always_inline __u64 flow_hash(const struct flow_key *key)
+{
+	const __u64 *word = (const __u64 *)key;
+	__u64 h = cfg_flow_hash_seed;
+#pragma unroll
+	for (int i = 0; i < sizeof(*key) / sizeof(__u64); i++) {
+		h = (h ^ word[i]) * 0x9e3779b97f4a7c15ULL;
+		h ^= h >> 29;
+	}
+	return h;
+}
+
+static __always_inline bool flow_key_equal(const struct flow_key *a, const struct flow_key *b)
+{
+	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4];
+}
+
+static __always_inline struct flow_bucket *flow_bucket(__u64 hash, int which)
+{
+	__u32 index = (which ? hash >> 32 : hash) & cfg_flow_bucket_mask;
+	return bpf_map_lookup_elem(&flow_table, &index);
+}
+
+static __always_inline __u32 flow_tag(__u64 hash)
+{
+	__u32 tag = hash;
+	return tag < FLOW_TAG_LIVE_MIN ? tag + FLOW_TAG_LIVE_MIN : tag;
+}
+
+/* find_flow returns the live entry of key: every slot of both buckets is
+ * looked at, since evicted flows leave free slots anywhere. */
+static __always_inline struct flow_entry *find_flow(const struct flow_key *key, __u64 hash)
+{
+	__u32 tag = flow_tag(hash);
+	for (int which = 0; which < 2; which++) {
+		struct flow_bucket *bucket = flow_bucket(hash, which);
+		if (!bucket)
+			return NULL;
+		for (__u32 i = 0; i < M2HO_FLOW_BUCKET_SLOTS; i++) {
+			if (bucket->tags[i] == tag && flow_key_equal(&bucket->entries[i].key, key))
+				return &bucket->entries[i];
+		}
+	}
+	return NULL;
+}
+
+static __always_inline void reset_flow(struct flow_state *flow, __u64 now)
+{
+	__builtin_memset(flow, 0, sizeof(*flow));
+	flow->first_seen_ns = now;
+	flow->last_seen_ns = now;
+}
+
+/* free_slots counts a bucket's free slots without a branch per slot: a
+ * branch would split the verifier's states at every slot, 2^16 for the
+ * two buckets. (tag - 1) >> 63 in 64 bits is 1 for a zero tag only. */
+static __always_inline __u64 free_slots(const struct flow_bucket *bucket)
+{
+	_Static_assert(FLOW_TAG_FREE == 0, "free tags are zero");
+	__u64 free = 0;
+	for (__u32 i = 0; i < M2HO_FLOW_BUCKET_SLOTS; i++)
+		free += ((__u64)bucket->tags[i] - 1) >> 63;
+	return free;
+}
+
+/* index_entry returns the entry a flow index value names, if it is live
+ * and holds key. */
+static __always_inline struct flow_entry *index_entry(__u32 slot, const struct flow_key *key, __u32 tag)
+{
+	__u32 index = slot / M2HO_FLOW_BUCKET_SLOTS, position = slot % M2HO_FLOW_BUCKET_SLOTS;
+	struct flow_bucket *bucket = bpf_map_lookup_elem(&flow_table, &index);
+	if (!bucket || bucket->tags[position] != tag || !flow_key_equal(&bucket->entries[position].key, key))
+		return NULL;
+	return &bucket->entries[position];
+}
+
+/*
+ * create_flow claims a free slot in the less full of key's two buckets and
+ * enters it in the flow index, whose exclusive insert settles a race
+ * between two CPUs creating the same flow: the loser frees its slot and
+ * takes the winner's, once that one is live. NULL (counted) when the index
+ * or both buckets are full.
+ */
+static __always_inline struct flow_entry *create_flow(const struct flow_key *key, __u64 hash, __u64 now)
+{
+	__u32 tag = flow_tag(hash);
+	__u32 first = hash & cfg_flow_bucket_mask, second = (hash >> 32) & cfg_flow_bucket_mask;
+	struct flow_bucket *a = bpf_map_lookup_elem(&flow_table, &first);
+	struct flow_bucket *b = bpf_map_lookup_elem(&flow_table, &second);
+	if (!a || !b)
+		return NULL;
+	if (free_slots(b) > free_slots(a)) {
+		__u32 swap = first;
+		first = second;
+		second = swap;
+	}
+	for (int which = 0; which < 2; which++) {
+		__u32 bucket_index = which ? second : first;
+		struct flow_bucket *bucket = bpf_map_lookup_elem(&flow_table, &bucket_index);
+		if (!bucket)
+			break;
+		for (__u32 i = 0; i < M2HO_FLOW_BUCKET_SLOTS; i++) {
+			if (bucket->tags[i] != FLOW_TAG_FREE ||
+			    __sync_val_compare_and_swap(&bucket->tags[i], FLOW_TAG_FREE, FLOW_TAG_CLAIMED) != FLOW_TAG_FREE)
+				continue;
+			__u32 slot = bucket_index * M2HO_FLOW_BUCKET_SLOTS + i;
+			long err = bpf_map_update_elem(&flow_index, key, &slot, BPF_NOEXIST);
+			if (err) {
+				__sync_lock_test_and_set(&bucket->tags[i], FLOW_TAG_FREE);
+				if (err != -EEXIST) {
+					count(CNT_MAP_FULL);
+					return NULL;
+				}
+				__u32 *theirs = bpf_map_lookup_elem(&flow_index, key);
+				return theirs ? index_entry(*theirs, key, tag) : NULL;
+			}
+			struct flow_entry *entry = &bucket->entries[i];
+			entry->key = *key;
+			reset_flow(&entry->state, now);
+			/* a full barrier: the entry is visible before its tag */
+			__sync_lock_test_and_set(&bucket->tags[i], tag);
+			count(CNT_FLOW_CREATED);
+			return entry;
+		}
+	}
+	count(CNT_MAP_FULL);
+	return NULL;
+}
+
 /*
  * lookup_flow returns the flow of pkt, creating it unless the segment is a
  * RST (which ends a connection). A SYN the host sends starts a connection
@@ -179,26 +344,17 @@ static __always_inline __u16 default_mss(const struct packet *pkt)
  */
 static __always_inline struct flow_state *lookup_flow(const struct packet *pkt, __u64 now, bool egress)
 {
-	bool host_syn = egress && (pkt->tcp_flags & TCPF_SYN);
-	struct flow_state *flow = bpf_map_lookup_elem(&flows, &pkt->key);
-	if (flow && !host_syn)
-		return flow;
-	if (!flow && (pkt->tcp_flags & TCPF_RST))
-		return NULL;
-
-	struct flow_state fresh = {
-		.first_seen_ns = now,
-		.last_seen_ns = now,
-	};
-	long err = bpf_map_update_elem(&flows, &pkt->key, &fresh, flow ? BPF_EXIST : BPF_NOEXIST);
-	if (err == -E2BIG) {
-		count(CNT_MAP_FULL);
-		return NULL;
+	__u64 hash = flow_hash(&pkt->key);
+	struct flow_entry *entry = find_flow(&pkt->key, hash);
+	if (entry) {
+		if (egress && (pkt->tcp_flags & TCPF_SYN))
+			reset_flow(&entry->state, now);
+		return &entry->state;
 	}
-	if (!err && !flow)
-		count(CNT_FLOW_CREATED);
-	/* On -EEXIST another CPU created it first: use theirs. */
-	return bpf_map_lookup_elem(&flows, &pkt->key);
+	if (pkt->tcp_flags & TCPF_RST)
+		return NULL;
+	entry = create_flow(&pkt->key, hash, now);
+	return entry ? &entry->state : NULL;
 }
 
 /*
@@ -402,37 +558,96 @@ static __always_inline __u64 burst_wakeup(__u64 now)
 	return BPF_RB_NO_WAKEUP;
 }
 
+/* Every CPU's ingress clock and counters, gathered at a burst boundary. */
+struct burst_scan {
+	__u64 last_ns; /* latest packet on any CPU, the current one's excluded */
+	__u64 bytes;
+	__u64 packets;
+	__u32 this_cpu;
+};
+
+static long scan_cpu(__u64 index, void *ctx)
+{
+	struct burst_scan *scan = ctx;
+	__u32 cpu = index, zero = 0;
+	if (cpu >= cfg_nr_cpus)
+		return 1;
+	struct counter_values *cnt = bpf_map_lookup_percpu_elem(&counters, &zero, cpu);
+	if (cnt) {
+		scan->bytes += cnt->values[CNT_INGRESS_BYTES];
+		scan->packets += cnt->values[CNT_INGRESS_PACKETS];
+	}
+	struct burst_cpu *clock = bpf_map_lookup_percpu_elem(&burst_cpu_map, &zero, cpu);
+	if (clock && cpu != scan->this_cpu && (__s64)(clock->last_ns - scan->last_ns) > 0)
+		scan->last_ns = clock->last_ns;
+	return 0;
+}
+
 /*
- * account_burst adds an ingress packet to the current downlink burst. The
- * packet that arrives more than the idle gap after the previous one swaps
- * in a new burst and emits the finished one, once. Packets on other CPUs
- * racing with that swap may land in either burst: a few bytes at the
- * boundary, no loss and no double count.
+ * account_burst adds an ingress packet, already counted in its CPU's
+ * counters, to the current downlink burst. The packet that arrives more
+ * than the idle gap after the latest one on any CPU ends the burst: it
+ * emits the finished one, once, and starts the next. The common case only
+ * reads the shared state. Packets on other CPUs racing with the boundary
+ * land in either burst: a few bytes at the boundary, no loss and no double
+ * count, since each burst is the difference of two sums of cumulative
+ * counters.
  */
 static __always_inline void account_burst(__u64 now, __u64 bytes)
 {
+	/* seen_ns lags the latest packet by at most a quarter gap */
+	const __u64 refresh_ns = cfg_burst_gap_ns / 4;
 	__u32 zero = 0;
 	struct burst_state *state = bpf_map_lookup_elem(&burst_map, &zero);
-	if (!state)
+	struct burst_cpu *clock = bpf_map_lookup_elem(&burst_cpu_map, &zero);
+	if (!state || !clock)
 		return;
-	__u64 prev = __sync_lock_test_and_set(&state->last_ns, now);
-	if (prev == 0) {
-		state->start_ns = now;
-	} else if (now > prev && now - prev > cfg_burst_gap_ns) {
+	__u64 seen = state->seen_ns;
+	__s64 idle = now - seen;
+	if (seen && idle <= (__s64)refresh_ns)
+		goto out;
+	if (seen && idle <= (__s64)cfg_burst_gap_ns) {
+		state->seen_ns = now;
+		goto out;
+	}
+	/* a first packet, or a possible gap that seen_ns alone cannot tell */
+	struct burst_scan scan = {.last_ns = clock->last_ns, .this_cpu = bpf_get_smp_processor_id()};
+	bpf_loop(M2HO_MAX_CPUS, scan_cpu, &scan, 0);
+	if (seen && scan.last_ns && (__s64)(now - scan.last_ns) <= (__s64)cfg_burst_gap_ns) {
+		state->seen_ns = now;
+		goto out;
+	}
+	/* the CPU that moves seen_ns on owns the boundary */
+	if (__sync_val_compare_and_swap(&state->seen_ns, seen, now) != seen)
+		goto out;
+	__u64 bytes_before = scan.bytes - bytes;
+	__u64 packets_before = scan.packets - 1;
+	if (seen) {
 		struct burst_event finished = {
-			.start_ns = __sync_lock_test_and_set(&state->start_ns, now),
-			.end_ns = prev,
-			.bytes = __sync_lock_test_and_set(&state->bytes, bytes),
-			.packets = __sync_lock_test_and_set(&state->packets, 1),
+			.start_ns = state->start_ns,
+			.end_ns = scan.last_ns,
+			.bytes = bytes_before - state->start_bytes,
+			.packets = packets_before - state->start_packets,
 		};
 		if (bpf_ringbuf_output(&bursts, &finished, sizeof(finished), burst_wakeup(now)))
 			count(CNT_BURST_LOST);
 		else
 			count(CNT_BURSTS);
-		return;
 	}
-	__sync_fetch_and_add(&state->bytes, bytes);
-	__sync_fetch_and_add(&state->packets, 1);
+	state->start_ns = now;
+	state->start_bytes = bytes_before;
+	state->start_packets = packets_before;
+out:
+	clock->last_ns = now;
+}
+
+/* touch_flow refreshes a flow's last-seen time. Idle eviction needs no
+ * finer grain than a millisecond, and skipping the store on most packets
+ * keeps the flow's cache line shared between the CPUs of both directions. */
+static __always_inline void touch_flow(struct flow_state *flow, __u64 now)
+{
+	if ((__s64)(now - flow->last_seen_ns) > 1000000)
+		flow->last_seen_ns = now;
 }
 
 /* The flow of a TCP segment in either direction, brought up to date with
@@ -447,7 +662,7 @@ static __always_inline struct flow_state *track_flow(const struct packet *pkt, c
 		return NULL;
 	}
 	learn_handshake(flow, pkt, egress);
-	flow->last_seen_ns = now;
+	touch_flow(flow, now);
 	enter_epoch(flow, pol);
 	return flow;
 }

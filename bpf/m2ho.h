@@ -9,8 +9,13 @@
 
 #include <linux/types.h>
 
-/* Default capacity of the flows map; user space may override it at load. */
+/* Default number of tracked flows; user space may override it at load. */
 #define M2HO_DEFAULT_MAX_FLOWS 65536
+/* The flow table is made of buckets of this many slots; a flow lives in
+ * one of two buckets chosen by its hash, the less full when it is created.
+ * With twice as many slots as flows, two full buckets are too rare to
+ * matter even when every flow is tracked. */
+#define M2HO_FLOW_BUCKET_SLOTS 8
 /* Outstanding egress TSval stamps awaiting their echo (LRU, so lost
  * segments never pin entries). */
 #define M2HO_MAX_TS_STAMPS 16384
@@ -74,6 +79,34 @@ struct flow_state {
 	__u8 pad;
 };
 
+/* Values of a flow bucket's tag besides the live tags. */
+enum flow_tag {
+	FLOW_TAG_FREE = 0,
+	/* taken by a CPU that is filling the slot in */
+	FLOW_TAG_CLAIMED = 1,
+	/* live tags are the flow's hash, moved out of the two values above */
+	FLOW_TAG_LIVE_MIN = 2,
+};
+
+struct flow_entry {
+	struct flow_key key;
+	struct flow_state state;
+};
+
+/*
+ * One bucket of the flow table, an open hash table over an array map: the
+ * packet path finds a flow with inlined array lookups and its own hash, no
+ * helper call. The tags share one cache line, so a lookup reads a single
+ * line per bucket besides its own entry. A flow's slot number is bucket *
+ * M2HO_FLOW_BUCKET_SLOTS + position. The flow index (a hash map from key
+ * to slot number) makes creation atomic and lets user space list flows.
+ */
+struct flow_bucket {
+	__u32 tags[M2HO_FLOW_BUCKET_SLOTS]; /* enum flow_tag or a live tag */
+	__u32 pad[16 - M2HO_FLOW_BUCKET_SLOTS];
+	struct flow_entry entries[M2HO_FLOW_BUCKET_SLOTS];
+};
+
 /* RTT histogram of one CPU, in one per-CPU map value so that user space
  * reads every bucket with a single lookup. */
 struct rtt_histogram {
@@ -113,13 +146,23 @@ struct policy {
 	__u32 suppress_expired;
 };
 
-/* Downlink burst in progress: one per interface, updated with atomic
- * instructions only (a spin lock costs two helper calls per packet). */
+/* Downlink burst in progress, one per interface. Packets add to their own
+ * CPU's cumulative ingress counters; the burst's bytes and packets are the
+ * growth of those counters summed over every CPU, taken once per burst. So
+ * the per-packet path writes no shared cache line except to refresh
+ * seen_ns, a few times per burst gap. */
 struct burst_state {
-	__u64 start_ns;
-	__u64 last_ns; /* 0 before the first packet */
-	__u64 bytes;
-	__u64 packets;
+	__u64 start_ns;      /* first packet of the burst */
+	/* A recent packet's time, at most the refresh interval behind the
+	 * latest packet on any CPU; 0 before the first packet. */
+	__u64 seen_ns;
+	__u64 start_bytes;   /* every CPU's CNT_INGRESS_BYTES summed when the burst began */
+	__u64 start_packets; /* the same for CNT_INGRESS_PACKETS */
+};
+
+/* When one CPU last saw a downlink packet. */
+struct burst_cpu {
+	__u64 last_ns; /* CLOCK_MONOTONIC, 0 before its first packet */
 };
 
 /* A finished downlink burst, emitted to the ring buffer. */

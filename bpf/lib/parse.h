@@ -109,7 +109,7 @@ static __always_inline void set_ports(struct flow_key *key, __be16 local, __be16
  * parse_packet fills pkt from skb. raw_ip says the link has no L2 header;
  * egress says the packet leaves the host (source = local side).
  */
-static __noinline int parse_packet(struct __sk_buff *skb, struct packet *pkt, bool raw_ip, bool egress)
+static __always_inline int parse_packet(struct __sk_buff *skb, struct packet *pkt, bool raw_ip, bool egress)
 {
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;

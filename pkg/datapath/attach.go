@@ -222,3 +222,9 @@ func (a *clsactAttachment) removeQdiscIfUnused() error {
 	}
 	return nil
 }
+
+// detached is the attachment of a datapath not (or no longer) attached: loaded for BPF_PROG_RUN, or before Open attaches it.
+type detached struct{}
+
+func (detached) mode() string  { return "none" }
+func (detached) detach() error { return nil }

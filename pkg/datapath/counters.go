@@ -10,8 +10,8 @@ type Counters struct {
 	NotTCP            uint64 // IP but not TCP: passed
 	Malformed         uint64 // truncated or inconsistent headers: passed
 	Fragments         uint64 // IP fragments: passed
-	FlowsCreated      uint64 // entries added to the flows map
-	MapFull           uint64 // flows map full: flow left untracked
+	FlowsCreated      uint64 // flows entered in the flow table
+	MapFull           uint64 // flow table full: flow left untracked
 	Untracked         uint64 // segments of flows not in the map: passed
 	NoWScale          uint64 // clamp skipped: handshake not seen
 	ClampApplied      uint64 // windows rewritten (clamp or freeze)

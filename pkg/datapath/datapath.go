@@ -7,6 +7,8 @@
 package datapath
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,8 +39,12 @@ var (
 // split one.
 const DefaultBurstGap = time.Millisecond
 
-// DefaultMaxFlows bounds the flows map when Options.MaxFlows is 0.
+// DefaultMaxFlows bounds the tracked flows when Options.MaxFlows is 0.
 const DefaultMaxFlows = 65536
+
+// MaxFlowsLimit is the largest Options.MaxFlows: 16 Mi flows, a flow table
+// of 2.3 GiB.
+const MaxFlowsLimit = 1 << 24
 
 // AttachMode names how the programs are hooked to the interface.
 const (
@@ -53,7 +59,8 @@ type Options struct {
 	// BurstGap is the idle time that ends a downlink burst; 0 means
 	// DefaultBurstGap.
 	BurstGap time.Duration
-	// MaxFlows bounds the flows map; 0 means DefaultMaxFlows.
+	// MaxFlows bounds the number of tracked flows, at most MaxFlowsLimit;
+	// 0 means DefaultMaxFlows.
 	MaxFlows uint32
 	// Logger receives attach and detach messages; nil means slog.Default().
 	Logger *slog.Logger
@@ -65,12 +72,15 @@ type Options struct {
 // Datapath is the loaded and attached set of programs on one interface.
 type Datapath struct {
 	objs       m2hoObjects
+	table      flowTable
 	attachment attachment
 	log        *slog.Logger
 	iface      string
 
 	// policyMu serialises the read-modify-write of the policy map.
 	policyMu sync.Mutex
+	// deleteMu serialises flow deletions.
+	deleteMu sync.Mutex
 	// readMu allows one ReadBursts at a time.
 	readMu sync.Mutex
 	// bursts is the running ReadBursts, for FlushBursts.
@@ -102,6 +112,9 @@ func Open(opts Options) (*Datapath, error) {
 	if opts.MaxFlows == 0 {
 		opts.MaxFlows = DefaultMaxFlows
 	}
+	if opts.MaxFlows > MaxFlowsLimit {
+		return nil, fmt.Errorf("datapath: max flows %d above %d", opts.MaxFlows, MaxFlowsLimit)
+	}
 	switch opts.Attach {
 	case "", AttachTCX, AttachClsact:
 	default:
@@ -127,18 +140,19 @@ func Open(opts Options) (*Datapath, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("%w: memlock limit: %w", ErrUnsupported, err)
 	}
-	objs, err := load(rawIP, opts.BurstGap, opts.MaxFlows)
+	d, err := loadDatapath(rawIP, opts.BurstGap, opts.MaxFlows, logger, opts.Iface)
 	if err != nil {
 		return nil, err
 	}
-	att, err := attach(link.Attrs().Index, opts.Attach, objs.M2hoIngress, objs.M2hoEgress)
+	d.attachment, err = attach(link.Attrs().Index, opts.Attach, d.objs.M2hoIngress, d.objs.M2hoEgress)
 	if err != nil {
-		objs.Close()
+		d.attachment = detached{}
+		_ = d.Close()
 		return nil, fmt.Errorf("datapath: attach to %s: %w", opts.Iface, err)
 	}
-	logger.Info("datapath attached", "iface", opts.Iface, "mode", att.mode(), "raw_ip", rawIP,
+	logger.Info("datapath attached", "iface", opts.Iface, "mode", d.attachment.mode(), "raw_ip", rawIP,
 		"burst_gap", opts.BurstGap, "max_flows", opts.MaxFlows)
-	return &Datapath{objs: objs, attachment: att, log: logger, iface: opts.Iface}, nil
+	return d, nil
 }
 
 // linkIsRawIP tells whether frames on the link start with the IP header.
@@ -172,8 +186,41 @@ func loadSpec(rawIP bool, burstGap time.Duration, maxFlows uint32) (*ebpf.Collec
 	if err := spec.Variables[m2hoVarCfgBurstGapNs].Set(uint64(burstGap.Nanoseconds())); err != nil {
 		return nil, fmt.Errorf("datapath: set %s: %w", m2hoVarCfgBurstGapNs, err)
 	}
-	spec.Maps[m2hoMapFlows].MaxEntries = maxFlows
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, fmt.Errorf("datapath: count possible CPUs: %w", err)
+	}
+	if err := spec.Variables[m2hoVarCfgNrCpus].Set(uint32(cpus)); err != nil {
+		return nil, fmt.Errorf("datapath: set %s: %w", m2hoVarCfgNrCpus, err)
+	}
+	slots := flowTableSlots(maxFlows)
+	if err := spec.Variables[m2hoVarCfgFlowBucketMask].Set(slots/flowBucketSlots - 1); err != nil {
+		return nil, fmt.Errorf("datapath: set %s: %w", m2hoVarCfgFlowBucketMask, err)
+	}
+	var seed [8]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return nil, fmt.Errorf("datapath: flow hash seed: %w", err)
+	}
+	if err := spec.Variables[m2hoVarCfgFlowHashSeed].Set(binary.NativeEndian.Uint64(seed[:])); err != nil {
+		return nil, fmt.Errorf("datapath: set %s: %w", m2hoVarCfgFlowHashSeed, err)
+	}
+	spec.Maps[m2hoMapFlowIndex].MaxEntries = maxFlows
+	spec.Maps[m2hoMapFlowTable].MaxEntries = slots
 	return spec, nil
+}
+
+// loadDatapath loads the objects and maps the flow table, attached nowhere.
+func loadDatapath(rawIP bool, burstGap time.Duration, maxFlows uint32, logger *slog.Logger, iface string) (*Datapath, error) {
+	objs, err := load(rawIP, burstGap, maxFlows)
+	if err != nil {
+		return nil, err
+	}
+	table, err := mapFlowTable(objs.FlowTable)
+	if err != nil {
+		objs.Close()
+		return nil, err
+	}
+	return &Datapath{objs: objs, table: table, attachment: detached{}, log: logger, iface: iface}, nil
 }
 
 func load(rawIP bool, burstGap time.Duration, maxFlows uint32) (m2hoObjects, error) {
@@ -207,7 +254,7 @@ func (d *Datapath) Close() error {
 		d.closed = true
 		d.hooksMu.Unlock()
 		detachErr := d.attachment.detach()
-		d.closeErr = errors.Join(detachErr, d.objs.Close())
+		d.closeErr = errors.Join(detachErr, d.table.unmap(), d.objs.Close())
 		d.log.Info("datapath detached", "iface", d.iface, "error", d.closeErr)
 	})
 	return d.closeErr

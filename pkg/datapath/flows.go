@@ -41,43 +41,50 @@ type Flow struct {
 	Released      bool
 }
 
-// flowBatch is how many flows one batch lookup returns at most: a table of
-// thousands of flows takes a few system calls, and the buffers (about
-// 38 KB) stay cheap to allocate per read.
+// flowBatch is how many flows one batch lookup of the flow index returns at
+// most: a table of thousands of flows takes a few system calls, and the
+// buffers (about 11 KB) stay cheap to allocate per read.
 const flowBatch = 256
 
-// eachFlow visits every flow with batch lookups: one system call per batch
-// of flows instead of two per flow, so the cost follows the number of live
-// flows (the kernel still steps over the empty hash buckets, about 0.1 ms
-// for the default 65,536). visit returns true to delete the entry.
-// eachFlow returns how many entries it deleted.
+// eachFlow visits every flow: batch lookups of the flow index (one system
+// call per batch of flows, so the cost follows the number of live flows,
+// plus the kernel's step over the empty hash buckets, about 0.1 ms for the
+// default 65,536), and the entries read from the memory-mapped table.
+// visit returns true to delete the flow. eachFlow returns how many flows
+// it deleted.
 func (d *Datapath) eachFlow(visit func(*m2hoFlowKey, *m2hoFlowState) bool) (int, error) {
 	return d.walkFlows(flowBatch, visit)
 }
 
-// walkFlows is eachFlow reading up to batch flows per system call.
+// walkFlows is eachFlow reading up to batch index entries per system call.
 func (d *Datapath) walkFlows(batch int, visit func(*m2hoFlowKey, *m2hoFlowState) bool) (int, error) {
 	keys := make([]m2hoFlowKey, batch)
-	states := make([]m2hoFlowState, batch)
+	slots := make([]uint32, batch)
 	var (
 		cursor ebpf.MapBatchCursor
-		doomed []m2hoFlowKey
+		doomed []doomedFlow
+		entry  m2hoFlowEntry
 	)
 	for {
-		n, err := d.objs.Flows.BatchLookup(&cursor, keys, states, nil)
+		n, err := d.objs.FlowIndex.BatchLookup(&cursor, keys, slots, nil)
 		if errors.Is(err, unix.ENOSPC) {
 			// A hash bucket holds more flows than the buffers: the
 			// cursor still points at it, so retry with room for it.
 			keys = make([]m2hoFlowKey, 2*len(keys))
-			states = make([]m2hoFlowState, 2*len(states))
+			slots = make([]uint32, 2*len(slots))
 			continue
 		}
 		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return 0, fmt.Errorf("datapath: read flows: %w", err)
 		}
 		for i := range n {
-			if visit(&keys[i], &states[i]) {
-				doomed = append(doomed, keys[i])
+			// A slot being created, or reused since the index was
+			// read, belongs to no listed flow.
+			if !d.table.live(slots[i], &keys[i], &entry) {
+				continue
+			}
+			if visit(&keys[i], &entry.State) {
+				doomed = append(doomed, doomedFlow{key: keys[i], slot: slots[i]})
 			}
 		}
 		if err != nil { // ErrKeyNotExist: the walk is complete
@@ -88,21 +95,44 @@ func (d *Datapath) walkFlows(batch int, visit func(*m2hoFlowKey, *m2hoFlowState)
 	return d.deleteFlows(doomed)
 }
 
-// deleteFlows deletes keys and returns how many it deleted. A key already
-// gone (a concurrent eviction) is skipped: a batch delete stops at the
-// first missing key, so the rest is retried after it.
-func (d *Datapath) deleteFlows(keys []m2hoFlowKey) (int, error) {
+// doomedFlow is a flow to delete: its index key and its slot.
+type doomedFlow struct {
+	key  m2hoFlowKey
+	slot uint32
+}
+
+// deleteFlows deletes flows and returns how many it deleted. It frees a
+// slot first, so that the packet path stops finding it, then removes the
+// index entry. A packet of the flow in between finds no slot and an index
+// entry naming a free one: it goes untracked, and the next packet creates
+// the flow afresh. A flow deleted meanwhile, whose slot or index entry may
+// already belong to a new flow, is left alone.
+func (d *Datapath) deleteFlows(flows []doomedFlow) (int, error) {
+	// Deletions take turns, so that the checks below hold until the slot
+	// is freed: the packet path never frees or takes a live slot.
+	d.deleteMu.Lock()
+	defer d.deleteMu.Unlock()
+	var entry m2hoFlowEntry
 	deleted := 0
-	for len(keys) > 0 {
-		n, err := d.objs.Flows.BatchDelete(keys, nil)
-		deleted += n
-		if err == nil {
-			break
+	for _, f := range flows {
+		var slot uint32
+		err := d.objs.FlowIndex.Lookup(&f.key, &slot)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			continue
 		}
-		if !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return deleted, fmt.Errorf("datapath: delete flows: %w", err)
+		if err != nil {
+			return deleted, fmt.Errorf("datapath: look up flow: %w", err)
 		}
-		keys = keys[n+1:]
+		if slot != f.slot {
+			continue
+		}
+		if d.table.live(f.slot, &f.key, &entry) {
+			d.table.free(f.slot)
+		}
+		if err := d.objs.FlowIndex.Delete(&f.key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return deleted, fmt.Errorf("datapath: delete flow: %w", err)
+		}
+		deleted++
 	}
 	return deleted, nil
 }
@@ -143,7 +173,7 @@ func flowFromMap(k *m2hoFlowKey, s *m2hoFlowState, clock clockAnchor) Flow {
 }
 
 // EvictIdle deletes the flows without a packet for longer than idle and
-// returns how many it deleted. The flows map is bounded: without eviction,
+// returns how many it deleted. The flow table is bounded: without eviction,
 // it fills up and new flows go untracked (Counters.MapFull).
 func (d *Datapath) EvictIdle(idle time.Duration) (int, error) {
 	if idle < 0 {

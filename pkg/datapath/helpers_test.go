@@ -19,12 +19,6 @@ import (
 // quietLogger keeps attach messages out of test output.
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// detached is the attachment of a datapath loaded only for BPF_PROG_RUN.
-type detached struct{}
-
-func (detached) mode() string  { return "none" }
-func (detached) detach() error { return nil }
-
 // loadDetached loads the programs without attaching them.
 func loadDetached(tb testing.TB, rawIP bool, maxFlows uint32) *Datapath {
 	tb.Helper()
@@ -37,9 +31,8 @@ func loadDetachedWithGap(tb testing.TB, rawIP bool, maxFlows uint32, burstGap ti
 	if maxFlows == 0 {
 		maxFlows = DefaultMaxFlows
 	}
-	objs, err := load(rawIP, burstGap, maxFlows)
+	d, err := loadDatapath(rawIP, burstGap, maxFlows, quietLogger(), "test")
 	require.NoError(tb, err)
-	d := &Datapath{objs: objs, attachment: detached{}, log: quietLogger(), iface: "test"}
 	tb.Cleanup(func() { _ = d.Close() })
 	return d
 }

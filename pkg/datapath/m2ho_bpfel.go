@@ -13,6 +13,11 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type m2hoBurstCpu struct {
+	_      structs.HostLayout
+	LastNs uint64
+}
+
 type m2hoBurstEvent struct {
 	_       structs.HostLayout
 	StartNs uint64
@@ -22,11 +27,11 @@ type m2hoBurstEvent struct {
 }
 
 type m2hoBurstState struct {
-	_       structs.HostLayout
-	StartNs uint64
-	LastNs  uint64
-	Bytes   uint64
-	Packets uint64
+	_            structs.HostLayout
+	StartNs      uint64
+	SeenNs       uint64
+	StartBytes   uint64
+	StartPackets uint64
 }
 
 type m2hoClampMode uint32
@@ -71,6 +76,19 @@ type m2hoCounterValues struct {
 	Values [23]uint64
 }
 
+type m2hoFlowBucket struct {
+	_       structs.HostLayout
+	Tags    [8]uint32
+	Pad     [8]uint32
+	Entries [8]m2hoFlowEntry
+}
+
+type m2hoFlowEntry struct {
+	_     structs.HostLayout
+	Key   m2hoFlowKey
+	State m2hoFlowState
+}
+
 type m2hoFlowFlags uint32
 
 const (
@@ -113,6 +131,14 @@ type m2hoFlowState struct {
 	Pad           uint8
 }
 
+type m2hoFlowTag uint32
+
+const (
+	m2hoFlowTagFLOW_TAG_FREE     m2hoFlowTag = 0
+	m2hoFlowTagFLOW_TAG_CLAIMED  m2hoFlowTag = 1
+	m2hoFlowTagFLOW_TAG_LIVE_MIN m2hoFlowTag = 2
+)
+
 type m2hoPolicy struct {
 	_                  structs.HostLayout
 	ClampDeadlineNs    uint64
@@ -141,21 +167,27 @@ type m2hoTsKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	m2hoMapBurstMap      = "burst_map"
-	m2hoMapBursts        = "bursts"
-	m2hoMapCounters      = "counters"
-	m2hoMapFlows         = "flows"
-	m2hoMapPolicyMap     = "policy_map"
-	m2hoMapRttHist       = "rtt_hist"
-	m2hoMapTsStamps      = "ts_stamps"
-	m2hoProgM2hoEgress   = "m2ho_egress"
-	m2hoProgM2hoIngress  = "m2ho_ingress"
-	m2hoVarBtfBurstEvent = "btf_burst_event"
-	m2hoVarBtfClampMode  = "btf_clamp_mode"
-	m2hoVarBtfCounterId  = "btf_counter_id"
-	m2hoVarBtfFlowFlags  = "btf_flow_flags"
-	m2hoVarCfgBurstGapNs = "cfg_burst_gap_ns"
-	m2hoVarCfgRawIp      = "cfg_raw_ip"
+	m2hoMapBurstCpuMap       = "burst_cpu_map"
+	m2hoMapBurstMap          = "burst_map"
+	m2hoMapBursts            = "bursts"
+	m2hoMapCounters          = "counters"
+	m2hoMapFlowIndex         = "flow_index"
+	m2hoMapFlowTable         = "flow_table"
+	m2hoMapPolicyMap         = "policy_map"
+	m2hoMapRttHist           = "rtt_hist"
+	m2hoMapTsStamps          = "ts_stamps"
+	m2hoProgM2hoEgress       = "m2ho_egress"
+	m2hoProgM2hoIngress      = "m2ho_ingress"
+	m2hoVarBtfBurstEvent     = "btf_burst_event"
+	m2hoVarBtfClampMode      = "btf_clamp_mode"
+	m2hoVarBtfCounterId      = "btf_counter_id"
+	m2hoVarBtfFlowFlags      = "btf_flow_flags"
+	m2hoVarBtfFlowTag        = "btf_flow_tag"
+	m2hoVarCfgBurstGapNs     = "cfg_burst_gap_ns"
+	m2hoVarCfgFlowBucketMask = "cfg_flow_bucket_mask"
+	m2hoVarCfgFlowHashSeed   = "cfg_flow_hash_seed"
+	m2hoVarCfgNrCpus         = "cfg_nr_cpus"
+	m2hoVarCfgRawIp          = "cfg_raw_ip"
 )
 
 // loadM2ho returns the embedded CollectionSpec for m2ho.
@@ -208,25 +240,31 @@ type m2hoProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type m2hoMapSpecs struct {
-	BurstMap  *ebpf.MapSpec `ebpf:"burst_map"`
-	Bursts    *ebpf.MapSpec `ebpf:"bursts"`
-	Counters  *ebpf.MapSpec `ebpf:"counters"`
-	Flows     *ebpf.MapSpec `ebpf:"flows"`
-	PolicyMap *ebpf.MapSpec `ebpf:"policy_map"`
-	RttHist   *ebpf.MapSpec `ebpf:"rtt_hist"`
-	TsStamps  *ebpf.MapSpec `ebpf:"ts_stamps"`
+	BurstCpuMap *ebpf.MapSpec `ebpf:"burst_cpu_map"`
+	BurstMap    *ebpf.MapSpec `ebpf:"burst_map"`
+	Bursts      *ebpf.MapSpec `ebpf:"bursts"`
+	Counters    *ebpf.MapSpec `ebpf:"counters"`
+	FlowIndex   *ebpf.MapSpec `ebpf:"flow_index"`
+	FlowTable   *ebpf.MapSpec `ebpf:"flow_table"`
+	PolicyMap   *ebpf.MapSpec `ebpf:"policy_map"`
+	RttHist     *ebpf.MapSpec `ebpf:"rtt_hist"`
+	TsStamps    *ebpf.MapSpec `ebpf:"ts_stamps"`
 }
 
 // m2hoVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type m2hoVariableSpecs struct {
-	BtfBurstEvent *ebpf.VariableSpec `ebpf:"btf_burst_event"`
-	BtfClampMode  *ebpf.VariableSpec `ebpf:"btf_clamp_mode"`
-	BtfCounterId  *ebpf.VariableSpec `ebpf:"btf_counter_id"`
-	BtfFlowFlags  *ebpf.VariableSpec `ebpf:"btf_flow_flags"`
-	CfgBurstGapNs *ebpf.VariableSpec `ebpf:"cfg_burst_gap_ns"`
-	CfgRawIp      *ebpf.VariableSpec `ebpf:"cfg_raw_ip"`
+	BtfBurstEvent     *ebpf.VariableSpec `ebpf:"btf_burst_event"`
+	BtfClampMode      *ebpf.VariableSpec `ebpf:"btf_clamp_mode"`
+	BtfCounterId      *ebpf.VariableSpec `ebpf:"btf_counter_id"`
+	BtfFlowFlags      *ebpf.VariableSpec `ebpf:"btf_flow_flags"`
+	BtfFlowTag        *ebpf.VariableSpec `ebpf:"btf_flow_tag"`
+	CfgBurstGapNs     *ebpf.VariableSpec `ebpf:"cfg_burst_gap_ns"`
+	CfgFlowBucketMask *ebpf.VariableSpec `ebpf:"cfg_flow_bucket_mask"`
+	CfgFlowHashSeed   *ebpf.VariableSpec `ebpf:"cfg_flow_hash_seed"`
+	CfgNrCpus         *ebpf.VariableSpec `ebpf:"cfg_nr_cpus"`
+	CfgRawIp          *ebpf.VariableSpec `ebpf:"cfg_raw_ip"`
 }
 
 // m2hoObjects contains all objects after they have been loaded into the kernel.
@@ -249,21 +287,25 @@ func (o *m2hoObjects) Close() error {
 //
 // It can be passed to loadM2hoObjects or ebpf.CollectionSpec.LoadAndAssign.
 type m2hoMaps struct {
-	BurstMap  *ebpf.Map `ebpf:"burst_map"`
-	Bursts    *ebpf.Map `ebpf:"bursts"`
-	Counters  *ebpf.Map `ebpf:"counters"`
-	Flows     *ebpf.Map `ebpf:"flows"`
-	PolicyMap *ebpf.Map `ebpf:"policy_map"`
-	RttHist   *ebpf.Map `ebpf:"rtt_hist"`
-	TsStamps  *ebpf.Map `ebpf:"ts_stamps"`
+	BurstCpuMap *ebpf.Map `ebpf:"burst_cpu_map"`
+	BurstMap    *ebpf.Map `ebpf:"burst_map"`
+	Bursts      *ebpf.Map `ebpf:"bursts"`
+	Counters    *ebpf.Map `ebpf:"counters"`
+	FlowIndex   *ebpf.Map `ebpf:"flow_index"`
+	FlowTable   *ebpf.Map `ebpf:"flow_table"`
+	PolicyMap   *ebpf.Map `ebpf:"policy_map"`
+	RttHist     *ebpf.Map `ebpf:"rtt_hist"`
+	TsStamps    *ebpf.Map `ebpf:"ts_stamps"`
 }
 
 func (m *m2hoMaps) Close() error {
 	return _M2hoClose(
+		m.BurstCpuMap,
 		m.BurstMap,
 		m.Bursts,
 		m.Counters,
-		m.Flows,
+		m.FlowIndex,
+		m.FlowTable,
 		m.PolicyMap,
 		m.RttHist,
 		m.TsStamps,
@@ -274,12 +316,16 @@ func (m *m2hoMaps) Close() error {
 //
 // It can be passed to loadM2hoObjects or ebpf.CollectionSpec.LoadAndAssign.
 type m2hoVariables struct {
-	BtfBurstEvent *ebpf.Variable `ebpf:"btf_burst_event"`
-	BtfClampMode  *ebpf.Variable `ebpf:"btf_clamp_mode"`
-	BtfCounterId  *ebpf.Variable `ebpf:"btf_counter_id"`
-	BtfFlowFlags  *ebpf.Variable `ebpf:"btf_flow_flags"`
-	CfgBurstGapNs *ebpf.Variable `ebpf:"cfg_burst_gap_ns"`
-	CfgRawIp      *ebpf.Variable `ebpf:"cfg_raw_ip"`
+	BtfBurstEvent     *ebpf.Variable `ebpf:"btf_burst_event"`
+	BtfClampMode      *ebpf.Variable `ebpf:"btf_clamp_mode"`
+	BtfCounterId      *ebpf.Variable `ebpf:"btf_counter_id"`
+	BtfFlowFlags      *ebpf.Variable `ebpf:"btf_flow_flags"`
+	BtfFlowTag        *ebpf.Variable `ebpf:"btf_flow_tag"`
+	CfgBurstGapNs     *ebpf.Variable `ebpf:"cfg_burst_gap_ns"`
+	CfgFlowBucketMask *ebpf.Variable `ebpf:"cfg_flow_bucket_mask"`
+	CfgFlowHashSeed   *ebpf.Variable `ebpf:"cfg_flow_hash_seed"`
+	CfgNrCpus         *ebpf.Variable `ebpf:"cfg_nr_cpus"`
+	CfgRawIp          *ebpf.Variable `ebpf:"cfg_raw_ip"`
 }
 
 // m2hoPrograms contains all programs after they have been loaded into the kernel.

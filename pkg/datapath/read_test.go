@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 const ethernetHeaderLen = 14
@@ -154,10 +157,7 @@ func TestFlowsAcrossBatches(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := loadDetached(t, true, tc.maxFlows)
 			keys, states := syntheticFlows(tc.flows)
-			if tc.flows > 0 {
-				_, err := d.objs.Flows.BatchUpdate(keys, states, nil)
-				require.NoError(t, err)
-			}
+			insertFlows(t, d, keys, states)
 			seen := make(map[uint16]int)
 			deleted, err := d.walkFlows(tc.batch, func(k *m2hoFlowKey, _ *m2hoFlowState) bool {
 				seen[k.LocalPort]++
@@ -188,8 +188,7 @@ func TestEvictIdleAcrossBatches(t *testing.T) {
 			states[i].LastSeenNs = now - uint64(time.Hour)
 		}
 	}
-	_, err := d.objs.Flows.BatchUpdate(keys, states, nil)
-	require.NoError(t, err)
+	insertFlows(t, d, keys, states)
 
 	evicted, err := d.EvictIdle(time.Minute)
 	require.NoError(t, err)
@@ -202,12 +201,13 @@ func TestEvictIdleAcrossBatches(t *testing.T) {
 	}
 }
 
-// TestDeleteFlowsSkipsMissing checks that a key deleted meanwhile (by a
-// concurrent eviction) does not stop the deletion of the others.
+// TestDeleteFlowsSkipsMissing checks that a flow deleted meanwhile (by a
+// concurrent eviction) is skipped and does not stop the deletion of the
+// others.
 func TestDeleteFlowsSkipsMissing(t *testing.T) {
 	tests := []struct {
 		name    string
-		missing []int // positions in the delete list of keys not in the map
+		missing []int // positions in the delete list of flows deleted before
 	}{
 		{"none missing", nil},
 		{"first missing", []int{0}},
@@ -218,19 +218,23 @@ func TestDeleteFlowsSkipsMissing(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			d := loadDetached(t, true, 64)
-			keys, states := syntheticFlows(20)
-			_, err := d.objs.Flows.BatchUpdate(keys[:10], states[:10], nil)
-			require.NoError(t, err)
-			doomed := append([]m2hoFlowKey(nil), keys[:10]...)
+			keys, states := syntheticFlows(10)
+			insertFlows(t, d, keys, states)
+			doomed := make([]doomedFlow, len(keys))
+			for i, key := range keys {
+				slot, _ := flowSlot(t, d, key)
+				doomed[i] = doomedFlow{key: key, slot: slot}
+			}
 			for _, i := range tc.missing {
-				doomed[i] = keys[10+i] // never inserted
+				_, err := d.deleteFlows(doomed[i : i+1])
+				require.NoError(t, err)
 			}
 			deleted, err := d.deleteFlows(doomed)
 			require.NoError(t, err)
 			assert.Equal(t, 10-len(tc.missing), deleted)
 			flows, err := d.Flows()
 			require.NoError(t, err)
-			assert.Len(t, flows, len(tc.missing))
+			assert.Empty(t, flows)
 		})
 	}
 }
@@ -315,4 +319,81 @@ func TestE2EIngressBytesMatchInterfaceStatistics(t *testing.T) {
 	leastIP := mostIP - min(mostIP, nonIP)
 	assert.GreaterOrEqual(t, rx, ipBytes+leastIP*ethernetHeaderLen, "interface rx_bytes")
 	assert.LessOrEqual(t, rx, ipBytes+mostIP*ethernetHeaderLen, "interface rx_bytes")
+}
+
+// TestConcurrentFlowCreation creates each flow from two CPUs at once, as
+// when the first packets of both directions of a flow already under way
+// meet, and checks that every flow gets exactly one slot.
+func TestConcurrentFlowCreation(t *testing.T) {
+	var allowed unix.CPUSet
+	require.NoError(t, unix.SchedGetaffinity(0, &allowed))
+	if allowed.Count() < 2 {
+		t.Skip("needs two CPUs")
+	}
+	const flows = 2000
+	d := loadDetached(t, true, 4096)
+	frames := make([][]byte, flows)
+	for i := range frames {
+		frames[i], _ = segment{egress: true, ackFlag: true, localPort: uint16(1000 + i), remotePort: 443}.build(t)
+	}
+	var cpus []int
+	for cpu := 0; len(cpus) < 2; cpu++ {
+		if allowed.IsSet(cpu) {
+			cpus = append(cpus, cpu)
+		}
+	}
+	var (
+		ready sync.WaitGroup
+		start = make(chan struct{})
+		errs  = make(chan error, len(cpus))
+	)
+	for _, cpu := range cpus {
+		ready.Add(1)
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var set unix.CPUSet
+			set.Set(cpu)
+			if err := unix.SchedSetaffinity(0, &set); err != nil {
+				ready.Done()
+				errs <- err
+				return
+			}
+			ready.Done()
+			<-start
+			for _, frame := range frames {
+				if _, err := d.objs.M2hoEgress.Run(&ebpf.RunOptions{Data: frame}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	ready.Wait()
+	close(start)
+	for range cpus {
+		require.NoError(t, <-errs)
+	}
+
+	got, err := d.Flows()
+	require.NoError(t, err)
+	assert.Len(t, got, flows)
+	live := make(map[m2hoFlowKey]int)
+	for b := range d.table.buckets {
+		bucket := &d.table.buckets[b]
+		for i, tag := range bucket.Tags {
+			if tag >= uint32(m2hoFlowTagFLOW_TAG_LIVE_MIN) {
+				live[bucket.Entries[i].Key]++
+			}
+		}
+	}
+	assert.Len(t, live, flows)
+	for key, n := range live {
+		assert.Equal(t, 1, n, "flow %d holds %d slots", key.LocalPort, n)
+	}
+	c, err := d.Counters()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(flows), c.FlowsCreated)
+	assert.Zero(t, c.MapFull)
 }
