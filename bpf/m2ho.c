@@ -37,7 +37,7 @@ volatile const __u32 cfg_nr_cpus = 1;
  * two). */
 volatile const __u32 cfg_flow_bucket_mask = 2 * M2HO_DEFAULT_MAX_FLOWS / M2HO_FLOW_BUCKET_SLOTS - 1;
 /* Set by the loader: a random seed, so that remote peers cannot choose
- * addresses and ports that crowd one window of the flow table. */
+ * addresses and ports that crowd one bucket of the flow table. */
 volatile const __u64 cfg_flow_hash_seed = 0;
 
 /* Upper bound of cfg_nr_cpus, for the verifier. */
@@ -225,9 +225,15 @@ static __always_inline bool flow_key_equal(const struct flow_key *a, const struc
 	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4];
 }
 
+/* flow_bucket_index returns the index of the flow's bucket `which` (0 or 1). */
+static __always_inline __u32 flow_bucket_index(__u64 hash, int which)
+{
+	return (which ? hash >> 32 : hash) & cfg_flow_bucket_mask;
+}
+
 static __always_inline struct flow_bucket *flow_bucket(__u64 hash, int which)
 {
-	__u32 index = (which ? hash >> 32 : hash) & cfg_flow_bucket_mask;
+	__u32 index = flow_bucket_index(hash, which);
 	return bpf_map_lookup_elem(&flow_table, &index);
 }
 
@@ -294,11 +300,13 @@ static __always_inline struct flow_entry *index_entry(__u32 slot, const struct f
 static __always_inline struct flow_entry *create_flow(const struct flow_key *key, __u64 hash, __u64 now)
 {
 	__u32 tag = flow_tag(hash);
-	__u32 first = hash & cfg_flow_bucket_mask, second = (hash >> 32) & cfg_flow_bucket_mask;
-	struct flow_bucket *a = bpf_map_lookup_elem(&flow_table, &first);
-	struct flow_bucket *b = bpf_map_lookup_elem(&flow_table, &second);
+	__u32 first = flow_bucket_index(hash, 0), second = flow_bucket_index(hash, 1);
+	struct flow_bucket *a = flow_bucket(hash, 0), *b = flow_bucket(hash, 1);
 	if (!a || !b)
 		return NULL;
+	/* Only the indices are swapped, and the loop looks the bucket up
+	 * again: choosing between two map value pointers splits the
+	 * verifier's states the way per-slot branches do. */
 	if (free_slots(b) > free_slots(a)) {
 		__u32 swap = first;
 		first = second;

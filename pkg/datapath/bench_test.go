@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -217,14 +216,7 @@ func emptyTCProgram(tb testing.TB) *ebpf.Program {
 // write (the downlink burst in progress).
 func BenchmarkPacketParallel(b *testing.B) {
 	nstest.RequireRoot(b)
-	var allowed unix.CPUSet
-	require.NoError(b, unix.SchedGetaffinity(0, &allowed))
-	var cpus []int
-	for cpu := 0; len(cpus) < allowed.Count(); cpu++ {
-		if allowed.IsSet(cpu) {
-			cpus = append(cpus, cpu)
-		}
-	}
+	cpus := allowedCPUs(b)
 	d := loadDetached(b, true, 65536)
 	b.Cleanup(func() { require.NoError(b, d.Close()) })
 	frames := make([][]byte, len(cpus))
@@ -241,13 +233,7 @@ func BenchmarkPacketParallel(b *testing.B) {
 	var wg sync.WaitGroup
 	for i, cpu := range cpus {
 		wg.Go(func() {
-			// BPF_PROG_RUN repeats the program on the calling thread's CPU.
-			// The thread stays locked: the runtime ends it with the
-			// goroutine, so the pinned affinity never reaches other code.
-			runtime.LockOSThread()
-			var only unix.CPUSet
-			only.Set(cpu)
-			if errs[i] = unix.SchedSetaffinity(0, &only); errs[i] != nil {
+			if errs[i] = pinThread(cpu); errs[i] != nil {
 				return
 			}
 			_, perPacket[i], errs[i] = d.objs.M2hoIngress.Benchmark(frames[i], b.N, nil)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/m2ho/m2ho/internal/nstest"
 )
@@ -260,3 +262,28 @@ func tcpChecksumOK(frame []byte, l4 int, ipv6 bool, l3 int) bool {
 }
 
 func tcpWindow(frame []byte, l4 int) uint16 { return binary.BigEndian.Uint16(frame[l4+14:]) }
+
+// allowedCPUs lists the CPUs the test process may run on.
+func allowedCPUs(tb testing.TB) []int {
+	tb.Helper()
+	var allowed unix.CPUSet
+	require.NoError(tb, unix.SchedGetaffinity(0, &allowed))
+	var cpus []int
+	for cpu := 0; len(cpus) < allowed.Count(); cpu++ {
+		if allowed.IsSet(cpu) {
+			cpus = append(cpus, cpu)
+		}
+	}
+	return cpus
+}
+
+// pinThread binds the calling goroutine's thread to cpu, where
+// BPF_PROG_RUN then runs the program. The thread stays locked: the runtime
+// ends it with the goroutine, so the pinned affinity never reaches other
+// code.
+func pinThread(cpu int) error {
+	runtime.LockOSThread()
+	var only unix.CPUSet
+	only.Set(cpu)
+	return unix.SchedSetaffinity(0, &only)
+}

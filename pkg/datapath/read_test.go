@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 )
 
 const ethernetHeaderLen = 14
@@ -325,22 +323,16 @@ func TestE2EIngressBytesMatchInterfaceStatistics(t *testing.T) {
 // when the first packets of both directions of a flow already under way
 // meet, and checks that every flow gets exactly one slot.
 func TestConcurrentFlowCreation(t *testing.T) {
-	var allowed unix.CPUSet
-	require.NoError(t, unix.SchedGetaffinity(0, &allowed))
-	if allowed.Count() < 2 {
+	cpus := allowedCPUs(t)
+	if len(cpus) < 2 {
 		t.Skip("needs two CPUs")
 	}
+	cpus = cpus[:2]
 	const flows = 2000
 	d := loadDetached(t, true, 4096)
 	frames := make([][]byte, flows)
 	for i := range frames {
 		frames[i], _ = segment{egress: true, ackFlag: true, localPort: uint16(1000 + i), remotePort: 443}.build(t)
-	}
-	var cpus []int
-	for cpu := 0; len(cpus) < 2; cpu++ {
-		if allowed.IsSet(cpu) {
-			cpus = append(cpus, cpu)
-		}
 	}
 	var (
 		ready sync.WaitGroup
@@ -350,16 +342,12 @@ func TestConcurrentFlowCreation(t *testing.T) {
 	for _, cpu := range cpus {
 		ready.Add(1)
 		go func() {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			var set unix.CPUSet
-			set.Set(cpu)
-			if err := unix.SchedSetaffinity(0, &set); err != nil {
-				ready.Done()
+			err := pinThread(cpu)
+			ready.Done()
+			if err != nil {
 				errs <- err
 				return
 			}
-			ready.Done()
 			<-start
 			for _, frame := range frames {
 				if _, err := d.objs.M2hoEgress.Run(&ebpf.RunOptions{Data: frame}); err != nil {
