@@ -24,6 +24,10 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* Single loads and stores of fields that another CPU writes concurrently. */
+#define READ_ONCE(x) (*(volatile typeof(x) *)&(x))
+#define WRITE_ONCE(x, v) (*(volatile typeof(x) *)&(x) = (v))
+
 /* Set by the loader: the link carries bare IP packets (ARPHRD_NONE,
  * ARPHRD_RAWIP), no Ethernet header. */
 volatile const __u8 cfg_raw_ip = 0;
@@ -65,13 +69,6 @@ struct {
 	__type(key, struct flow_key);
 	__type(value, __u32);
 } flow_index SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, M2HO_MAX_TS_STAMPS);
-	__type(key, struct ts_key);
-	__type(value, __u64);
-} ts_stamps SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -117,6 +114,7 @@ struct {
 const enum flow_flags *btf_flow_flags __attribute__((unused));
 const enum flow_tag *btf_flow_tag __attribute__((unused));
 const enum clamp_mode *btf_clamp_mode __attribute__((unused));
+const enum ts_stamp_unit *btf_ts_stamp_unit __attribute__((unused));
 const struct burst_event *btf_burst_event __attribute__((unused));
 const enum counter_id *btf_counter_id __attribute__((unused));
 
@@ -479,9 +477,22 @@ static __always_inline void apply_clamp(struct __sk_buff *skb, struct flow_state
 		count(CNT_CLAMP_APPLIED);
 }
 
-/* stamp_tsval records when a TSval first left, for the pping RTT method: a
+/* stamp_time is the clock in the units and width of struct ts_stamp, never
+ * zero (the free mark). */
+static __always_inline __u32 stamp_time(__u64 now)
+{
+	return (__u32)(now >> TS_STAMP_SHIFT) | 1;
+}
+
+/*
+ * stamp_tsval records when a TSval first left, for the pping RTT method: a
  * TSval repeated by later segments is not stamped again, since its echo
- * cannot tell which of them the peer answered. */
+ * cannot tell which of them the peer answered. The stamps live in the flow,
+ * so neither stamping nor matching calls a map helper. Ingress frees them
+ * (the sent time is the free mark, written last and cleared alone); two
+ * CPUs sending on one flow at once may take the same free stamp, which
+ * costs one sample.
+ */
 static __always_inline void stamp_tsval(struct flow_state *flow, const struct packet *pkt)
 {
 	if (!pkt->opts.has_timestamps)
@@ -490,10 +501,16 @@ static __always_inline void stamp_tsval(struct flow_state *flow, const struct pa
 		return;
 	flow->last_tsval = pkt->opts.tsval;
 	flow_set(flow, FLOW_TSVAL_VALID);
-	struct ts_key key = {.flow = pkt->key, .tsval = pkt->opts.tsval};
-	__u64 sent = bpf_ktime_get_ns();
-	if (!bpf_map_update_elem(&ts_stamps, &key, &sent, BPF_NOEXIST))
+	for (int i = 0; i < M2HO_TS_STAMPS_PER_FLOW; i++) {
+		struct ts_stamp *stamp = &flow->stamps[i];
+		if (READ_ONCE(stamp->sent))
+			continue;
+		stamp->tsval = pkt->opts.tsval;
+		WRITE_ONCE(stamp->sent, stamp_time(bpf_ktime_get_ns()));
 		count(CNT_TS_STAMPED);
+		return;
+	}
+	count(CNT_TS_UNSTAMPED);
 }
 
 static __always_inline __u32 log2_bucket(__u64 value)
@@ -509,21 +526,35 @@ static __always_inline __u32 log2_bucket(__u64 value)
 	return bucket < M2HO_RTT_BUCKETS ? bucket : M2HO_RTT_BUCKETS - 1;
 }
 
+/*
+ * match_tsecr takes an RTT sample when an ingress TSecr echoes a stamped
+ * TSval. The peer echoes the newest TSval it has accepted, so stamps of
+ * TSvals before the TSecr will never be echoed: they are freed too.
+ */
 static __always_inline void match_tsecr(struct flow_state *flow, const struct packet *pkt, __u64 now)
 {
-	if (!pkt->opts.has_timestamps || !(pkt->tcp_flags & TCPF_ACK) || pkt->opts.tsecr == 0)
+	__u32 tsecr = pkt->opts.tsecr;
+	if (!pkt->opts.has_timestamps || !(pkt->tcp_flags & TCPF_ACK) || tsecr == 0)
 		return;
 	/* Segments of a train echo the same TSecr; only the first can match,
-	 * since a match deletes the stamp. */
-	if (pkt->opts.tsecr == flow->last_tsecr)
+	 * since a match frees the stamp. */
+	if (tsecr == flow->last_tsecr)
 		return;
-	flow->last_tsecr = pkt->opts.tsecr;
-	struct ts_key key = {.flow = pkt->key, .tsval = pkt->opts.tsecr};
-	__u64 *sent = bpf_map_lookup_elem(&ts_stamps, &key);
+	flow->last_tsecr = tsecr;
+	__u32 sent = 0;
+	for (int i = 0; i < M2HO_TS_STAMPS_PER_FLOW; i++) {
+		struct ts_stamp *stamp = &flow->stamps[i];
+		__u32 stamp_sent = READ_ONCE(stamp->sent);
+		if (!stamp_sent || seq_after(stamp->tsval, tsecr))
+			continue;
+		if (stamp->tsval == tsecr)
+			sent = stamp_sent;
+		WRITE_ONCE(stamp->sent, 0);
+	}
 	if (!sent)
 		return;
-	__u64 rtt = now > *sent ? now - *sent : 0;
-	bpf_map_delete_elem(&ts_stamps, &key);
+	__s32 elapsed = stamp_time(now) - sent;
+	__u64 rtt = elapsed > 0 ? (__u64)elapsed << TS_STAMP_SHIFT : 0;
 
 	flow->rtt_latest_ns = rtt;
 	if (!flow->rtt_samples || rtt < flow->rtt_min_ns)

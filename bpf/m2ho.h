@@ -16,9 +16,9 @@
  * With twice as many slots as flows, two full buckets are too rare to
  * matter even when every flow is tracked. */
 #define M2HO_FLOW_BUCKET_SLOTS 8
-/* Outstanding egress TSval stamps awaiting their echo (LRU, so lost
- * segments never pin entries). */
-#define M2HO_MAX_TS_STAMPS 16384
+/* Egress TSvals of one flow awaiting their echo at once. An echo frees
+ * every older stamp too, so a lost segment pins none. */
+#define M2HO_TS_STAMPS_PER_FLOW 4
 /* RTT histogram: bucket i counts samples with floor(log2(rtt_us)) == i,
  * bucket 0 also holds 0 us and the last bucket everything above. */
 #define M2HO_RTT_BUCKETS 32
@@ -58,6 +58,21 @@ enum flow_flags {
 	FLOW_TSVAL_VALID = 1 << 5,
 };
 
+/*
+ * ts_stamp records when an egress TSval first left, for the pping RTT
+ * method. Times are CLOCK_MONOTONIC in units of 2^TS_STAMP_SHIFT ns, cut
+ * to 32 bits: RTT samples need microseconds, and the difference of two
+ * such times is right for 73 minutes, far longer than a stamp waits.
+ */
+enum ts_stamp_unit {
+	TS_STAMP_SHIFT = 10,
+};
+
+struct ts_stamp {
+	__u32 tsval;
+	__u32 sent; /* stamp time with its lowest bit set; 0: the stamp is free */
+};
+
 struct flow_state {
 	__u64 first_seen_ns;   /* CLOCK_MONOTONIC */
 	__u64 last_seen_ns;    /* CLOCK_MONOTONIC, any direction */
@@ -77,6 +92,9 @@ struct flow_state {
 	__u16 mss;             /* MSS the host announced in its SYN */
 	__u8 wscale;           /* shift of the host's advertised window */
 	__u8 pad;
+	/* TSvals awaiting their echo; a TSval that finds none free goes
+	 * unstamped, so a flow yields up to this many samples per RTT */
+	struct ts_stamp stamps[M2HO_TS_STAMPS_PER_FLOW];
 };
 
 /* Values of a flow bucket's tag besides the live tags. */
@@ -114,12 +132,6 @@ struct rtt_histogram {
 };
 
 /* Key of an egress TSval stamp awaiting its echo in an ingress TSecr. */
-struct ts_key {
-	struct flow_key flow;
-	__u32 tsval;
-	__u32 pad;
-};
-
 enum clamp_mode {
 	CLAMP_OFF = 0,
 	/* advertise min(own, clamp_bytes), never below one MSS */
@@ -178,6 +190,9 @@ struct burst_event {
 enum counter_id {
 	CNT_EGRESS_PACKETS,
 	CNT_INGRESS_PACKETS,
+	/* IP bytes of every ingress packet (a sum, not a count), next to the
+	 * packet count: every ingress packet adds to both in one cache line */
+	CNT_INGRESS_BYTES,
 	CNT_NOT_IP,            /* neither IPv4 nor IPv6: passed */
 	CNT_NOT_TCP,           /* IP but not TCP: passed */
 	CNT_MALFORMED,         /* truncated or inconsistent headers: passed */
@@ -195,10 +210,10 @@ enum counter_id {
 	CNT_SUPPRESS_EXPIRED,  /* suppression passed its deadline */
 	CNT_SNAPSHOTS,         /* per-flow epoch snapshots taken */
 	CNT_TS_STAMPED,        /* egress TSvals recorded */
+	CNT_TS_UNSTAMPED,      /* new egress TSvals left unstamped: every stamp of the flow awaits its echo */
 	CNT_RTT_SAMPLES,       /* ingress TSecr matched */
 	CNT_BURSTS,            /* bursts emitted */
 	CNT_BURST_LOST,        /* ring buffer full: burst dropped */
-	CNT_INGRESS_BYTES,     /* IP bytes of every ingress packet (a sum, not a count) */
 	CNT_MAX,
 };
 

@@ -27,6 +27,20 @@ func vethPair(t testing.TB) (server, ue *nstest.NS) {
 	return server, ue
 }
 
+// ifindexIn returns the index of interface ifname in namespace ns.
+func ifindexIn(tb testing.TB, ns *nstest.NS, ifname string) int {
+	tb.Helper()
+	var ifindex int
+	require.NoError(tb, ns.Do(func() error {
+		iface, err := net.InterfaceByName(ifname)
+		if err == nil {
+			ifindex = iface.Index
+		}
+		return err
+	}))
+	return ifindex
+}
+
 func tcxPrograms(t *testing.T, ns *nstest.NS, ifname string) int {
 	t.Helper()
 	count := 0

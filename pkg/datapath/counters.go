@@ -23,6 +23,7 @@ type Counters struct {
 	SuppressExpired   uint64 // suppressions that hit their deadline
 	Snapshots         uint64 // per-flow epoch snapshots
 	TSStamped         uint64 // egress TSvals recorded
+	TSUnstamped       uint64 // new egress TSvals not recorded: all of the flow's stamps await their echo
 	RTTSamples        uint64 // ingress TSecr matches
 	Bursts            uint64 // downlink bursts reported
 	BurstsLost        uint64 // bursts dropped: ring buffer full
@@ -76,6 +77,8 @@ func (c *Counters) field(id m2hoCounterId) *uint64 {
 		return &c.Snapshots
 	case m2hoCounterIdCNT_TS_STAMPED:
 		return &c.TSStamped
+	case m2hoCounterIdCNT_TS_UNSTAMPED:
+		return &c.TSUnstamped
 	case m2hoCounterIdCNT_RTT_SAMPLES:
 		return &c.RTTSamples
 	case m2hoCounterIdCNT_BURSTS:

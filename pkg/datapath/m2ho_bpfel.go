@@ -47,33 +47,34 @@ type m2hoCounterId uint32
 const (
 	m2hoCounterIdCNT_EGRESS_PACKETS    m2hoCounterId = 0
 	m2hoCounterIdCNT_INGRESS_PACKETS   m2hoCounterId = 1
-	m2hoCounterIdCNT_NOT_IP            m2hoCounterId = 2
-	m2hoCounterIdCNT_NOT_TCP           m2hoCounterId = 3
-	m2hoCounterIdCNT_MALFORMED         m2hoCounterId = 4
-	m2hoCounterIdCNT_FRAGMENT          m2hoCounterId = 5
-	m2hoCounterIdCNT_FLOW_CREATED      m2hoCounterId = 6
-	m2hoCounterIdCNT_MAP_FULL          m2hoCounterId = 7
-	m2hoCounterIdCNT_UNTRACKED         m2hoCounterId = 8
-	m2hoCounterIdCNT_NO_WSCALE         m2hoCounterId = 9
-	m2hoCounterIdCNT_CLAMP_APPLIED     m2hoCounterId = 10
-	m2hoCounterIdCNT_CLAMP_NOT_NEEDED  m2hoCounterId = 11
-	m2hoCounterIdCNT_REWRITE_FAILED    m2hoCounterId = 12
-	m2hoCounterIdCNT_DUPACK_SUPPRESSED m2hoCounterId = 13
-	m2hoCounterIdCNT_FLOW_RELEASED     m2hoCounterId = 14
-	m2hoCounterIdCNT_CLAMP_EXPIRED     m2hoCounterId = 15
-	m2hoCounterIdCNT_SUPPRESS_EXPIRED  m2hoCounterId = 16
-	m2hoCounterIdCNT_SNAPSHOTS         m2hoCounterId = 17
-	m2hoCounterIdCNT_TS_STAMPED        m2hoCounterId = 18
-	m2hoCounterIdCNT_RTT_SAMPLES       m2hoCounterId = 19
-	m2hoCounterIdCNT_BURSTS            m2hoCounterId = 20
-	m2hoCounterIdCNT_BURST_LOST        m2hoCounterId = 21
-	m2hoCounterIdCNT_INGRESS_BYTES     m2hoCounterId = 22
-	m2hoCounterIdCNT_MAX               m2hoCounterId = 23
+	m2hoCounterIdCNT_INGRESS_BYTES     m2hoCounterId = 2
+	m2hoCounterIdCNT_NOT_IP            m2hoCounterId = 3
+	m2hoCounterIdCNT_NOT_TCP           m2hoCounterId = 4
+	m2hoCounterIdCNT_MALFORMED         m2hoCounterId = 5
+	m2hoCounterIdCNT_FRAGMENT          m2hoCounterId = 6
+	m2hoCounterIdCNT_FLOW_CREATED      m2hoCounterId = 7
+	m2hoCounterIdCNT_MAP_FULL          m2hoCounterId = 8
+	m2hoCounterIdCNT_UNTRACKED         m2hoCounterId = 9
+	m2hoCounterIdCNT_NO_WSCALE         m2hoCounterId = 10
+	m2hoCounterIdCNT_CLAMP_APPLIED     m2hoCounterId = 11
+	m2hoCounterIdCNT_CLAMP_NOT_NEEDED  m2hoCounterId = 12
+	m2hoCounterIdCNT_REWRITE_FAILED    m2hoCounterId = 13
+	m2hoCounterIdCNT_DUPACK_SUPPRESSED m2hoCounterId = 14
+	m2hoCounterIdCNT_FLOW_RELEASED     m2hoCounterId = 15
+	m2hoCounterIdCNT_CLAMP_EXPIRED     m2hoCounterId = 16
+	m2hoCounterIdCNT_SUPPRESS_EXPIRED  m2hoCounterId = 17
+	m2hoCounterIdCNT_SNAPSHOTS         m2hoCounterId = 18
+	m2hoCounterIdCNT_TS_STAMPED        m2hoCounterId = 19
+	m2hoCounterIdCNT_TS_UNSTAMPED      m2hoCounterId = 20
+	m2hoCounterIdCNT_RTT_SAMPLES       m2hoCounterId = 21
+	m2hoCounterIdCNT_BURSTS            m2hoCounterId = 22
+	m2hoCounterIdCNT_BURST_LOST        m2hoCounterId = 23
+	m2hoCounterIdCNT_MAX               m2hoCounterId = 24
 )
 
 type m2hoCounterValues struct {
 	_      structs.HostLayout
-	Values [23]uint64
+	Values [24]uint64
 }
 
 type m2hoFlowBucket struct {
@@ -129,6 +130,7 @@ type m2hoFlowState struct {
 	Mss           uint16
 	Wscale        uint8
 	Pad           uint8
+	Stamps        [4]m2hoTsStamp
 }
 
 type m2hoFlowTag uint32
@@ -156,12 +158,17 @@ type m2hoRttHistogram struct {
 	Buckets [32]uint64
 }
 
-type m2hoTsKey struct {
+type m2hoTsStamp struct {
 	_     structs.HostLayout
-	Flow  m2hoFlowKey
 	Tsval uint32
-	Pad   uint32
+	Sent  uint32
 }
+
+type m2hoTsStampUnit uint32
+
+const (
+	m2hoTsStampUnitTS_STAMP_SHIFT m2hoTsStampUnit = 10
+)
 
 // Names of all BPF objects in the ELF.
 //
@@ -175,7 +182,6 @@ const (
 	m2hoMapFlowTable         = "flow_table"
 	m2hoMapPolicyMap         = "policy_map"
 	m2hoMapRttHist           = "rtt_hist"
-	m2hoMapTsStamps          = "ts_stamps"
 	m2hoProgM2hoEgress       = "m2ho_egress"
 	m2hoProgM2hoIngress      = "m2ho_ingress"
 	m2hoVarBtfBurstEvent     = "btf_burst_event"
@@ -183,6 +189,7 @@ const (
 	m2hoVarBtfCounterId      = "btf_counter_id"
 	m2hoVarBtfFlowFlags      = "btf_flow_flags"
 	m2hoVarBtfFlowTag        = "btf_flow_tag"
+	m2hoVarBtfTsStampUnit    = "btf_ts_stamp_unit"
 	m2hoVarCfgBurstGapNs     = "cfg_burst_gap_ns"
 	m2hoVarCfgFlowBucketMask = "cfg_flow_bucket_mask"
 	m2hoVarCfgFlowHashSeed   = "cfg_flow_hash_seed"
@@ -248,7 +255,6 @@ type m2hoMapSpecs struct {
 	FlowTable   *ebpf.MapSpec `ebpf:"flow_table"`
 	PolicyMap   *ebpf.MapSpec `ebpf:"policy_map"`
 	RttHist     *ebpf.MapSpec `ebpf:"rtt_hist"`
-	TsStamps    *ebpf.MapSpec `ebpf:"ts_stamps"`
 }
 
 // m2hoVariableSpecs contains global variables before they are loaded into the kernel.
@@ -260,6 +266,7 @@ type m2hoVariableSpecs struct {
 	BtfCounterId      *ebpf.VariableSpec `ebpf:"btf_counter_id"`
 	BtfFlowFlags      *ebpf.VariableSpec `ebpf:"btf_flow_flags"`
 	BtfFlowTag        *ebpf.VariableSpec `ebpf:"btf_flow_tag"`
+	BtfTsStampUnit    *ebpf.VariableSpec `ebpf:"btf_ts_stamp_unit"`
 	CfgBurstGapNs     *ebpf.VariableSpec `ebpf:"cfg_burst_gap_ns"`
 	CfgFlowBucketMask *ebpf.VariableSpec `ebpf:"cfg_flow_bucket_mask"`
 	CfgFlowHashSeed   *ebpf.VariableSpec `ebpf:"cfg_flow_hash_seed"`
@@ -295,7 +302,6 @@ type m2hoMaps struct {
 	FlowTable   *ebpf.Map `ebpf:"flow_table"`
 	PolicyMap   *ebpf.Map `ebpf:"policy_map"`
 	RttHist     *ebpf.Map `ebpf:"rtt_hist"`
-	TsStamps    *ebpf.Map `ebpf:"ts_stamps"`
 }
 
 func (m *m2hoMaps) Close() error {
@@ -308,7 +314,6 @@ func (m *m2hoMaps) Close() error {
 		m.FlowTable,
 		m.PolicyMap,
 		m.RttHist,
-		m.TsStamps,
 	)
 }
 
@@ -321,6 +326,7 @@ type m2hoVariables struct {
 	BtfCounterId      *ebpf.Variable `ebpf:"btf_counter_id"`
 	BtfFlowFlags      *ebpf.Variable `ebpf:"btf_flow_flags"`
 	BtfFlowTag        *ebpf.Variable `ebpf:"btf_flow_tag"`
+	BtfTsStampUnit    *ebpf.Variable `ebpf:"btf_ts_stamp_unit"`
 	CfgBurstGapNs     *ebpf.Variable `ebpf:"cfg_burst_gap_ns"`
 	CfgFlowBucketMask *ebpf.Variable `ebpf:"cfg_flow_bucket_mask"`
 	CfgFlowHashSeed   *ebpf.Variable `ebpf:"cfg_flow_hash_seed"`

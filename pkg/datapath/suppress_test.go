@@ -184,6 +184,58 @@ func TestRTTFromTimestamps(t *testing.T) {
 	assert.Equal(t, uint64(1), c.RTTSamples)
 }
 
+// TestRTTStampPool follows a flow's stamps: four TSvals await their echo at
+// most, an echo frees its stamp and every older one, and a TSval that found
+// no free stamp yields no sample.
+func TestRTTStampPool(t *testing.T) {
+	d := loadDetached(t, false, 0)
+	s := freshPorts(segment{ethernet: true, timestamps: true})
+	handshake(t, d, s, 7, 7)
+
+	sendTSval := func(tsval uint32) {
+		ack := ackOf(s, 0)
+		ack.tsval, ack.tsecr = tsval, 50
+		verdictOf(t, d, ack, true)
+	}
+	echo := func(tsecr uint32) {
+		data := peerData(s, 0, 100)
+		data.tsval, data.tsecr = 60, tsecr
+		verdictOf(t, d, data, false)
+	}
+	samples := func() uint64 {
+		flows, err := d.Flows()
+		require.NoError(t, err)
+		require.Len(t, flows, 1)
+		return flows[0].RTTSamples
+	}
+
+	echo(99) // frees the stamp of the host's SYN (TSval 0), which was never echoed
+	require.Zero(t, samples())
+	before, err := d.Counters()
+	require.NoError(t, err)
+
+	for tsval := uint32(100); tsval <= 104; tsval++ {
+		sendTSval(tsval)
+	}
+	echo(102) // frees 100 and 101 unanswered
+	assert.Equal(t, uint64(1), samples())
+	sendTSval(105) // finds a free stamp again
+	echo(103)
+	assert.Equal(t, uint64(2), samples())
+	echo(104) // was never stamped
+	assert.Equal(t, uint64(2), samples())
+	echo(101) // reordered: its stamp is gone
+	assert.Equal(t, uint64(2), samples())
+	echo(105)
+	assert.Equal(t, uint64(3), samples())
+
+	after, err := d.Counters()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(5), after.TSStamped-before.TSStamped, "100-103 and 105")
+	assert.Equal(t, uint64(1), after.TSUnstamped-before.TSUnstamped, "104")
+	assert.Equal(t, uint64(3), after.RTTSamples-before.RTTSamples)
+}
+
 func TestRTTBucketBounds(t *testing.T) {
 	tests := []struct {
 		bucket       int
