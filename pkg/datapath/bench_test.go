@@ -159,7 +159,7 @@ func BenchmarkPacket(b *testing.B) {
 			{name: "egress_dupack_sack_suppressed", prog: d.objs.M2hoEgress, frame: sackFrame, setup: startSuppression},
 			{name: "ingress_data", prog: d.objs.M2hoIngress, frame: dataFrame,
 				setup: func() { require.NoError(b, d.StopSuppression()) }},
-			{name: "ingress_data_lookup_miss_single", prog: d.objs.M2hoIngress, frame: dataFrame,
+			{name: "ingress_data_rtt_no_match_single", prog: d.objs.M2hoIngress, frame: dataFrame,
 				// a stamp still awaiting its echo
 				perRun: func() { stampFor(data.tsecr + 1) }},
 			{name: "ingress_data_rtt_match_single", prog: d.objs.M2hoIngress, frame: dataFrame,
@@ -312,7 +312,7 @@ func BenchmarkVethThroughput(b *testing.B) {
 		settle = 10 * time.Millisecond
 		// minPairs is the least number of attached/detached pairs,
 		// whatever b.N, so that the median has noise to average over.
-		minPairs = 40
+		minPairs = 100
 	)
 	server, ue := vethPair(b)
 	srv := startBulkServer(b, server, fmt.Sprintf("%s:%d", serverAddr, uePort))
