@@ -488,10 +488,12 @@ static __always_inline __u32 stamp_time(__u64 now)
  * stamp_tsval records when a TSval first left, for the pping RTT method: a
  * TSval repeated by later segments is not stamped again, since its echo
  * cannot tell which of them the peer answered. The stamps live in the flow,
- * so neither stamping nor matching calls a map helper. Ingress frees them
- * (the sent time is the free mark, written last and cleared alone); two
- * CPUs sending on one flow at once may take the same free stamp, which
- * costs one sample.
+ * so neither stamping nor matching calls a map helper. The sent time is the
+ * free mark: egress writes it after the TSval, ingress reads it before the
+ * TSval, both with fully ordered atomics (once per new TSval or TSecr, not
+ * per packet), so that weakly ordered CPUs never pair a time with another
+ * stamp's TSval. Two CPUs sending on one flow at once may take the same
+ * free stamp, which costs one sample.
  */
 static __always_inline void stamp_tsval(struct flow_state *flow, const struct packet *pkt)
 {
@@ -506,7 +508,8 @@ static __always_inline void stamp_tsval(struct flow_state *flow, const struct pa
 		if (READ_ONCE(stamp->sent))
 			continue;
 		stamp->tsval = pkt->opts.tsval;
-		WRITE_ONCE(stamp->sent, stamp_time(bpf_ktime_get_ns()));
+		/* an exchange is a full barrier: the TSval is visible first */
+		__sync_lock_test_and_set(&stamp->sent, stamp_time(bpf_ktime_get_ns()));
 		count(CNT_TS_STAMPED);
 		return;
 	}
@@ -544,7 +547,10 @@ static __always_inline void match_tsecr(struct flow_state *flow, const struct pa
 	__u32 sent = 0;
 	for (int i = 0; i < M2HO_TS_STAMPS_PER_FLOW; i++) {
 		struct ts_stamp *stamp = &flow->stamps[i];
-		__u32 stamp_sent = READ_ONCE(stamp->sent);
+		if (!READ_ONCE(stamp->sent))
+			continue;
+		/* an atomic read orders the TSval read after it */
+		__u32 stamp_sent = __sync_fetch_and_or(&stamp->sent, 0);
 		if (!stamp_sent || seq_after(stamp->tsval, tsecr))
 			continue;
 		if (stamp->tsval == tsecr)
