@@ -106,6 +106,13 @@ struct {
 } burst_cpu_map SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct coarse_clock);
+} coarse_clock_map SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, M2HO_BURST_RINGBUF_BYTES);
 } bursts SEC(".maps");
@@ -139,6 +146,28 @@ static __always_inline void count_ingress(__u64 ip_bytes)
 		cpu->values[CNT_INGRESS_PACKETS]++;
 		cpu->values[CNT_INGRESS_BYTES] += ip_bytes;
 	}
+}
+
+/*
+ * coarse_now returns CLOCK_MONOTONIC at the kernel tick's resolution, like
+ * bpf_ktime_get_coarse_ns, which it calls only once per tick and CPU: the
+ * verifier inlines bpf_jiffies64 into a load, while the helper takes two
+ * calls. jiffies moves a moment before the coarse clock at a tick, so a
+ * copy read in between lags until the next tick: at most two ticks in all,
+ * which last-seen times and policy deadlines can afford.
+ */
+static __always_inline __u64 coarse_now(void)
+{
+	__u32 zero = 0;
+	struct coarse_clock *clock = bpf_map_lookup_elem(&coarse_clock_map, &zero);
+	if (!clock)
+		return bpf_ktime_get_coarse_ns();
+	__u64 jiffies = bpf_jiffies64();
+	if (clock->jiffies != jiffies || !clock->ns) {
+		clock->ns = bpf_ktime_get_coarse_ns();
+		clock->jiffies = jiffies;
+	}
+	return clock->ns;
 }
 
 /* Flag updates are atomic: ingress and egress of one flow may run on two
@@ -725,10 +754,10 @@ int m2ho_egress(struct __sk_buff *skb)
 	struct policy *pol = current_policy();
 	if (!pol)
 		return TC_ACT_UNSPEC;
-	/* The coarse clock (same base, at most one tick behind) is precise
-	 * enough for last-seen times and policy deadlines and costs half of
-	 * bpf_ktime_get_ns; TSval stamps read the precise clock themselves. */
-	__u64 now = bpf_ktime_get_coarse_ns();
+	/* The coarse clock (same base, at most two ticks behind) is precise
+	 * enough for last-seen times and policy deadlines and costs next to
+	 * nothing; TSval stamps read the precise clock themselves. */
+	__u64 now = coarse_now();
 	struct flow_state *flow = track_flow(&pkt, pol, now, true);
 	if (!flow)
 		return TC_ACT_UNSPEC;

@@ -172,6 +172,13 @@ struct burst_state {
 	__u64 start_packets; /* the same for CNT_INGRESS_PACKETS */
 };
 
+/* One CPU's copy of the coarse clock, read again only when jiffies moves:
+ * the two advance together at each tick. */
+struct coarse_clock {
+	__u64 jiffies;
+	__u64 ns; /* CLOCK_MONOTONIC, coarse; 0 before the first read */
+};
+
 /* When one CPU last saw a downlink packet. */
 struct burst_cpu {
 	__u64 last_ns; /* CLOCK_MONOTONIC, 0 before its first packet */

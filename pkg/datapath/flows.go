@@ -30,8 +30,8 @@ type Flow struct {
 	// RTT aggregates from TSval/TSecr matching; zero without samples.
 	RTTLatest, RTTMin, SRTT time.Duration
 	RTTSamples              uint64
-	// FirstSeen and LastSeen may lag by one kernel tick: egress reads the
-	// coarse clock.
+	// FirstSeen and LastSeen may lag by up to two kernel ticks: egress
+	// reads the coarse clock.
 	FirstSeen, LastSeen time.Time
 	// Epoch is the suppression epoch the flow last saw, SnapshotRxSeq its
 	// highest received sequence when entering it, Released whether its

@@ -42,6 +42,12 @@ const (
 	m2hoClampModeCLAMP_FREEZE m2hoClampMode = 2
 )
 
+type m2hoCoarseClock struct {
+	_       structs.HostLayout
+	Jiffies uint64
+	Ns      uint64
+}
+
 type m2hoCounterId uint32
 
 const (
@@ -177,6 +183,7 @@ const (
 	m2hoMapBurstCpuMap       = "burst_cpu_map"
 	m2hoMapBurstMap          = "burst_map"
 	m2hoMapBursts            = "bursts"
+	m2hoMapCoarseClockMap    = "coarse_clock_map"
 	m2hoMapCounters          = "counters"
 	m2hoMapFlowIndex         = "flow_index"
 	m2hoMapFlowTable         = "flow_table"
@@ -247,14 +254,15 @@ type m2hoProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type m2hoMapSpecs struct {
-	BurstCpuMap *ebpf.MapSpec `ebpf:"burst_cpu_map"`
-	BurstMap    *ebpf.MapSpec `ebpf:"burst_map"`
-	Bursts      *ebpf.MapSpec `ebpf:"bursts"`
-	Counters    *ebpf.MapSpec `ebpf:"counters"`
-	FlowIndex   *ebpf.MapSpec `ebpf:"flow_index"`
-	FlowTable   *ebpf.MapSpec `ebpf:"flow_table"`
-	PolicyMap   *ebpf.MapSpec `ebpf:"policy_map"`
-	RttHist     *ebpf.MapSpec `ebpf:"rtt_hist"`
+	BurstCpuMap    *ebpf.MapSpec `ebpf:"burst_cpu_map"`
+	BurstMap       *ebpf.MapSpec `ebpf:"burst_map"`
+	Bursts         *ebpf.MapSpec `ebpf:"bursts"`
+	CoarseClockMap *ebpf.MapSpec `ebpf:"coarse_clock_map"`
+	Counters       *ebpf.MapSpec `ebpf:"counters"`
+	FlowIndex      *ebpf.MapSpec `ebpf:"flow_index"`
+	FlowTable      *ebpf.MapSpec `ebpf:"flow_table"`
+	PolicyMap      *ebpf.MapSpec `ebpf:"policy_map"`
+	RttHist        *ebpf.MapSpec `ebpf:"rtt_hist"`
 }
 
 // m2hoVariableSpecs contains global variables before they are loaded into the kernel.
@@ -294,14 +302,15 @@ func (o *m2hoObjects) Close() error {
 //
 // It can be passed to loadM2hoObjects or ebpf.CollectionSpec.LoadAndAssign.
 type m2hoMaps struct {
-	BurstCpuMap *ebpf.Map `ebpf:"burst_cpu_map"`
-	BurstMap    *ebpf.Map `ebpf:"burst_map"`
-	Bursts      *ebpf.Map `ebpf:"bursts"`
-	Counters    *ebpf.Map `ebpf:"counters"`
-	FlowIndex   *ebpf.Map `ebpf:"flow_index"`
-	FlowTable   *ebpf.Map `ebpf:"flow_table"`
-	PolicyMap   *ebpf.Map `ebpf:"policy_map"`
-	RttHist     *ebpf.Map `ebpf:"rtt_hist"`
+	BurstCpuMap    *ebpf.Map `ebpf:"burst_cpu_map"`
+	BurstMap       *ebpf.Map `ebpf:"burst_map"`
+	Bursts         *ebpf.Map `ebpf:"bursts"`
+	CoarseClockMap *ebpf.Map `ebpf:"coarse_clock_map"`
+	Counters       *ebpf.Map `ebpf:"counters"`
+	FlowIndex      *ebpf.Map `ebpf:"flow_index"`
+	FlowTable      *ebpf.Map `ebpf:"flow_table"`
+	PolicyMap      *ebpf.Map `ebpf:"policy_map"`
+	RttHist        *ebpf.Map `ebpf:"rtt_hist"`
 }
 
 func (m *m2hoMaps) Close() error {
@@ -309,6 +318,7 @@ func (m *m2hoMaps) Close() error {
 		m.BurstCpuMap,
 		m.BurstMap,
 		m.Bursts,
+		m.CoarseClockMap,
 		m.Counters,
 		m.FlowIndex,
 		m.FlowTable,
