@@ -347,3 +347,27 @@ func TestHeadersWalked(t *testing.T) {
 		})
 	}
 }
+
+// TestEgressClockFollowsTime checks the per-CPU copy of the coarse clock
+// that egress reads: flows created a few ticks apart carry creation times
+// as far apart, within the clock's lag of two ticks.
+func TestEgressClockFollowsTime(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	const apart = 50 * time.Millisecond
+	first, second := freshPorts(segment{}), freshPorts(segment{})
+	handshake(t, d, first, 7, 7)
+	time.Sleep(apart)
+	handshake(t, d, second, 7, 7)
+
+	flows, err := d.Flows()
+	require.NoError(t, err)
+	require.Len(t, flows, 2)
+	created := map[uint16]time.Time{}
+	for _, f := range flows {
+		created[f.Local.Port()] = f.FirstSeen
+	}
+	elapsed := created[second.localPort].Sub(created[first.localPort])
+	// two ticks at HZ=100
+	assert.InDelta(t, apart.Seconds(), elapsed.Seconds(), (20 * time.Millisecond).Seconds())
+	assert.WithinDuration(t, time.Now(), created[second.localPort], time.Second)
+}
