@@ -296,6 +296,57 @@ func BenchmarkPacketColdFlows(b *testing.B) {
 	}
 }
 
+// Windows of the veth throughput benchmarks, which switch the receiver's
+// hooks between windows.
+const (
+	vethWindow = 100 * time.Millisecond
+	// vethSettle lets the flow run a little after each switch, so that the
+	// switch itself falls outside the window.
+	vethSettle = 10 * time.Millisecond
+)
+
+// startVethDownload starts one CUBIC bulk TCP download from server to ue
+// over the veth pair of vethPair, lets it ramp up, and returns the count of
+// bytes received so far. The download ends with the benchmark.
+func startVethDownload(b *testing.B, server, ue *nstest.NS) (received func() uint64) {
+	b.Helper()
+	addr := fmt.Sprintf("%s:%d", serverAddr, uePort)
+	srv := startBulkServer(b, server, addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	received, _ = download(b, ctx, ue, addr)
+	<-srv.conns
+	time.Sleep(200 * time.Millisecond)
+	return received
+}
+
+// settledWindow lets the flow settle after a switch, then measures one
+// window: the bytes received and the window's length.
+func settledWindow(received func() uint64) (bytes float64, elapsed time.Duration) {
+	time.Sleep(vethSettle)
+	n, elapsed := receivedIn(received, vethWindow)
+	return float64(n), elapsed
+}
+
+// pairRatio measures a window of the base state and one of the trial
+// state, in an order that alternates with round so that neither state
+// always follows the other's switch, and returns the trial's rate over the
+// base's; ok is false when the base window moved nothing.
+func pairRatio(round int, base, trial func() float64) (ratio float64, ok bool) {
+	var baseRate, trialRate float64
+	if round%2 == 0 {
+		baseRate = base()
+		trialRate = trial()
+	} else {
+		trialRate = trial()
+		baseRate = base()
+	}
+	if baseRate == 0 {
+		return 0, false
+	}
+	return trialRate / baseRate, true
+}
+
 // BenchmarkVethThroughput runs one CUBIC bulk TCP flow over a veth pair and
 // alternates short windows with the programs attached to the receiver's
 // interface and detached (the objects stay loaded, so no verifier run
@@ -305,17 +356,10 @@ func BenchmarkPacketColdFlows(b *testing.B) {
 // pair alike but changes from one pair to the next, which a ratio of
 // totals would fold in. The total rates are reported too.
 func BenchmarkVethThroughput(b *testing.B) {
-	const (
-		window = 100 * time.Millisecond
-		// settle lets the flow run a little after each switch, so that
-		// the attach or detach itself falls outside the window.
-		settle = 10 * time.Millisecond
-		// minPairs is the least number of attached/detached pairs,
-		// whatever b.N, so that the median has noise to average over.
-		minPairs = 100
-	)
+	// minPairs is the least number of attached/detached pairs, whatever
+	// b.N, so that the median has noise to average over.
+	const minPairs = 100
 	server, ue := vethPair(b)
-	srv := startBulkServer(b, server, fmt.Sprintf("%s:%d", serverAddr, uePort))
 	var dp *Datapath
 	require.NoError(b, ue.Do(func() error {
 		var err error
@@ -324,12 +368,7 @@ func BenchmarkVethThroughput(b *testing.B) {
 	}))
 	b.Cleanup(func() { _ = dp.Close() })
 	ifindex := ifindexIn(b, ue, "veth0")
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	received, _ := download(b, ctx, ue, fmt.Sprintf("%s:%d", serverAddr, uePort))
-	<-srv.conns
-	time.Sleep(200 * time.Millisecond)
+	received := startVethDownload(b, server, ue)
 
 	attachedNow := true
 	setAttached := func(want bool) {
@@ -351,32 +390,24 @@ func BenchmarkVethThroughput(b *testing.B) {
 
 	var attachedBytes, detachedBytes float64
 	var attachedTime, detachedTime time.Duration
+	// measure switches to a state and measures a window of it, adding it
+	// to the state's totals.
+	measure := func(attached bool) float64 {
+		setAttached(attached)
+		bytes, elapsed := settledWindow(received)
+		if attached {
+			attachedBytes, attachedTime = attachedBytes+bytes, attachedTime+elapsed
+		} else {
+			detachedBytes, detachedTime = detachedBytes+bytes, detachedTime+elapsed
+		}
+		return bytes / elapsed.Seconds()
+	}
 	ratios := make([]float64, 0, max(b.N, minPairs))
 	b.ResetTimer()
 	for i := range max(b.N, minPairs) {
-		// alternate the order too, so that neither state always follows
-		// the other's transition
-		order := []bool{false, true}
-		if i%2 == 1 {
-			order = []bool{true, false}
-		}
-		var pairRate [2]float64 // detached, attached
-		for _, attached := range order {
-			setAttached(attached)
-			time.Sleep(settle)
-			start, begin := received(), time.Now()
-			time.Sleep(window)
-			bytes, elapsed := float64(received()-start), time.Since(begin)
-			if attached {
-				attachedBytes, attachedTime = attachedBytes+bytes, attachedTime+elapsed
-				pairRate[1] = bytes / elapsed.Seconds()
-			} else {
-				detachedBytes, detachedTime = detachedBytes+bytes, detachedTime+elapsed
-				pairRate[0] = bytes / elapsed.Seconds()
-			}
-		}
-		if pairRate[0] > 0 {
-			ratios = append(ratios, pairRate[1]/pairRate[0])
+		ratio, ok := pairRatio(i, func() float64 { return measure(false) }, func() float64 { return measure(true) })
+		if ok {
+			ratios = append(ratios, ratio)
 		}
 	}
 	b.StopTimer()

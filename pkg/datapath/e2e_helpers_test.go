@@ -226,9 +226,16 @@ func download(t testing.TB, ctx context.Context, ns *nstest.NS, addr string) (re
 
 // rate measures bytes per second delivered over window.
 func rate(received func() uint64, window time.Duration) float64 {
-	start := received()
+	bytes, elapsed := receivedIn(received, window)
+	return float64(bytes) / elapsed.Seconds()
+}
+
+// receivedIn returns the bytes delivered over a window of about window and
+// the window's measured length.
+func receivedIn(received func() uint64, window time.Duration) (bytes uint64, elapsed time.Duration) {
+	start, begin := received(), time.Now()
 	time.Sleep(window)
-	return float64(received()-start) / window.Seconds()
+	return received() - start, time.Since(begin)
 }
 
 // tcpSegment is the part of an IPv4 TCP packet the link hooks look at.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -34,61 +33,53 @@ func BenchmarkVethIngressHook(b *testing.B) {
 }
 
 func benchmarkIngressHook(b *testing.B, offloads bool) {
-	const (
-		window    = 100 * time.Millisecond
-		settle    = 10 * time.Millisecond
-		minRounds = 30
-	)
+	// minRounds is the least number of rounds, each a pair of windows per
+	// hook, whatever b.N.
+	const minRounds = 30
 	server, ue := vethPair(b)
 	if !offloads {
 		for _, ns := range []*nstest.NS{server, ue} {
 			require.NoError(b, ns.SetOffloads(context.Background(), "veth0", false))
 		}
 	}
-	srv := startBulkServer(b, server, fmt.Sprintf("%s:%d", serverAddr, uePort))
 	dp := loadDetached(b, false, 0)
 	b.Cleanup(func() { require.NoError(b, dp.Close()) })
 	passXDP, emptyTC := passXDPProgram(b), emptyTCProgram(b)
 	ifindex := ifindexIn(b, ue, "veth0")
 
-	hooks := []struct {
+	tcIngress := func(prog *ebpf.Program) (link.Link, error) {
+		return link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: prog, Attach: ebpf.AttachTCXIngress})
+	}
+	xdp := func(mode link.XDPAttachFlags) func(*ebpf.Program) (link.Link, error) {
+		return func(prog *ebpf.Program) (link.Link, error) {
+			return link.AttachXDP(link.XDPOptions{Interface: ifindex, Program: prog, Flags: mode})
+		}
+	}
+	type ingressHook struct {
 		name   string
 		prog   *ebpf.Program
-		attach func() (link.Link, error)
-	}{
-		{"tc_empty", emptyTC, func() (link.Link, error) {
-			return link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: emptyTC, Attach: ebpf.AttachTCXIngress})
-		}},
-		{"tc_m2ho_ingress", dp.objs.M2hoIngress, func() (link.Link, error) {
-			return link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: dp.objs.M2hoIngress, Attach: ebpf.AttachTCXIngress})
-		}},
-		{"xdp_generic_pass", passXDP, func() (link.Link, error) {
-			return link.AttachXDP(link.XDPOptions{Interface: ifindex, Program: passXDP, Flags: link.XDPGenericMode})
-		}},
-		{"xdp_native_pass", passXDP, func() (link.Link, error) {
-			return link.AttachXDP(link.XDPOptions{Interface: ifindex, Program: passXDP, Flags: link.XDPDriverMode})
-		}},
+		attach func(*ebpf.Program) (link.Link, error)
+	}
+	hooks := []ingressHook{
+		{"tc_empty", emptyTC, tcIngress},
+		{"tc_m2ho_ingress", dp.objs.M2hoIngress, tcIngress},
+		{"xdp_generic_pass", passXDP, xdp(link.XDPGenericMode)},
+		{"xdp_native_pass", passXDP, xdp(link.XDPDriverMode)},
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	received, _ := download(b, ctx, ue, fmt.Sprintf("%s:%d", serverAddr, uePort))
-	<-srv.conns
-	time.Sleep(200 * time.Millisecond)
+	received := startVethDownload(b, server, ue)
 	rate := func() float64 {
-		time.Sleep(settle)
-		start, begin := received(), time.Now()
-		time.Sleep(window)
-		return float64(received()-start) / time.Since(begin).Seconds()
+		bytes, elapsed := settledWindow(received)
+		return bytes / elapsed.Seconds()
 	}
 
-	attachHook := func(name string, attach func() (link.Link, error)) link.Link {
+	attachHook := func(h ingressHook) link.Link {
 		var l link.Link
 		require.NoError(b, ue.Do(func() error {
 			var err error
-			l, err = attach()
+			l, err = h.attach(h.prog)
 			return err
-		}), name)
+		}), h.name)
 		return l
 	}
 
@@ -96,23 +87,13 @@ func benchmarkIngressHook(b *testing.B, offloads bool) {
 	b.ResetTimer()
 	for round := range max(b.N, minRounds) {
 		for h, hook := range hooks {
-			var bare, hooked float64
-			measureHooked := func() {
-				l := attachHook(hook.name, hook.attach)
-				hooked = rate()
-				require.NoError(b, l.Close())
+			hooked := func() float64 {
+				l := attachHook(hook)
+				defer func() { require.NoError(b, l.Close()) }()
+				return rate()
 			}
-			// alternate the order, so that neither window always
-			// follows the other's transition
-			if round%2 == 0 {
-				bare = rate()
-				measureHooked()
-			} else {
-				measureHooked()
-				bare = rate()
-			}
-			if bare > 0 {
-				ratios[h] = append(ratios[h], hooked/bare)
+			if ratio, ok := pairRatio(round, rate, hooked); ok {
+				ratios[h] = append(ratios[h], ratio)
 			}
 		}
 	}
@@ -125,7 +106,7 @@ func benchmarkIngressHook(b *testing.B, offloads bool) {
 	// the programs' own time per packet in this traffic, after the
 	// windows since the statistics slow every run down
 	for _, hook := range hooks {
-		l := attachHook(hook.name, hook.attach)
+		l := attachHook(hook)
 		reportRunTime(b, map[string]*ebpf.Program{hook.name: hook.prog})
 		require.NoError(b, l.Close())
 	}
