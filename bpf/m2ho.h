@@ -131,7 +131,6 @@ struct rtt_histogram {
 	__u64 buckets[M2HO_RTT_BUCKETS];
 };
 
-/* Key of an egress TSval stamp awaiting its echo in an ingress TSecr. */
 enum clamp_mode {
 	CLAMP_OFF = 0,
 	/* advertise min(own, clamp_bytes), never below one MSS */
