@@ -168,7 +168,7 @@ func datapathSuppressed(dir string) (uint64, error) {
 			} `json:"counters"`
 		} `json:"datapath"`
 	}
-	if err := readJSON(filepath.Join(dir, testbed.M2hodStatusFile), &status); err != nil {
+	if err := testbed.ReadJSON(filepath.Join(dir, testbed.M2hodStatusFile), &status); err != nil {
 		return 0, fmt.Errorf("reading the daemon's status: %w", err)
 	}
 	return status.Datapath.Counters.DupACKsSuppressed, nil

@@ -7,7 +7,6 @@ package eval
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -225,13 +224,9 @@ func generate(opts Options, seed uint64) (CorpusEntry, error) {
 
 // ReadManifest loads an evaluation's manifest.
 func ReadManifest(out string) (*Manifest, error) {
-	raw, err := os.ReadFile(filepath.Join(out, ManifestFile))
-	if err != nil {
-		return nil, err
-	}
 	var m Manifest
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", ManifestFile, err)
+	if err := testbed.ReadJSON(filepath.Join(out, ManifestFile), &m); err != nil {
+		return nil, err
 	}
 	return &m, nil
 }
@@ -302,6 +297,19 @@ func eta(start time.Time, done, total int) string {
 	return fmt.Sprintf(", about %v left", left.Round(time.Second))
 }
 
+// AnalyzeRun computes a run's per-handover metrics and stores them in the
+// run's directory (HandoversFile).
+func AnalyzeRun(sc *scenario.Scenario, res *testbed.Result, dir string) ([]report.Handover, error) {
+	hs, err := report.Analyze(sc, res.Truth, res.Measurements)
+	if err != nil {
+		return nil, fmt.Errorf("analysing %s: %w", res.Variant, err)
+	}
+	if err := testbed.WriteJSON(filepath.Join(dir, HandoversFile), hs); err != nil {
+		return nil, err
+	}
+	return hs, nil
+}
+
 func runUnit(ctx context.Context, opts Options, u Unit) (time.Duration, error) {
 	sc, err := scenario.Load(filepath.Join(opts.Out, u.Scenario.File))
 	if err != nil {
@@ -321,11 +329,7 @@ func runUnit(ctx context.Context, opts Options, u Unit) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	hs, err := report.Analyze(sc, res.Truth, res.Measurements)
-	if err != nil {
-		return 0, fmt.Errorf("analysing: %w", err)
-	}
-	if err := testbed.WriteJSON(filepath.Join(dir, HandoversFile), hs); err != nil {
+	if _, err := AnalyzeRun(sc, res, dir); err != nil {
 		return 0, err
 	}
 	took := time.Since(begin)

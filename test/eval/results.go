@@ -2,7 +2,6 @@ package eval
 
 import (
 	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -55,10 +54,10 @@ func Load(out string) (*Manifest, []UnitResult, error) {
 
 func loadUnit(out string, u Unit) (UnitResult, error) {
 	r := UnitResult{Unit: u, Dir: u.Dir(out)}
-	if err := readJSON(filepath.Join(r.Dir, HandoversFile), &r.Handovers); err != nil {
+	if err := testbed.ReadJSON(filepath.Join(r.Dir, HandoversFile), &r.Handovers); err != nil {
 		return r, err
 	}
-	if err := readJSON(filepath.Join(r.Dir, testbed.FidelityFile), &r.Fidelity); err != nil {
+	if err := testbed.ReadJSON(filepath.Join(r.Dir, testbed.FidelityFile), &r.Fidelity); err != nil {
 		return r, err
 	}
 	truth, err := emu.ReadGroundTruth(filepath.Join(r.Dir, testbed.GroundTruthFile))
@@ -67,24 +66,13 @@ func loadUnit(out string, u Unit) (UnitResult, error) {
 	}
 	r.Truth = truth
 	var usage testbed.DaemonUsage
-	switch err := readJSON(filepath.Join(r.Dir, testbed.M2hodUsageFile), &usage); {
+	switch err := testbed.ReadJSON(filepath.Join(r.Dir, testbed.M2hodUsageFile), &usage); {
 	case err == nil:
 		r.Daemon = &usage
 	case !errors.Is(err, os.ErrNotExist):
 		return r, err
 	}
 	return r, nil
-}
-
-func readJSON(path string, v any) error {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return fmt.Errorf("decoding %s: %w", path, err)
-	}
-	return nil
 }
 
 // byVariant groups the finished units per variant, in the manifest's

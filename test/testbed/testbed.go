@@ -344,15 +344,24 @@ func WriteJSON(path string, v any) error {
 	return nil
 }
 
-// ReadMeasurements loads a run's measurements file.
-func ReadMeasurements(path string) (*traffic.Measurements, error) {
+// ReadJSON decodes the JSON file at path into v. A missing file's error
+// wraps os.ErrNotExist.
+func ReadJSON(path string, v any) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading measurements: %w", err)
+		return err
 	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("decoding %s: %w", path, err)
+	}
+	return nil
+}
+
+// ReadMeasurements loads a run's measurements file.
+func ReadMeasurements(path string) (*traffic.Measurements, error) {
 	var m traffic.Measurements
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", path, err)
+	if err := ReadJSON(path, &m); err != nil {
+		return nil, err
 	}
 	return &m, nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/m2ho/m2ho/test/eval"
 	"github.com/m2ho/m2ho/test/report"
 	"github.com/m2ho/m2ho/test/scenario"
 	"github.com/m2ho/m2ho/test/testbed"
@@ -59,7 +60,7 @@ func cmdDemo(ctx context.Context, args []string, out io.Writer, log *slog.Logger
 		if err != nil {
 			return fmt.Errorf("variant %s: %w", v, err)
 		}
-		hs, err := analyze(sc, res, dir)
+		hs, err := eval.AnalyzeRun(sc, res, dir)
 		if err != nil {
 			return err
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,17 +11,15 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/m2ho/m2ho/test/eval"
 	"github.com/m2ho/m2ho/test/report"
 	"github.com/m2ho/m2ho/test/scenario"
 	"github.com/m2ho/m2ho/test/testbed"
 	"github.com/m2ho/m2ho/test/topo"
 )
 
-// Files the commands write next to a run's own files.
-const (
-	metricsFile = "handovers.json"
-	plotFile    = "plot.png"
-)
+// plotFile is the plot the commands write next to a run's own files.
+const plotFile = "plot.png"
 
 func requireRoot() error {
 	if os.Geteuid() != 0 {
@@ -64,7 +61,7 @@ func cmdRun(ctx context.Context, args []string, out io.Writer, log *slog.Logger)
 	if err != nil {
 		return err
 	}
-	hs, err := analyze(sc, res, *outDir)
+	hs, err := eval.AnalyzeRun(sc, res, *outDir)
 	if err != nil {
 		return err
 	}
@@ -82,22 +79,6 @@ func cmdRun(ctx context.Context, args []string, out io.Writer, log *slog.Logger)
 	printFidelity(out, res)
 	fmt.Fprintf(out, "files in %s\n", *outDir)
 	return nil
-}
-
-// analyze computes and stores the per-handover metrics of a run.
-func analyze(sc *scenario.Scenario, res *testbed.Result, dir string) ([]report.Handover, error) {
-	hs, err := report.Analyze(sc, res.Truth, res.Measurements)
-	if err != nil {
-		return nil, fmt.Errorf("analysing %s: %w", res.Variant, err)
-	}
-	raw, err := json.MarshalIndent(hs, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encoding metrics: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, metricsFile), raw, 0o644); err != nil {
-		return nil, fmt.Errorf("writing metrics: %w", err)
-	}
-	return hs, nil
 }
 
 func printFidelity(out io.Writer, res *testbed.Result) {
