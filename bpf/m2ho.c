@@ -270,6 +270,44 @@ static __always_inline __u32 flow_tag(__u64 hash)
 	return tag < FLOW_TAG_LIVE_MIN ? tag + FLOW_TAG_LIVE_MIN : tag;
 }
 
+/* Two 32-bit tags per 64-bit word: the value 1 in each half, and the top
+ * bit of each half. */
+#define TAG_PAIR_ONES 0x0000000100000001ULL
+#define TAG_PAIR_TOPS 0x8000000080000000ULL
+
+/* tag_pair_may_match tells whether either tag of a word of two may equal
+ * the tag that pattern holds in both halves: a half of word ^ pattern is
+ * zero exactly where the tags match, and (x - ones) & ~x & tops finds a
+ * zero half. It never misses one; a borrow out of a matching low half
+ * can flag the high half too, which costs only a tag compare. */
+static __always_inline bool tag_pair_may_match(__u64 word, __u64 pattern)
+{
+	__u64 x = word ^ pattern;
+	return (x - TAG_PAIR_ONES) & ~x & TAG_PAIR_TOPS;
+}
+
+/* find_in_bucket returns the live entry of key in bucket. It tests the
+ * tags two at a time and compares single tags only in a pair that may
+ * match, so that a flow costs about the same at any slot, and a bucket
+ * without the flow costs four tests. */
+static __always_inline struct flow_entry *find_in_bucket(struct flow_bucket *bucket, const struct flow_key *key,
+							 __u32 tag)
+{
+	const __u64 *pairs = (const __u64 *)bucket->tags;
+	__u64 pattern = tag * TAG_PAIR_ONES;
+#pragma unroll
+	for (int pair = 0; pair < M2HO_FLOW_BUCKET_SLOTS / 2; pair++) {
+		if (!tag_pair_may_match(pairs[pair], pattern))
+			continue;
+#pragma unroll
+		for (int i = 2 * pair; i < 2 * pair + 2; i++) {
+			if (bucket->tags[i] == tag && flow_key_equal(&bucket->entries[i].key, key))
+				return &bucket->entries[i];
+		}
+	}
+	return NULL;
+}
+
 /* find_flow returns the live entry of key: every slot of both buckets is
  * looked at, since evicted flows leave free slots anywhere. */
 static __always_inline struct flow_entry *find_flow(const struct flow_key *key, __u64 hash)
@@ -279,10 +317,9 @@ static __always_inline struct flow_entry *find_flow(const struct flow_key *key, 
 		struct flow_bucket *bucket = flow_bucket(hash, which);
 		if (!bucket)
 			return NULL;
-		for (__u32 i = 0; i < M2HO_FLOW_BUCKET_SLOTS; i++) {
-			if (bucket->tags[i] == tag && flow_key_equal(&bucket->entries[i].key, key))
-				return &bucket->entries[i];
-		}
+		struct flow_entry *entry = find_in_bucket(bucket, key, tag);
+		if (entry)
+			return entry;
 	}
 	return NULL;
 }
