@@ -371,3 +371,39 @@ func TestEgressClockFollowsTime(t *testing.T) {
 	assert.InDelta(t, apart.Seconds(), elapsed.Seconds(), (20 * time.Millisecond).Seconds())
 	assert.WithinDuration(t, time.Now(), created[second.localPort], time.Second)
 }
+
+// TestFlowFoundAtEverySlot places a flow at each slot position of its
+// bucket, by marking the slots before it claimed in both buckets of the
+// smallest table, and checks that the flow's packets find it: the search
+// tests tags two at a time, so both halves of every pair must match.
+func TestFlowFoundAtEverySlot(t *testing.T) {
+	for position := range uint32(flowBucketSlots) {
+		t.Run(fmt.Sprint(position), func(t *testing.T) {
+			d := loadDetached(t, true, 4)
+			require.Equal(t, uint32(2*flowBucketSlots), flowTableSlots(4), "two buckets")
+			for bucket := range uint32(2) {
+				for n := range position {
+					tag, _ := d.table.slot(bucket*flowBucketSlots + n)
+					atomic.StoreUint32(tag, uint32(m2hoFlowTagFLOW_TAG_CLAIMED))
+				}
+			}
+			s := freshPorts(segment{timestamps: true})
+			handshake(t, d, s, 7, 7)
+			key := fixtureFlowKey(s.localPort, s.remotePort)
+			slot, _ := flowSlot(t, d, key)
+			require.Equal(t, position, slot%flowBucketSlots)
+			// without its index entry, a flow the search misses would be
+			// created afresh instead of being taken from the index
+			require.NoError(t, d.objs.FlowIndex.Delete(&key))
+
+			frame, _ := peerData(s, 0, 1000).build(t)
+			d.ingress(t, frame)
+			c, err := d.Counters()
+			require.NoError(t, err)
+			assert.Equal(t, uint64(1), c.FlowsCreated)
+			assert.Zero(t, c.Untracked)
+			_, entry := d.table.slot(slot)
+			assert.Equal(t, uint64(1000), entry.State.RxBytes)
+		})
+	}
+}
