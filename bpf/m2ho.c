@@ -270,6 +270,14 @@ static __always_inline __u32 flow_tag(__u64 hash)
 	return tag < FLOW_TAG_LIVE_MIN ? tag + FLOW_TAG_LIVE_MIN : tag;
 }
 
+/* slot_holds says whether the slot at position of bucket holds key, whose
+ * tag is tag. */
+static __always_inline bool slot_holds(const struct flow_bucket *bucket, __u32 position, const struct flow_key *key,
+				       __u32 tag)
+{
+	return bucket->tags[position] == tag && flow_key_equal(&bucket->entries[position].key, key);
+}
+
 /* Two 32-bit tags per 64-bit word: the value 1 in each half, and the top
  * bit of each half. */
 #define TAG_PAIR_ONES 0x0000000100000001ULL
@@ -301,7 +309,7 @@ static __always_inline struct flow_entry *find_in_bucket(struct flow_bucket *buc
 			continue;
 #pragma unroll
 		for (int i = 2 * pair; i < 2 * pair + 2; i++) {
-			if (bucket->tags[i] == tag && flow_key_equal(&bucket->entries[i].key, key))
+			if (slot_holds(bucket, i, key, tag))
 				return &bucket->entries[i];
 		}
 	}
@@ -349,7 +357,7 @@ static __always_inline struct flow_entry *index_entry(__u32 slot, const struct f
 {
 	__u32 index = slot / M2HO_FLOW_BUCKET_SLOTS, position = slot % M2HO_FLOW_BUCKET_SLOTS;
 	struct flow_bucket *bucket = bpf_map_lookup_elem(&flow_table, &index);
-	if (!bucket || bucket->tags[position] != tag || !flow_key_equal(&bucket->entries[position].key, key))
+	if (!bucket || !slot_holds(bucket, position, key, tag))
 		return NULL;
 	return &bucket->entries[position];
 }
