@@ -73,9 +73,24 @@ struct ts_stamp {
 	__u32 sent; /* stamp time with its lowest bit set; 0: the stamp is free */
 };
 
+/*
+ * A flow's state, laid out by which direction writes it. An entry (key and
+ * state) spans three cache lines, and the two directions of one flow often
+ * run on two CPUs at once. The key's line holds what both directions read
+ * on every packet and write rarely; each direction then writes its own
+ * line only, so no packet takes a line back from the other CPU.
+ */
 struct flow_state {
+	/* with the key: read by every packet, written rarely */
+	__u64 last_seen_ns;    /* CLOCK_MONOTONIC, any direction; refreshed once a millisecond */
+	__u32 flags;           /* enum flow_flags; each bit is set once */
+	__u32 epoch;           /* suppression epoch the snapshot belongs to */
+	__u32 snapshot_rx_seq; /* highest_rx_seq when this flow entered `epoch` */
+	__u16 mss;             /* MSS the host announced in its SYN */
+	__u8 wscale;           /* shift of the host's advertised window */
+	__u8 pad;
+	/* written by ingress */
 	__u64 first_seen_ns;   /* CLOCK_MONOTONIC */
-	__u64 last_seen_ns;    /* CLOCK_MONOTONIC, any direction */
 	__u64 rx_bytes;        /* ingress TCP payload bytes */
 	__u64 rx_packets;      /* ingress TCP segments */
 	__u64 rtt_latest_ns;
@@ -83,18 +98,14 @@ struct flow_state {
 	__u64 srtt_ns;         /* EWMA with gain 1/8, as RFC 6298 */
 	__u64 rtt_samples;
 	__u32 highest_rx_seq;  /* end (seq + payload) of the highest segment received */
-	__u32 snapshot_rx_seq; /* highest_rx_seq when this flow entered `epoch` */
+	__u32 last_tsecr;      /* last TSecr looked up on ingress (0: none) */
+	/* written by egress (and a stamp freed by ingress once per echo) */
 	__u32 last_ack;        /* ack number of the last egress ACK let through */
 	__u32 last_tsval;      /* last TSval stamped on egress */
-	__u32 epoch;           /* suppression epoch the snapshot belongs to */
-	__u32 flags;           /* enum flow_flags */
-	__u32 last_tsecr;      /* last TSecr looked up on ingress (0: none) */
-	__u16 mss;             /* MSS the host announced in its SYN */
-	__u8 wscale;           /* shift of the host's advertised window */
-	__u8 pad;
 	/* TSvals awaiting their echo; a TSval that finds none free goes
 	 * unstamped, so a flow yields up to this many samples per RTT */
 	struct ts_stamp stamps[M2HO_TS_STAMPS_PER_FLOW];
+	__u8 pad_egress[24];
 };
 
 /* Values of a flow bucket's tag besides the live tags. */
@@ -111,6 +122,13 @@ struct flow_entry {
 	struct flow_state state;
 };
 
+#define M2HO_CACHE_LINE 64
+_Static_assert(sizeof(struct flow_entry) == 3 * M2HO_CACHE_LINE, "a flow entry is three cache lines");
+_Static_assert(__builtin_offsetof(struct flow_entry, state.first_seen_ns) == M2HO_CACHE_LINE,
+	       "ingress's fields start the second line");
+_Static_assert(__builtin_offsetof(struct flow_entry, state.last_ack) == 2 * M2HO_CACHE_LINE,
+	       "egress's fields start the third line");
+
 /*
  * One bucket of the flow table, an open hash table over an array map: the
  * packet path finds a flow with inlined array lookups and its own hash, no
@@ -124,6 +142,10 @@ struct flow_bucket {
 	__u32 pad[16 - M2HO_FLOW_BUCKET_SLOTS];
 	struct flow_entry entries[M2HO_FLOW_BUCKET_SLOTS];
 };
+
+/* Map values of an mmapable array start page-aligned, so a bucket made of
+ * whole lines keeps every entry on its own three. */
+_Static_assert(sizeof(struct flow_bucket) % M2HO_CACHE_LINE == 0, "buckets are whole cache lines");
 
 /* RTT histogram of one CPU, in one per-CPU map value so that user space
  * reads every bucket with a single lookup. */

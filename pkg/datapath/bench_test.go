@@ -187,14 +187,17 @@ const packetRounds = 10
 // per-call timer overhead; the "_single" references on unchanged paths
 // measure that overhead, and the difference is the path's own cost.
 // "empty_program" is BPF_PROG_RUN's own cost, which every figure includes;
-// "egress_not_ip_baseline" adds a program that rejects the packet at its
-// first byte, and "ingress_not_ip_baseline" what ingress does for every
-// packet (clock read, burst accounting, byte counter).
+// "clock_read_program" adds one bpf_ktime_get_ns call, the precise clock
+// every ingress packet reads, so the two are the floor under any ingress
+// program here; "egress_not_ip_baseline" adds a program that rejects the
+// packet at its first byte, and "ingress_not_ip_baseline" what ingress does
+// for every packet (clock read, burst accounting, byte counter).
 func BenchmarkPacket(b *testing.B) {
 	nstest.RequireRoot(b)
 	one, many := newPacketBench(b, 1), newPacketBench(b, 65536)
-	empty := emptyTCProgram(b)
+	empty, clockRead := referenceTCProgram(b), referenceTCProgram(b, asm.FnKtimeGetNs)
 	emptyProg := func(*packetBench) *ebpf.Program { return empty }
+	clockReadProg := func(*packetBench) *ebpf.Program { return clockRead }
 	egress := func(p *packetBench) *ebpf.Program { return p.d.objs.M2hoEgress }
 	ingress := func(p *packetBench) *ebpf.Program { return p.d.objs.M2hoIngress }
 	ack := func(p *packetBench) []byte { return p.ackFrame }
@@ -205,6 +208,7 @@ func BenchmarkPacket(b *testing.B) {
 
 	cases := []packetCase{
 		{name: "empty_program", prog: emptyProg, frame: ack},
+		{name: "clock_read_program", prog: clockReadProg, frame: ack},
 		{name: "egress_not_ip_baseline", prog: egress, frame: notIP},
 		// every ingress packet reads the clock and joins a burst before
 		// parsing: the difference from the egress baseline
@@ -271,15 +275,21 @@ func quantile(values []float64, q float64) float64 {
 	return values[int(q*float64(len(values)))]
 }
 
-// emptyTCProgram returns a tc program that only returns TC_ACT_UNSPEC: the
-// BPF_PROG_RUN figure of a program that does nothing, which every other
-// figure includes.
-func emptyTCProgram(tb testing.TB) *ebpf.Program {
+// referenceTCProgram returns a tc program that calls the helpers, in
+// order, and returns TC_ACT_UNSPEC: what those calls cost on their own.
+// With none, it is BPF_PROG_RUN's figure for a program that does nothing,
+// which every other figure includes.
+func referenceTCProgram(tb testing.TB, helpers ...asm.BuiltinFunc) *ebpf.Program {
 	tb.Helper()
+	var insns asm.Instructions
+	for _, helper := range helpers {
+		insns = append(insns, helper.Call())
+	}
+	insns = append(insns, asm.Mov.Imm(asm.R0, -1), asm.Return())
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Type:         ebpf.SchedCLS,
 		License:      "Dual BSD/GPL",
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1), asm.Return()},
+		Instructions: insns,
 	})
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = prog.Close() })

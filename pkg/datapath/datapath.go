@@ -43,7 +43,8 @@ const DefaultBurstGap = time.Millisecond
 const DefaultMaxFlows = 65536
 
 // MaxFlowsLimit is the largest Options.MaxFlows: 16 Mi flows, a flow table
-// of 2.3 GiB.
+// of 6.25 GiB (400 bytes per flow: two slots of a 192-byte entry and its
+// share of the bucket's tags).
 const MaxFlowsLimit = 1 << 24
 
 // AttachMode names how the programs are hooked to the interface.

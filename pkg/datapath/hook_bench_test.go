@@ -43,7 +43,7 @@ func benchmarkIngressHook(b *testing.B, offloads bool) {
 	}
 	dp := loadDetached(b, false, 0)
 	b.Cleanup(func() { require.NoError(b, dp.Close()) })
-	passXDP, emptyTC := passXDPProgram(b), emptyTCProgram(b)
+	passXDP, emptyTC := passXDPProgram(b), referenceTCProgram(b)
 	ifindex := ifindexIn(b, ue, "veth0")
 
 	tcIngress := func(prog *ebpf.Program) (link.Link, error) {

@@ -118,8 +118,14 @@ type m2hoFlowKey struct {
 
 type m2hoFlowState struct {
 	_             structs.HostLayout
-	FirstSeenNs   uint64
 	LastSeenNs    uint64
+	Flags         uint32
+	Epoch         uint32
+	SnapshotRxSeq uint32
+	Mss           uint16
+	Wscale        uint8
+	Pad           uint8
+	FirstSeenNs   uint64
 	RxBytes       uint64
 	RxPackets     uint64
 	RttLatestNs   uint64
@@ -127,16 +133,11 @@ type m2hoFlowState struct {
 	SrttNs        uint64
 	RttSamples    uint64
 	HighestRxSeq  uint32
-	SnapshotRxSeq uint32
+	LastTsecr     uint32
 	LastAck       uint32
 	LastTsval     uint32
-	Epoch         uint32
-	Flags         uint32
-	LastTsecr     uint32
-	Mss           uint16
-	Wscale        uint8
-	Pad           uint8
 	Stamps        [4]m2hoTsStamp
+	PadEgress     [24]uint8
 }
 
 type m2hoFlowTag uint32

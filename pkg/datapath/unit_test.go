@@ -3,6 +3,7 @@ package datapath
 import (
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/vishvananda/netlink"
@@ -18,6 +19,19 @@ func TestEveryCounterHasAField(t *testing.T) {
 			seen[f] = true
 		}
 	}
+}
+
+// TestFlowTableMemory pins the flow table's memory per flow, which the
+// documentation of MaxFlowsLimit and deploy/m2hod.yaml quote: a change of
+// the entry layout must update them.
+func TestFlowTableMemory(t *testing.T) {
+	tableBytes := func(maxFlows uint32) uint64 {
+		buckets := uint64(flowTableSlots(maxFlows) / flowBucketSlots)
+		return buckets * uint64(unsafe.Sizeof(m2hoFlowBucket{}))
+	}
+	assert.Equal(t, uint64(3*64), uint64(unsafe.Sizeof(m2hoFlowEntry{})), "three cache lines per entry")
+	assert.Equal(t, uint64(400*DefaultMaxFlows), tableBytes(DefaultMaxFlows), "25 MiB by default")
+	assert.Equal(t, uint64(6.25*(1<<30)), tableBytes(MaxFlowsLimit), "6.25 GiB at the limit")
 }
 
 func TestMonotonicConversion(t *testing.T) {
