@@ -193,7 +193,9 @@ const packetRounds = 10
 // every ingress packet reads, so the two are the floor under any ingress
 // program here; "window_rewrite_program" adds the two helper calls of a
 // window rewrite instead, what a clamped ACK costs beyond
-// "egress_ack_clamp_off" (which the kernel can repeat, unlike the rewrite);
+// "egress_ack_clamp_off" (which the kernel can repeat, unlike the rewrite),
+// and its "_single" form against "empty_program_single" what the same
+// calls cost once per syscall, as in "egress_ack_clamp_on_single";
 // "egress_not_ip_baseline" adds a program that rejects the packet at its
 // first byte, and "ingress_not_ip_baseline" what ingress does for every
 // packet (clock read, burst accounting, byte counter).
@@ -217,6 +219,8 @@ func BenchmarkPacket(b *testing.B) {
 		{name: "empty_program", prog: emptyProg, frame: ack},
 		{name: "clock_read_program", prog: clockReadProg, frame: ack},
 		{name: "window_rewrite_program", prog: windowRewriteProg, frame: ack},
+		{name: "empty_program_single", prog: emptyProg, frame: ack, perRun: noop},
+		{name: "window_rewrite_program_single", prog: windowRewriteProg, frame: ack, perRun: noop},
 		{name: "egress_not_ip_baseline", prog: egress, frame: notIP},
 		// every ingress packet reads the clock and joins a burst before
 		// parsing: the difference from the egress baseline
