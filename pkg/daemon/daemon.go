@@ -393,8 +393,8 @@ func (d *Daemon) handleBurst(b datapath.Burst) {
 	d.machine.OnBurstEnd(eb)
 }
 
-// tick ends Smoothing when every suppressed flow released itself and
-// runs the machine's timeouts.
+// tick ends Smoothing when no flow is pending (every flow active at the
+// handover released itself) and runs the machine's timeouts.
 func (d *Daemon) tick(now time.Time) {
 	d.lastTick.Store(now.UnixNano())
 	if d.machine.State() == statemachine.Smoothing && d.cfg.Mode == config.ModeEnforce {

@@ -106,23 +106,46 @@ func (d *Datapath) StopSuppression() error {
 	return err
 }
 
+// activeFlowWindow is how recently a flow must have carried a packet for
+// SuppressionPending to count it before it has entered the current epoch.
+// During a handover the cells hold the downlink, so a flow that was moving
+// data before it sees no packet until the forwarded data arrives, and only
+// its first packet in the epoch takes its snapshot. A second covers the
+// interruption and the round trip after it; a flow quieter than that had
+// nothing in flight.
+const activeFlowWindow = time.Second
+
 // SuppressionPending counts the flows still suppressing in the current
-// epoch: those that have taken their snapshot and not yet been released.
-// It is 0 when suppression is off or past its deadline.
+// epoch: those that have taken their snapshot and not yet been released,
+// and those that have received data, were active within activeFlowWindow
+// and have not yet seen a packet in the epoch. It is 0 when suppression is
+// off or past its deadline.
 func (d *Datapath) SuppressionPending() (int, error) {
 	pol, err := d.policy()
 	if err != nil {
 		return 0, err
 	}
-	if pol.SuppressActive == 0 || monotonicNow() > pol.SuppressDeadlineNs {
+	now := monotonicNow()
+	if pol.SuppressActive == 0 || now > pol.SuppressDeadlineNs {
 		return 0, nil
 	}
+	activeSince := now - min(now, uint64(activeFlowWindow))
 	pending := 0
 	_, err = d.eachFlow(func(_ *m2hoFlowKey, st *m2hoFlowState) bool {
-		if st.Epoch == pol.Epoch && st.Flags&uint32(m2hoFlowFlagsFLOW_RELEASED) == 0 {
+		if suppressionPending(st, pol.Epoch, activeSince) {
 			pending++
 		}
 		return false
 	})
 	return pending, err
+}
+
+// suppressionPending says whether a flow may still need suppression in
+// epoch: it has not been released in it, or it has not entered it yet
+// while it had data and was seen since activeSince (CLOCK_MONOTONIC ns).
+func suppressionPending(st *m2hoFlowState, epoch uint32, activeSince uint64) bool {
+	if st.Epoch == epoch {
+		return st.Flags&uint32(m2hoFlowFlagsFLOW_RELEASED) == 0
+	}
+	return st.Flags&uint32(m2hoFlowFlagsFLOW_RX_SEQ_VALID) != 0 && st.LastSeenNs >= activeSince
 }

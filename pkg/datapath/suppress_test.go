@@ -143,6 +143,62 @@ func TestSuppressionFlowWithoutDataStartsReleased(t *testing.T) {
 	assert.Zero(t, pending)
 }
 
+// A flow that was moving data when the cells held the downlink sees no
+// packet until the forwarded data arrives, so it has taken no snapshot yet
+// but still counts as pending; one quiet for longer than activeFlowWindow
+// does not.
+func TestSuppressionPendingBeforeTheFlowsFirstPacket(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	active, idle := freshPorts(segment{}), freshPorts(segment{})
+	for _, s := range []segment{active, idle} {
+		handshake(t, d, s, 7, 7)
+		verdictOf(t, d, peerData(s, 0, 1000), false)
+		verdictOf(t, d, ackOf(s, 1000), true)
+	}
+	idleSlot, _ := flowSlot(t, d, fixtureFlowKey(idle.localPort, idle.remotePort))
+	_, idleEntry := d.table.slot(idleSlot)
+	idleEntry.State.LastSeenNs = monotonicNow() - uint64(activeFlowWindow) - uint64(time.Millisecond)
+
+	_, err := d.StartSuppression(time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	pending, err := d.SuppressionPending()
+	require.NoError(t, err)
+	assert.Equal(t, 1, pending, "the active flow, before any packet in the epoch")
+
+	// forwarded data arrives: the snapshot covers what came before it
+	verdictOf(t, d, peerData(active, 1000, 1000), false)
+	pending, err = d.SuppressionPending()
+	require.NoError(t, err)
+	assert.Equal(t, 1, pending, "entered the epoch, not released")
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(active, 1000), true), "the snapshot is 1000")
+	pending, err = d.SuppressionPending()
+	require.NoError(t, err)
+	assert.Zero(t, pending, "released by its own ACK")
+}
+
+func TestSuppressionPendingRule(t *testing.T) {
+	const epoch, activeSince = 3, 5000
+	released := uint32(m2hoFlowFlagsFLOW_RELEASED)
+	hasData := uint32(m2hoFlowFlagsFLOW_RX_SEQ_VALID)
+	tests := []struct {
+		name  string
+		state m2hoFlowState
+		want  bool
+	}{
+		{"in the epoch, not released", m2hoFlowState{Epoch: epoch, Flags: hasData, LastSeenNs: 1}, true},
+		{"in the epoch, released", m2hoFlowState{Epoch: epoch, Flags: hasData | released, LastSeenNs: 9000}, false},
+		{"before the epoch, active with data", m2hoFlowState{Epoch: epoch - 1, Flags: hasData, LastSeenNs: activeSince}, true},
+		{"released in an earlier epoch, active", m2hoFlowState{Epoch: epoch - 1, Flags: hasData | released, LastSeenNs: 9000}, true},
+		{"before the epoch, quiet", m2hoFlowState{Epoch: epoch - 1, Flags: hasData, LastSeenNs: activeSince - 1}, false},
+		{"before the epoch, no data received", m2hoFlowState{Epoch: epoch - 1, LastSeenNs: 9000}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, suppressionPending(&tt.state, epoch, activeSince))
+		})
+	}
+}
+
 func TestRTTFromTimestamps(t *testing.T) {
 	d := loadDetached(t, false, 0)
 	s := freshPorts(segment{ethernet: true, timestamps: true})
