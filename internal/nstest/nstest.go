@@ -24,6 +24,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -98,6 +99,17 @@ func CreateNS(prefix string) (*NS, error) {
 	if err := ns.LinkUp("lo"); err != nil {
 		_ = ns.Delete()
 		return nil, err
+	}
+	// Interfaces created or moved here skip duplicate address detection.
+	// Until its link-local address has passed it, an interface sends no
+	// neighbour solicitation for a packet it forwards (it has no source
+	// address for one), so forwarded IPv6 would wait up to two seconds
+	// and, when the third solicitation still comes too early, fail.
+	for _, key := range []string{"net.ipv6.conf.default.accept_dad", "net.ipv6.conf.all.accept_dad"} {
+		if err := ns.SetSysctl(key, "0"); err != nil {
+			_ = ns.Delete()
+			return nil, err
+		}
 	}
 	return ns, nil
 }
@@ -214,7 +226,10 @@ func (n *NS) LinkUp(ifname string) error {
 }
 
 // AddAddr assigns an address in CIDR notation ("10.0.0.1/24", "fd00::1/64").
-// IPv6 addresses skip duplicate address detection so they are usable at once.
+// IPv6 addresses skip duplicate address detection, and AddAddr returns once
+// the kernel has finished setting one up: until then it is tentative and
+// the interface has not joined its solicited-node group, so neighbour
+// solicitations for it go unanswered and the sender retries a second later.
 func (n *NS) AddAddr(ifname, cidr string) error {
 	link, err := n.nl.LinkByName(ifname)
 	if err != nil {
@@ -230,7 +245,10 @@ func (n *NS) AddAddr(ifname, cidr string) error {
 	if err := n.nl.AddrAdd(link, addr); err != nil {
 		return fmt.Errorf("add %s to %s in %s: %w", cidr, ifname, n.Name, err)
 	}
-	return nil
+	if addr.IP.To4() != nil {
+		return nil
+	}
+	return n.waitIPv6Addr(link, cidr, func(a netlink.Addr) bool { return a.IP.Equal(addr.IP) })
 }
 
 // AddRoute adds a route to dst (CIDR, or "default"/"default6") via gateway.
@@ -308,7 +326,64 @@ func Veth(a VethEnd, b VethEnd) error {
 	if err := a.NS.LinkUp(a.Ifname); err != nil {
 		return err
 	}
-	return b.NS.LinkUp(b.Ifname)
+	if err := b.NS.LinkUp(b.Ifname); err != nil {
+		return err
+	}
+	for _, end := range []VethEnd{a, b} {
+		if err := end.NS.waitLinkLocal(end.Ifname); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ipv6AddrTimeout bounds the wait for an IPv6 address to become usable:
+// a link-local address appears once the kernel has seen the carrier, and
+// an address skipping duplicate address detection is set up by a work
+// item; both take milliseconds.
+const ipv6AddrTimeout = 5 * time.Second
+
+// waitLinkLocal waits until an interface that has IPv6 holds a usable
+// link-local address. An interface without one sends no neighbour
+// solicitation for a packet it forwards, so the first IPv6 packets
+// through a fresh link would wait a second for the retry.
+func (n *NS) waitLinkLocal(ifname string) error {
+	link, err := n.nl.LinkByName(ifname)
+	if err != nil {
+		return fmt.Errorf("find %s in %s: %w", ifname, n.Name, err)
+	}
+	var disabled []byte
+	if err := n.Do(func() error {
+		var err error
+		disabled, err = os.ReadFile(filepath.Join("/proc/sys/net/ipv6/conf", ifname, "disable_ipv6"))
+		return err
+	}); err != nil || strings.TrimSpace(string(disabled)) == "1" {
+		// no IPv6 on the interface (or in the kernel): nothing to wait for
+		return nil
+	}
+	return n.waitIPv6Addr(link, "a link-local address", func(a netlink.Addr) bool { return a.IP.IsLinkLocalUnicast() })
+}
+
+// waitIPv6Addr waits until link holds a non-tentative IPv6 address that
+// match accepts; what names it in the error.
+func (n *NS) waitIPv6Addr(link netlink.Link, what string, match func(netlink.Addr) bool) error {
+	ifname := link.Attrs().Name
+	deadline := time.Now().Add(ipv6AddrTimeout)
+	for {
+		addrs, err := n.nl.AddrList(link, netlink.FAMILY_V6)
+		if err != nil {
+			return fmt.Errorf("addresses of %s in %s: %w", ifname, n.Name, err)
+		}
+		for _, addr := range addrs {
+			if match(addr) && addr.Flags&unix.IFA_F_TENTATIVE == 0 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s in %s: %s not usable after %v", ifname, n.Name, what, ipv6AddrTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Link describes a point-to-point link for Pair: interface names and
