@@ -483,6 +483,33 @@ static __always_inline void enter_epoch(struct flow_state *flow, const struct po
 	count(CNT_SNAPSHOTS);
 }
 
+/*
+ * note_close marks a flow whose connection has ended, so that user space
+ * neither waits for it to leave suppression nor keeps it for the whole idle
+ * time. A RST either way ends it. A FIN ends only what its sender sends:
+ * the peer's FIN ends the flow once the host acknowledges it, that is once
+ * everything the peer sent has arrived. Ingress marks the FIN after
+ * highest_rx_seq counts it, with a full barrier, so egress never holds an
+ * ACK against the sequence from before the FIN.
+ */
+static __always_inline void note_close(struct flow_state *flow, const struct packet *pkt, bool egress)
+{
+	if (flow->flags & FLOW_CLOSED)
+		return;
+	bool closed = pkt->tcp_flags & TCPF_RST;
+	if (!closed && !egress) {
+		if (pkt->tcp_flags & TCPF_FIN)
+			flow_set(flow, FLOW_PEER_FIN);
+		return;
+	}
+	if (!closed)
+		closed = (flow->flags & FLOW_PEER_FIN) && (pkt->tcp_flags & TCPF_ACK) &&
+			 seq_after_eq(pkt->ack, READ_ONCE(flow->highest_rx_seq));
+	/* both directions may see the end at once; one counts it */
+	if (closed && !(__sync_fetch_and_or(&flow->flags, FLOW_CLOSED) & FLOW_CLOSED))
+		count(CNT_FLOW_CLOSED);
+}
+
 /* policy_live says whether a policy part is in force; the first packet to
  * see it expired counts the expiry once. */
 static __always_inline bool policy_live(__u64 deadline_ns, __u32 *expired, __u32 counter, __u64 now)
@@ -807,6 +834,7 @@ int m2ho_egress(struct __sk_buff *skb)
 	if (!flow)
 		return TC_ACT_UNSPEC;
 	stamp_tsval(flow, &pkt);
+	note_close(flow, &pkt, true);
 
 	if (!(pkt.tcp_flags & TCPF_ACK) || (pkt.tcp_flags & (TCPF_SYN | TCPF_RST)))
 		return TC_ACT_UNSPEC;
@@ -851,6 +879,8 @@ int m2ho_ingress(struct __sk_buff *skb)
 		flow->highest_rx_seq = end;
 		flow_set(flow, FLOW_RX_SEQ_VALID);
 	}
+	if (pkt.tcp_flags & (TCPF_FIN | TCPF_RST))
+		note_close(flow, &pkt, false);
 	match_tsecr(flow, &pkt, now);
 	return TC_ACT_UNSPEC;
 }

@@ -56,6 +56,11 @@ enum flow_flags {
 	FLOW_RELEASED = 1 << 4,
 	/* last_tsval holds the last TSval stamped on egress. */
 	FLOW_TSVAL_VALID = 1 << 5,
+	/* The peer's FIN arrived; highest_rx_seq counts it. */
+	FLOW_PEER_FIN = 1 << 6,
+	/* The connection ended: a RST either way, or the host acknowledged
+	 * everything up to the peer's FIN. No new data will arrive. */
+	FLOW_CLOSED = 1 << 7,
 };
 
 /*
@@ -234,6 +239,7 @@ enum counter_id {
 	CNT_REWRITE_FAILED,    /* checksum or store helper failed: passed */
 	CNT_DUPACK_SUPPRESSED, /* duplicate ACK dropped */
 	CNT_FLOW_RELEASED,     /* flow left suppression by its own ACK */
+	CNT_FLOW_CLOSED,       /* connection ended: RST, or the peer's FIN acknowledged */
 	CNT_CLAMP_EXPIRED,     /* clamp policy passed its deadline */
 	CNT_SUPPRESS_EXPIRED,  /* suppression passed its deadline */
 	CNT_SNAPSHOTS,         /* per-flow epoch snapshots taken */

@@ -62,10 +62,14 @@ const (
 	// interpolating the byte history, which must be about as fine as the
 	// slots.
 	slotAllocHold = time.Second
-	// evictInterval and flowIdle bound the flow table: a flow silent for
-	// flowIdle is forgotten (it would need a new SYN to be clamped again).
-	evictInterval = 30 * time.Second
-	flowIdle      = 5 * time.Minute
+	// evictInterval, flowIdle and closedFlowIdle bound the flow table: a
+	// flow silent for flowIdle is forgotten (it would need a new SYN to be
+	// clamped again), and a closed connection after closedFlowIdle, which
+	// covers its last packets, so that short connections do not fill the
+	// table.
+	evictInterval  = 30 * time.Second
+	flowIdle       = 5 * time.Minute
+	closedFlowIdle = 10 * time.Second
 	// stallAfter is how long the loop may go without a tick before
 	// /healthz reports it stalled.
 	stallAfter = time.Second
@@ -84,7 +88,7 @@ type datapathAPI interface {
 	SuppressionPending() (int, error)
 	Counters() (datapath.Counters, error)
 	Flows() ([]datapath.Flow, error)
-	EvictIdle(idle time.Duration) (int, error)
+	EvictIdle(idle, closedIdle time.Duration) (int, error)
 	RTTHistogram() ([]uint64, error)
 	ReadBursts(ctx context.Context, fn func(datapath.Burst)) error
 	FlushBursts() error

@@ -84,8 +84,8 @@ func (f *fakeDatapath) Flows() ([]datapath.Flow, error) {
 	defer f.mu.Unlock()
 	return append([]datapath.Flow(nil), f.flows...), nil
 }
-func (f *fakeDatapath) EvictIdle(time.Duration) (int, error) { return 0, nil }
-func (f *fakeDatapath) RTTHistogram() ([]uint64, error)      { return make([]uint64, 32), nil }
+func (f *fakeDatapath) EvictIdle(_, _ time.Duration) (int, error) { return 0, nil }
+func (f *fakeDatapath) RTTHistogram() ([]uint64, error)           { return make([]uint64, 32), nil }
 func (f *fakeDatapath) ReadBursts(ctx context.Context, fn func(datapath.Burst)) error {
 	for {
 		select {

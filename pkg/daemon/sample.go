@@ -97,7 +97,7 @@ func (d *Daemon) sampleLoop(ctx context.Context) {
 		}
 		if now.Sub(lastEvict) >= evictInterval {
 			lastEvict = now
-			if n, err := d.dp.EvictIdle(flowIdle); err != nil {
+			if n, err := d.dp.EvictIdle(flowIdle, closedFlowIdle); err != nil {
 				d.logger.Warn("evicting idle flows failed", "err", err)
 			} else if n > 0 {
 				d.logger.Debug("evicted idle flows", "count", n)

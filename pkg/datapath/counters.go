@@ -19,6 +19,7 @@ type Counters struct {
 	RewriteFailed     uint64 // window rewrite helper failed: passed
 	DupACKsSuppressed uint64 // duplicate ACKs dropped
 	FlowsReleased     uint64 // flows released by their own ACK
+	FlowsClosed       uint64 // connections ended: a RST, or the peer's FIN acknowledged
 	ClampExpired      uint64 // clamp policies that hit their deadline
 	SuppressExpired   uint64 // suppressions that hit their deadline
 	Snapshots         uint64 // per-flow epoch snapshots
@@ -69,6 +70,8 @@ func (c *Counters) field(id m2hoCounterId) *uint64 {
 		return &c.DupACKsSuppressed
 	case m2hoCounterIdCNT_FLOW_RELEASED:
 		return &c.FlowsReleased
+	case m2hoCounterIdCNT_FLOW_CLOSED:
+		return &c.FlowsClosed
 	case m2hoCounterIdCNT_CLAMP_EXPIRED:
 		return &c.ClampExpired
 	case m2hoCounterIdCNT_SUPPRESS_EXPIRED:

@@ -3,6 +3,7 @@ package datapath
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -208,6 +209,62 @@ func TestE2EDupACKSuppression(t *testing.T) {
 	bytesBefore := received()
 	time.Sleep(200 * time.Millisecond)
 	assert.Greater(t, received(), bytesBefore, "transfer goes on")
+}
+
+// TestE2EFlowsClose ends real connections both ways a connection ends: the
+// server closes after its data, and the client aborts with a RST. Both
+// flows are closed, a third that stays open is not, and the eviction of
+// closed flows removes exactly the two.
+func TestE2EFlowsClose(t *testing.T) {
+	m := newModemLink(t, 2*time.Millisecond)
+	addr := fmt.Sprintf("%s:%d", serverAddr, uePort)
+	server := startBulkServer(t, m.server, addr)
+	dp := openIn(t, m.ue, Options{Iface: "wwan0"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	conns := make(map[string]*net.TCPConn)
+	var serverConn *net.TCPConn
+	for _, name := range []string{"server closes", "client resets", "stays open"} {
+		_, conns[name] = download(t, ctx, m.ue, addr)
+		sc := <-server.conns
+		if name == "server closes" {
+			serverConn = sc
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	require.NoError(t, serverConn.Close())
+	require.NoError(t, conns["client resets"].SetLinger(0))
+	require.NoError(t, conns["client resets"].Close())
+
+	closed := func(name string) func() bool {
+		return func() bool {
+			flows, err := dp.Flows()
+			if err != nil {
+				return false
+			}
+			for _, f := range flows {
+				if f.Local.String() == conns[name].LocalAddr().String() {
+					return f.Closed
+				}
+			}
+			return false
+		}
+	}
+	assert.Eventually(t, closed("server closes"), 5*time.Second, 10*time.Millisecond, "the host acknowledged the server's FIN")
+	assert.Eventually(t, closed("client resets"), 5*time.Second, 10*time.Millisecond, "the host sent a RST")
+	assert.False(t, closed("stays open")(), "an open connection")
+
+	c, err := dp.Counters()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), c.FlowsClosed)
+	evicted, err := dp.EvictIdle(time.Hour, 0)
+	require.NoError(t, err)
+	assert.Equal(t, 2, evicted, "the closed flows")
+	flows, err := dp.Flows()
+	require.NoError(t, err)
+	require.Len(t, flows, 1)
+	assert.Equal(t, conns["stays open"].LocalAddr().String(), flows[0].Local.String())
 }
 
 func TestOpenErrors(t *testing.T) {

@@ -39,6 +39,10 @@ type Flow struct {
 	Epoch         uint32
 	SnapshotRxSeq uint32
 	Released      bool
+	// Closed says the connection ended: a RST either way, or the host
+	// acknowledged the peer's FIN. EvictIdle keeps such flows for less
+	// time, and SuppressionPending does not wait for them.
+	Closed bool
 }
 
 // flowBatch is how many flows one batch lookup of the flow index returns at
@@ -169,22 +173,29 @@ func flowFromMap(k *m2hoFlowKey, s *m2hoFlowState, clock clockAnchor) Flow {
 		Epoch:         s.Epoch,
 		SnapshotRxSeq: s.SnapshotRxSeq,
 		Released:      has(m2hoFlowFlagsFLOW_RELEASED),
+		Closed:        has(m2hoFlowFlagsFLOW_CLOSED),
 	}
 }
 
-// EvictIdle deletes the flows without a packet for longer than idle and
-// returns how many it deleted. The flow table is bounded: without eviction,
-// it fills up and new flows go untracked (Counters.MapFull).
-func (d *Datapath) EvictIdle(idle time.Duration) (int, error) {
-	if idle < 0 {
-		return 0, fmt.Errorf("datapath: negative idle time %v", idle)
+// EvictIdle deletes the flows without a packet for longer than idle, and
+// the closed ones (Flow.Closed) without a packet for longer than
+// closedIdle, and returns how many it deleted. The flow table is bounded:
+// without eviction, it fills up and new flows go untracked
+// (Counters.MapFull). A closed flow needs only a short stay, for the last
+// packets of its connection; one that is evicted and then sees such a
+// packet is tracked afresh, without a handshake, which only its clamp
+// needed.
+func (d *Datapath) EvictIdle(idle, closedIdle time.Duration) (int, error) {
+	if idle < 0 || closedIdle < 0 {
+		return 0, fmt.Errorf("datapath: negative idle time %v or %v", idle, closedIdle)
 	}
 	now := monotonicNow()
-	cutoff := uint64(0)
-	if uint64(idle) < now {
-		cutoff = now - uint64(idle)
-	}
+	cutoff := func(idle time.Duration) uint64 { return now - min(now, uint64(idle)) }
+	openCutoff, closedCutoff := cutoff(idle), cutoff(closedIdle)
 	return d.eachFlow(func(_ *m2hoFlowKey, s *m2hoFlowState) bool {
-		return s.LastSeenNs < cutoff
+		if s.Flags&uint32(m2hoFlowFlagsFLOW_CLOSED) != 0 {
+			return s.LastSeenNs < closedCutoff
+		}
+		return s.LastSeenNs < openCutoff
 	})
 }

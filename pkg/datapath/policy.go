@@ -118,8 +118,8 @@ const activeFlowWindow = time.Second
 // SuppressionPending counts the flows still suppressing in the current
 // epoch: those that have taken their snapshot and not yet been released,
 // and those that have received data, were active within activeFlowWindow
-// and have not yet seen a packet in the epoch. It is 0 when suppression is
-// off or past its deadline.
+// and have not yet seen a packet in the epoch. Closed connections never
+// count. It is 0 when suppression is off or past its deadline.
 func (d *Datapath) SuppressionPending() (int, error) {
 	pol, err := d.policy()
 	if err != nil {
@@ -141,9 +141,13 @@ func (d *Datapath) SuppressionPending() (int, error) {
 }
 
 // suppressionPending says whether a flow may still need suppression in
-// epoch: it has not been released in it, or it has not entered it yet
-// while it had data and was seen since activeSince (CLOCK_MONOTONIC ns).
+// epoch: its connection is open, and it has not been released in the
+// epoch, or it has not entered it yet while it had data and was seen since
+// activeSince (CLOCK_MONOTONIC ns).
 func suppressionPending(st *m2hoFlowState, epoch uint32, activeSince uint64) bool {
+	if st.Flags&uint32(m2hoFlowFlagsFLOW_CLOSED) != 0 {
+		return false
+	}
 	if st.Epoch == epoch {
 		return st.Flags&uint32(m2hoFlowFlagsFLOW_RELEASED) == 0
 	}

@@ -175,27 +175,46 @@ func TestFlowsAcrossBatches(t *testing.T) {
 	}
 }
 
-// TestEvictIdleAcrossBatches evicts half of a table larger than a batch.
+// TestEvictIdleAcrossBatches evicts, from a table larger than a batch,
+// the open flows idle for longer than the idle time and the closed ones
+// idle for longer than the shorter time for closed flows.
 func TestEvictIdleAcrossBatches(t *testing.T) {
+	const idle, closedIdle = time.Minute, 10 * time.Second
+	closed := uint32(m2hoFlowFlagsFLOW_CLOSED)
+	kinds := []struct {
+		flags   uint32
+		age     time.Duration
+		evicted bool
+	}{
+		{0, time.Hour, true},
+		{0, 30 * time.Second, false},
+		{closed, 30 * time.Second, true},
+		{closed, time.Second, false},
+	}
 	d := loadDetached(t, true, 4096)
 	keys, states := syntheticFlows(3*flowBatch + 1)
 	now := monotonicNow()
+	wantEvicted := 0
 	for i := range states {
-		states[i].LastSeenNs = now
-		if i%2 == 0 {
-			states[i].LastSeenNs = now - uint64(time.Hour)
+		kind := kinds[i%len(kinds)]
+		states[i].Flags |= kind.flags
+		states[i].LastSeenNs = now - uint64(kind.age)
+		if kind.evicted {
+			wantEvicted++
 		}
 	}
 	insertFlows(t, d, keys, states)
 
-	evicted, err := d.EvictIdle(time.Minute)
+	evicted, err := d.EvictIdle(idle, closedIdle)
 	require.NoError(t, err)
-	assert.Equal(t, (len(keys)+1)/2, evicted)
+	assert.Equal(t, wantEvicted, evicted)
 	flows, err := d.Flows()
 	require.NoError(t, err)
-	require.Len(t, flows, len(keys)/2)
+	require.Len(t, flows, len(keys)-wantEvicted)
 	for _, f := range flows {
-		assert.Equal(t, uint16(1), f.Local.Port()%2, "flow %v should be evicted", f.Local)
+		kind := kinds[int(f.Local.Port())%len(kinds)]
+		assert.False(t, kind.evicted, "flow %v should be evicted", f.Local)
+		assert.Equal(t, kind.flags == closed, f.Closed, "flow %v", f.Local)
 	}
 }
 

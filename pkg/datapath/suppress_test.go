@@ -146,15 +146,16 @@ func TestSuppressionFlowWithoutDataStartsReleased(t *testing.T) {
 // A flow that was moving data when the cells held the downlink sees no
 // packet until the forwarded data arrives, so it has taken no snapshot yet
 // but still counts as pending; one quiet for longer than activeFlowWindow
-// does not.
+// does not, nor one whose connection just ended.
 func TestSuppressionPendingBeforeTheFlowsFirstPacket(t *testing.T) {
 	d := loadDetached(t, true, 0)
-	active, idle := freshPorts(segment{}), freshPorts(segment{})
-	for _, s := range []segment{active, idle} {
+	active, idle, reset := freshPorts(segment{}), freshPorts(segment{}), freshPorts(segment{})
+	for _, s := range []segment{active, idle, reset} {
 		handshake(t, d, s, 7, 7)
 		verdictOf(t, d, peerData(s, 0, 1000), false)
 		verdictOf(t, d, ackOf(s, 1000), true)
 	}
+	verdictOf(t, d, withFlags(peerData(reset, 1000, 0), false, true), false)
 	idleSlot, _ := flowSlot(t, d, fixtureFlowKey(idle.localPort, idle.remotePort))
 	_, idleEntry := d.table.slot(idleSlot)
 	idleEntry.State.LastSeenNs = monotonicNow() - uint64(activeFlowWindow) - uint64(time.Millisecond)
@@ -180,6 +181,7 @@ func TestSuppressionPendingRule(t *testing.T) {
 	const epoch, activeSince = 3, 5000
 	released := uint32(m2hoFlowFlagsFLOW_RELEASED)
 	hasData := uint32(m2hoFlowFlagsFLOW_RX_SEQ_VALID)
+	closed := uint32(m2hoFlowFlagsFLOW_CLOSED)
 	tests := []struct {
 		name  string
 		state m2hoFlowState
@@ -191,6 +193,8 @@ func TestSuppressionPendingRule(t *testing.T) {
 		{"released in an earlier epoch, active", m2hoFlowState{Epoch: epoch - 1, Flags: hasData | released, LastSeenNs: 9000}, true},
 		{"before the epoch, quiet", m2hoFlowState{Epoch: epoch - 1, Flags: hasData, LastSeenNs: activeSince - 1}, false},
 		{"before the epoch, no data received", m2hoFlowState{Epoch: epoch - 1, LastSeenNs: 9000}, false},
+		{"in the epoch, not released, closed", m2hoFlowState{Epoch: epoch, Flags: hasData | closed, LastSeenNs: 9000}, false},
+		{"before the epoch, active with data, closed", m2hoFlowState{Epoch: epoch - 1, Flags: hasData | closed, LastSeenNs: 9000}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -376,7 +380,7 @@ func TestFlowsAndEviction(t *testing.T) {
 
 	time.Sleep(20 * time.Millisecond)
 	verdictOf(t, d, ackOf(segs[0], 0), true) // keeps flow 0 fresh
-	evicted, err := d.EvictIdle(10 * time.Millisecond)
+	evicted, err := d.EvictIdle(10*time.Millisecond, 10*time.Millisecond)
 	require.NoError(t, err)
 	assert.Equal(t, 3, evicted)
 	flows, err = d.Flows()
