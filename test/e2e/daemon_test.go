@@ -105,6 +105,57 @@ func TestCommandAndCompletionDriveSmoothing(t *testing.T) {
 	dl.waitWindow(time.Second, "open again", unclamped)
 }
 
+// TestSmoothingWaitsForForwardedData holds the downlink across the
+// completion, as the cells do until the forwarded data reaches the target:
+// while no packet of the flow has come in the new epoch, the flow has
+// taken no snapshot, and Smoothing must still wait for it. Once data
+// flows, the flow's own ACK releases it and Smoothing ends for that
+// reason, not on its deadline.
+func TestSmoothingWaitsForForwardedData(t *testing.T) {
+	d, dl, _ := startWithHistory(t, "--smoothing-max", "190ms")
+
+	d.send(measReport(diag.EventA3, sub6A, sub6B))
+	d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
+	dl.waitWindow(time.Second, "clamped", clampedTo(targetBuffer))
+	dl.paused.Store(true)
+	dl.waitDrained(2 * time.Second)
+	d.send(hoComplete(sub6B))
+	d.waitLog(time.Second, "to=smoothing")
+	// five ticks of the daemon's loop, each asking which flows are pending
+	time.Sleep(50 * time.Millisecond)
+	require.NotContains(t, d.log.String(), "from=smoothing", "Smoothing ended before the flow's first packet in the epoch")
+
+	dl.paused.Store(false)
+	st := d.waitStatus(2*time.Second, "back to stable on the target", func(s status) bool {
+		return s.State == "stable" && s.Serving == sub6B
+	})
+	assert.Contains(t, d.log.String(), "from=smoothing to=stable reason=flows_released")
+	assert.Equal(t, uint64(1), st.Datapath.Counters["FlowsReleased"], "released by its own ACK")
+	assert.Zero(t, st.Datapath.Counters["SuppressExpired"])
+}
+
+// TestSmoothingSkipsClosedConnections ends the download before the
+// completion: the host has acknowledged the server's FIN, so nothing more
+// will arrive on the flow and Smoothing, with no other flow, ends at once
+// instead of lasting to its bound.
+func TestSmoothingSkipsClosedConnections(t *testing.T) {
+	d, dl, _ := startWithHistory(t, "--smoothing-max", "190ms")
+
+	d.send(measReport(diag.EventA3, sub6A, sub6B))
+	d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
+	dl.waitWindow(time.Second, "clamped", clampedTo(targetBuffer))
+	dl.paused.Store(true)
+	dl.waitDrained(2 * time.Second)
+	require.NoError(t, dl.sender.Close())
+	d.waitStatus(2*time.Second, "the flow closed", func(s status) bool {
+		return s.Datapath.Counters["FlowsClosed"] == 1
+	})
+
+	d.send(hoComplete(sub6B))
+	d.waitLog(time.Second, "from=smoothing")
+	assert.Contains(t, d.log.String(), "from=smoothing to=stable reason=flows_released")
+}
+
 func TestA1CancelsPrediction(t *testing.T) {
 	d, dl, _ := startWithHistory(t)
 
