@@ -478,18 +478,39 @@ func pairRatio(round int, base, trial func() float64) (ratio float64, ok bool) {
 	return trialRate / baseRate, true
 }
 
+// The receiver's states that BenchmarkVethThroughput alternates.
+const (
+	vethDetached = iota
+	// vethEmpty has a program that does nothing on both hooks: what the
+	// hooks cost on their own.
+	vethEmpty
+	vethM2HO
+	vethStates
+)
+
+// vethOrders are the orders of the states within a round, taken in turn:
+// every state comes first, second and last, after each of the others,
+// equally often, so that no state always follows another's switch.
+var vethOrders = [...][vethStates]int{
+	{vethDetached, vethEmpty, vethM2HO}, {vethEmpty, vethM2HO, vethDetached}, {vethM2HO, vethDetached, vethEmpty},
+	{vethDetached, vethM2HO, vethEmpty}, {vethM2HO, vethEmpty, vethDetached}, {vethEmpty, vethDetached, vethM2HO},
+}
+
 // BenchmarkVethThroughput runs one CUBIC bulk TCP flow over a veth pair and
 // alternates short windows with the programs attached to the receiver's
-// interface and detached (the objects stay loaded, so no verifier run
-// falls next to a window). Each attached window is compared with the
-// detached window next to it, and the benchmark reports the median of
-// those ratios: on a shared machine, other load shifts both windows of a
-// pair alike but changes from one pair to the next, which a ratio of
-// totals would fold in. The total rates are reported too.
+// interface, detached (the objects stay loaded, so no verifier run falls
+// next to a window), and with a program that does nothing attached to both
+// hooks in their place. Each round measures one window of each, and the
+// benchmark reports medians of the per-round ratios: on a shared machine,
+// other load shifts the windows of a round alike but changes from one
+// round to the next, which a ratio of totals would fold in. The m2ho
+// windows over the detached ones are the overall cost; the empty
+// program's over the detached ones split off what the hooks themselves
+// cost, whatever runs in them. The total rates are reported too.
 func BenchmarkVethThroughput(b *testing.B) {
-	// minPairs is the least number of attached/detached pairs, whatever
-	// b.N, so that the median has noise to average over.
-	const minPairs = 100
+	// minRounds is the least number of rounds, whatever b.N, so that the
+	// medians have noise to average over.
+	const minRounds = 100
 	server, ue := vethPair(b)
 	var dp *Datapath
 	require.NoError(b, ue.Do(func() error {
@@ -499,72 +520,78 @@ func BenchmarkVethThroughput(b *testing.B) {
 	}))
 	b.Cleanup(func() { _ = dp.Close() })
 	ifindex := ifindexIn(b, ue, "veth0")
+	emptyTC := referenceTCProgram(b)
 	received := startVethDownload(b, server, ue)
 
-	attachedNow := true
-	setAttached := func(want bool) {
-		if want == attachedNow {
+	state := vethM2HO
+	setState := func(want int) {
+		if want == state {
 			return
 		}
-		if want {
+		require.NoError(b, dp.attachment.detach())
+		dp.attachment = detached{}
+		if want != vethDetached {
+			ingress, egress := dp.objs.M2hoIngress, dp.objs.M2hoEgress
+			if want == vethEmpty {
+				ingress, egress = emptyTC, emptyTC
+			}
 			require.NoError(b, ue.Do(func() error {
 				var err error
-				dp.attachment, err = attach(ifindex, AttachTCX, dp.objs.M2hoIngress, dp.objs.M2hoEgress)
+				dp.attachment, err = attach(ifindex, AttachTCX, ingress, egress)
 				return err
 			}))
-		} else {
-			require.NoError(b, dp.attachment.detach())
-			dp.attachment = detached{}
 		}
-		attachedNow = want
+		state = want
 	}
 
-	var attachedBytes, detachedBytes float64
-	var attachedTime, detachedTime time.Duration
-	// measure switches to a state and measures a window of it, adding it
-	// to the state's totals.
-	measure := func(attached bool) float64 {
-		setAttached(attached)
-		bytes, elapsed := settledWindow(received)
-		if attached {
-			attachedBytes, attachedTime = attachedBytes+bytes, attachedTime+elapsed
-		} else {
-			detachedBytes, detachedTime = detachedBytes+bytes, detachedTime+elapsed
+	var (
+		totalBytes [vethStates]float64
+		totalTime  [vethStates]time.Duration
+		// per-round ratios: m2ho/detached, empty/detached, m2ho/empty
+		overall, hooks, programs []float64
+	)
+	ratio := func(list *[]float64, num, den float64) {
+		if den > 0 {
+			*list = append(*list, num/den)
 		}
-		return bytes / elapsed.Seconds()
 	}
-	ratios := make([]float64, 0, max(b.N, minPairs))
 	b.ResetTimer()
-	for i := range max(b.N, minPairs) {
-		ratio, ok := pairRatio(i, func() float64 { return measure(false) }, func() float64 { return measure(true) })
-		if ok {
-			ratios = append(ratios, ratio)
+	for round := range max(b.N, minRounds) {
+		var rates [vethStates]float64
+		for _, st := range vethOrders[round%len(vethOrders)] {
+			setState(st)
+			bytes, elapsed := settledWindow(received)
+			totalBytes[st] += bytes
+			totalTime[st] += elapsed
+			rates[st] = bytes / elapsed.Seconds()
 		}
+		ratio(&overall, rates[vethM2HO], rates[vethDetached])
+		ratio(&hooks, rates[vethEmpty], rates[vethDetached])
+		ratio(&programs, rates[vethM2HO], rates[vethEmpty])
 	}
 	b.StopTimer()
-	require.NotEmpty(b, ratios, "the flow never moved")
-	attachedRate := attachedBytes * 8 / attachedTime.Seconds()
-	detachedRate := detachedBytes * 8 / detachedTime.Seconds()
-	b.ReportMetric(attachedRate/1e9, "attached_Gbit/s")
-	b.ReportMetric(detachedRate/1e9, "detached_Gbit/s")
-	b.ReportMetric(attachedRate/detachedRate, "attached/detached")
-	b.ReportMetric(quantile(ratios, 0.5), "median_pair_ratio")
-	b.ReportMetric(quantile(ratios, 0.25), "p25_pair_ratio")
-	b.ReportMetric(quantile(ratios, 0.75), "p75_pair_ratio")
-	reportInSituCost(b, dp, setAttached)
+	require.NotEmpty(b, overall, "the flow never moved")
+	require.NotEmpty(b, programs, "the flow never moved")
+	var rate [vethStates]float64
+	for st := range rate {
+		rate[st] = totalBytes[st] * 8 / totalTime[st].Seconds()
+	}
+	b.ReportMetric(rate[vethM2HO]/1e9, "attached_Gbit/s")
+	b.ReportMetric(rate[vethDetached]/1e9, "detached_Gbit/s")
+	b.ReportMetric(rate[vethM2HO]/rate[vethDetached], "attached/detached")
+	b.ReportMetric(quantile(overall, 0.5), "median_pair_ratio")
+	b.ReportMetric(quantile(overall, 0.25), "p25_pair_ratio")
+	b.ReportMetric(quantile(overall, 0.75), "p75_pair_ratio")
+	b.ReportMetric(quantile(hooks, 0.5), "empty_hooks_median_ratio")
+	b.ReportMetric(quantile(programs, 0.5), "m2ho_over_empty_median_ratio")
+	// The programs' own time per packet in this traffic, without
+	// BPF_PROG_RUN's harness, after the windows: the kernel's run-time
+	// statistics add two clock reads to every run of every program.
+	setState(vethM2HO)
+	reportRunTime(b, map[string]*ebpf.Program{"ingress": dp.objs.M2hoIngress, "egress": dp.objs.M2hoEgress})
 	c, err := dp.Counters()
 	require.NoError(b, err)
 	require.Positive(b, c.IngressPackets)
-}
-
-// reportInSituCost runs the flow with the programs attached and reports
-// their own time per packet in real traffic, without BPF_PROG_RUN's
-// harness. It runs after the throughput windows: the kernel's run-time
-// statistics add two clock reads to every run of every program, which
-// would bias the ratio.
-func reportInSituCost(b *testing.B, dp *Datapath, setAttached func(bool)) {
-	setAttached(true)
-	reportRunTime(b, map[string]*ebpf.Program{"ingress": dp.objs.M2hoIngress, "egress": dp.objs.M2hoEgress})
 }
 
 // reportRunTime turns the kernel's per-program run-time statistics on for
