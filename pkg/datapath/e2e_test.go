@@ -119,14 +119,26 @@ func TestE2EClampRTTAndExpiry(t *testing.T) {
 // sent before the epoch reach the wire; those after it are dropped, exactly
 // as many as the receiver queued out of order, and the flow releases
 // itself when the held segment arrives and its ACK passes the snapshot.
+// The receiver is the ue host itself, or a LAN client whose ACKs the ue
+// host forwards.
 func TestE2EDupACKSuppression(t *testing.T) {
+	for _, client := range []string{"ue host", "lan client"} {
+		t.Run(client, func(t *testing.T) { testDupACKSuppression(t, client == "lan client") })
+	}
+}
+
+func testDupACKSuppression(t *testing.T, lan bool) {
 	const (
 		before = 3 // out-of-order segments before the epoch
 		after  = 5 // out-of-order segments after it
 	)
 	m := newModemLink(t, 2*time.Millisecond)
+	clientNS, clientAddr := m.ue, ueAddr
+	if lan {
+		clientNS, clientAddr = m.addLAN(t), lanAddr
+	}
 	// one duplicate ACK per out-of-order segment: no SACK compression
-	require.NoError(t, m.ue.SetSysctl("net.ipv4.tcp_comp_sack_nr", "0"))
+	require.NoError(t, clientNS.SetSysctl("net.ipv4.tcp_comp_sack_nr", "0"))
 	server := startBulkServer(t, m.server, fmt.Sprintf("%s:%d", serverAddr, uePort))
 	dp := openIn(t, m.ue, Options{Iface: "wwan0"})
 	// a small receive window keeps the transfer steady and the test quick
@@ -134,7 +146,7 @@ func TestE2EDupACKSuppression(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	received, _ := download(t, ctx, m.ue, fmt.Sprintf("%s:%d", serverAddr, uePort))
+	received, _ := download(t, ctx, clientNS, fmt.Sprintf("%s:%d", serverAddr, uePort))
 	<-server.conns
 	time.Sleep(300 * time.Millisecond)
 
@@ -197,7 +209,7 @@ func TestE2EDupACKSuppression(t *testing.T) {
 
 	c, err := dp.Counters()
 	require.NoError(t, err)
-	flow := flowFrom(t, dp, ueAddr)
+	flow := flowFrom(t, dp, clientAddr)
 	t.Logf("hole at %d, snapshot %d, duplicates on the wire before the epoch %d, counters %+v",
 		holeSeq.Load(), flow.SnapshotRxSeq, dupsBefore.Load(), c)
 	assert.Equal(t, uint64(after), c.DupACKsSuppressed, "dropped exactly the duplicates after the epoch")
