@@ -455,17 +455,23 @@ func (dl *download) waitWindow(timeout time.Duration, what string, cond func(uin
 }
 
 // waitDrained waits until the sender has nothing queued or in flight, so
-// that no later segment can raise the receiver's highest sequence.
+// that no later segment can raise the receiver's highest sequence, and
+// until the receiving application has read all of it: a read that opens
+// the window sends a window update, an ACK that would enter the next
+// handover epoch and release the flow. The update leaves within the read,
+// before the count below moves.
 func (dl *download) waitDrained(timeout time.Duration) {
 	dl.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		info := dl.tcpInfo()
-		if info.Unacked == 0 && info.Notsent_bytes == 0 {
+		read := dl.received.Load()
+		if info.Unacked == 0 && info.Notsent_bytes == 0 && read == info.Bytes_acked {
 			return
 		}
 		if time.Now().After(deadline) {
-			dl.t.Fatalf("the sender still had %d segments in flight and %d bytes queued after %v", info.Unacked, info.Notsent_bytes, timeout)
+			dl.t.Fatalf("after %v the sender still had %d segments in flight and %d bytes queued, and the receiver had read %d of %d bytes acknowledged",
+				timeout, info.Unacked, info.Notsent_bytes, read, info.Bytes_acked)
 		}
 		time.Sleep(time.Millisecond)
 	}
