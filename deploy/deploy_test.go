@@ -81,6 +81,7 @@ func TestSystemdUnitHardening(t *testing.T) {
 	_, err := config.Parse(strings.Fields(installed)[1:], nil)
 	assert.NoError(t, err, "ExecStart's flags and the example configuration are valid together")
 	assert.Contains(t, execStart[0], "--state-dir /var/lib/m2ho", "the store lives in the StateDirectory")
+	assert.Equal(t, []string{"-" + config.DefaultPinDir}, unit["Service.ReadWritePaths"], "the pins may be written")
 }
 
 func TestSystemdUnitVerifies(t *testing.T) {
@@ -124,6 +125,7 @@ func TestExampleConfig(t *testing.T) {
 	assert.Equal(t, estimator.DefaultConfig().DefaultBufferBytes, cfg.DefaultBufferBytes)
 	assert.Zero(t, cfg.BurstGap)
 	assert.Zero(t, cfg.MaxFlows)
+	assert.Equal(t, config.DefaultPinDir, cfg.PinDir)
 }
 
 // exportedMetrics returns the names m2hod serves on /metrics, with the

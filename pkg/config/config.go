@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -69,6 +70,9 @@ const (
 	DefaultListen   = "127.0.0.1:9569"
 	DefaultDiag     = "udp://127.0.0.1:5599"
 	DefaultStateDir = "/var/lib/m2ho"
+	// DefaultPinDir is where the flow state stays pinned, on the BPF
+	// filesystem systemd mounts.
+	DefaultPinDir = "/sys/fs/bpf/m2ho"
 )
 
 // Bounds of the tunables. The smoothing phase must end well before the
@@ -110,6 +114,10 @@ type Config struct {
 	BurstGap time.Duration
 	// MaxFlows bounds the datapath's flow table; 0 keeps its default.
 	MaxFlows uint32
+	// PinDir, on a BPF filesystem, keeps the flow state across an unclean
+	// exit, so that a restarted daemon still clamps the connections opened
+	// before; empty keeps it in the process only.
+	PinDir string
 }
 
 // Enabled reports whether component c is on.
@@ -124,6 +132,7 @@ func Default() Config {
 		Mode:     ModeEnforce,
 		Listen:   DefaultListen,
 		StateDir: DefaultStateDir,
+		PinDir:   DefaultPinDir,
 		LogLevel: slog.LevelInfo,
 		Policy:   PolicyM2HO,
 	}
@@ -145,6 +154,7 @@ type file struct {
 	DefaultBufferBytes *uint64        `yaml:"default_buffer_bytes"`
 	BurstGap           *time.Duration `yaml:"burst_gap"`
 	MaxFlows           *uint32        `yaml:"max_flows"`
+	PinDir             *string        `yaml:"pin_dir"`
 }
 
 // LoadFile applies the YAML file at path over base. Unknown keys are
@@ -195,6 +205,7 @@ func (f file) apply(cfg Config) (Config, error) {
 	setValue(&cfg.DefaultBufferBytes, f.DefaultBufferBytes)
 	setValue(&cfg.BurstGap, f.BurstGap)
 	setValue(&cfg.MaxFlows, f.MaxFlows)
+	setValue(&cfg.PinDir, f.PinDir)
 	return cfg, nil
 }
 
@@ -276,6 +287,9 @@ func (c Config) Validate() error {
 	if c.BurstGap < 0 || c.BurstGap > maxBurstGap {
 		return fmt.Errorf("burst_gap: must be between 0 (default) and %v, got %v", maxBurstGap, c.BurstGap)
 	}
+	if c.PinDir != "" && !filepath.IsAbs(c.PinDir) {
+		return fmt.Errorf("pin_dir: must be an absolute path or empty, got %q", c.PinDir)
+	}
 	return nil
 }
 
@@ -320,12 +334,12 @@ func (l *stringList) Set(v string) error {
 
 // flagValues holds the raw flag values before they are merged.
 type flagValues struct {
-	configPath, iface, mode, listen, stateDir, logLevel, policy, ablate string
-	diag                                                                stringList
-	smoothingMax, burstGap                                              time.Duration
-	lambda                                                              float64
-	defaultBuffer                                                       uint64
-	maxFlows                                                            uint
+	configPath, iface, mode, listen, stateDir, pinDir, logLevel, policy, ablate string
+	diag                                                                        stringList
+	smoothingMax, burstGap                                                      time.Duration
+	lambda                                                                      float64
+	defaultBuffer                                                               uint64
+	maxFlows                                                                    uint
 }
 
 func newFlagSet(v *flagValues, output io.Writer) *flag.FlagSet {
@@ -346,6 +360,7 @@ func newFlagSet(v *flagValues, output io.Writer) *flag.FlagSet {
 	fs.Uint64Var(&v.defaultBuffer, "default-buffer", 0, "buffer estimate in `bytes` before any cell history (0: default)")
 	fs.DurationVar(&v.burstGap, "burst-gap", 0, "idle gap that ends a downlink burst (0: default)")
 	fs.UintVar(&v.maxFlows, "max-flows", 0, "size of the datapath flow table (0: default)")
+	fs.StringVar(&v.pinDir, "pin-dir", def.PinDir, "`directory` on the BPF filesystem keeping flows across an unclean exit (empty: none)")
 	return fs
 }
 
@@ -425,6 +440,8 @@ func (v *flagValues) apply(name string, cfg *Config) error {
 			return fmt.Errorf("--max-flows: %d is too large", v.maxFlows)
 		}
 		cfg.MaxFlows = uint32(v.maxFlows)
+	case "pin-dir":
+		cfg.PinDir = v.pinDir
 	}
 	return nil
 }

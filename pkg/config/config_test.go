@@ -30,6 +30,7 @@ lambda: 1.5
 default_buffer_bytes: 300000
 burst_gap: 3ms
 max_flows: 4096
+pin_dir: /sys/fs/bpf/cpe
 `
 	tests := []struct {
 		name    string
@@ -52,7 +53,7 @@ max_flows: 4096
 					Mode: ModeObserve, Listen: "127.0.0.1:9999", StateDir: "/srv/m2ho", LogLevel: slog.LevelDebug,
 					Policy: PolicyFreeze, Ablate: []Component{ComponentPrediction, ComponentBandwidthClamp},
 					SmoothingMax: 120 * time.Millisecond, Lambda: 1.5, DefaultBufferBytes: 300000,
-					BurstGap: 3 * time.Millisecond, MaxFlows: 4096,
+					BurstGap: 3 * time.Millisecond, MaxFlows: 4096, PinDir: "/sys/fs/bpf/cpe",
 				}
 			},
 		},
@@ -62,7 +63,7 @@ max_flows: 4096
 			args: []string{"--iface", "usb0", "--diag", "gsmtap://127.0.0.1:4729", "--diag", "qmdl:/x.qmdl",
 				"--mode", "enforce", "--listen", "[::1]:9000", "--state-dir", "/tmp/s", "--log-level", "warn",
 				"--policy", "m2ho", "--ablate", "", "--smoothing-max", "90ms", "--lambda", "3",
-				"--default-buffer", "2000", "--burst-gap", "1ms", "--max-flows", "10"},
+				"--default-buffer", "2000", "--burst-gap", "1ms", "--max-flows", "10", "--pin-dir", ""},
 			want: func(c *Config) {
 				*c = Config{
 					Iface: "usb0", Diag: []string{"gsmtap://127.0.0.1:4729", "qmdl:/x.qmdl"},
@@ -96,6 +97,7 @@ max_flows: 4096
 		{name: "lambda not a number", file: "iface: x\nlambda: .nan\n", wantErr: "lambda: must be between"},
 		{name: "tiny default buffer", args: []string{"--iface", "x", "--default-buffer", "10"}, wantErr: "default_buffer_bytes: must be 0 (default) or at least 1500"},
 		{name: "burst gap too long", args: []string{"--iface", "x", "--burst-gap", "1s"}, wantErr: "burst_gap: must be between"},
+		{name: "relative pin dir", args: []string{"--iface", "x", "--pin-dir", "bpf/m2ho"}, wantErr: `pin_dir: must be an absolute path or empty, got "bpf/m2ho"`},
 		{name: "bad log level flag", args: []string{"--iface", "x", "--log-level", "loud"}, wantErr: "--log-level: must be debug, info, warn or error"},
 		{name: "unknown flag", args: []string{"--ifcae", "x"}, wantErr: "command line: flag provided but not defined: -ifcae"},
 		{name: "bad duration", args: []string{"--smoothing-max", "fast"}, wantErr: "command line: invalid value"},

@@ -21,9 +21,12 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/m2ho/m2ho/pkg/cellstore"
 	"github.com/m2ho/m2ho/pkg/config"
@@ -187,7 +190,11 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 		return nil, err
 	}
 
-	d.dp, err = op.datapath(datapath.Options{Iface: cfg.Iface, BurstGap: cfg.BurstGap, MaxFlows: cfg.MaxFlows, Logger: logger})
+	pinDir, err := flowPinDir(cfg)
+	if err != nil {
+		return nil, err
+	}
+	d.dp, err = op.datapath(datapath.Options{Iface: cfg.Iface, BurstGap: cfg.BurstGap, MaxFlows: cfg.MaxFlows, PinDir: pinDir, Logger: logger})
 	switch {
 	case errors.Is(err, datapath.ErrNoInterface):
 		return nil, fmt.Errorf("interface %s not found: %w", cfg.Iface, err)
@@ -443,6 +450,24 @@ func (d *Daemon) closeResources() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// flowPinDir is where the datapath on cfg.Iface keeps its flows pinned:
+// a directory of cfg.PinDir per interface and network namespace, so that
+// daemons for interfaces of one name in different namespaces never share
+// one. The BPF filesystem refuses dots in names, and interface names
+// cannot hold a colon, so dots become colons and a colon separates the
+// namespace. Empty when pinning is off.
+func flowPinDir(cfg config.Config) (string, error) {
+	if cfg.PinDir == "" {
+		return "", nil
+	}
+	var netns unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/net", &netns); err != nil {
+		return "", fmt.Errorf("identify the network namespace: %w", err)
+	}
+	name := fmt.Sprintf("%s:netns%d", strings.ReplaceAll(cfg.Iface, ".", ":"), netns.Ino)
+	return filepath.Join(cfg.PinDir, name), nil
 }
 
 // observer feeds the machine's transitions to the metrics and the log.

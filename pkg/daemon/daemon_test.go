@@ -495,3 +495,27 @@ func TestStartsOverCorruptStore(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, aside, 1, "the corrupt file is kept aside")
 }
+
+func TestFlowPinDir(t *testing.T) {
+	netns, err := os.Readlink("/proc/self/ns/net")
+	require.NoError(t, err)
+	// "net:[4026531840]": the inode of this network namespace
+	ino := strings.TrimSuffix(strings.TrimPrefix(netns, "net:["), "]")
+	tests := []struct {
+		name   string
+		pinDir string
+		iface  string
+		want   string
+	}{
+		{"off", "", "wwan0", ""},
+		{"modem", "/sys/fs/bpf/m2ho", "wwan0", "/sys/fs/bpf/m2ho/wwan0:netns" + ino},
+		{"VLAN interface, whose dot the BPF filesystem refuses", "/sys/fs/bpf/m2ho", "eth0.100", "/sys/fs/bpf/m2ho/eth0:100:netns" + ino},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := flowPinDir(config.Config{PinDir: tt.pinDir, Iface: tt.iface})
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}

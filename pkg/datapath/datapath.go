@@ -68,6 +68,11 @@ type Options struct {
 	// Attach forces AttachTCX or AttachClsact; empty tries TCX first and
 	// falls back to clsact on kernels without TCX.
 	Attach string
+	// PinDir, on a BPF filesystem, keeps the flow state pinned while the
+	// datapath is open (see pinnedMaps): if the process dies without
+	// Close, the next Open with the same directory takes the flows over.
+	// Empty pins nothing.
+	PinDir string
 }
 
 // Datapath is the loaded and attached set of programs on one interface.
@@ -77,6 +82,8 @@ type Datapath struct {
 	attachment attachment
 	log        *slog.Logger
 	iface      string
+	// pinDir holds the pinned flow state; empty when nothing is pinned.
+	pinDir string
 
 	// policyMu serialises the read-modify-write of the policy map.
 	policyMu sync.Mutex
@@ -141,7 +148,7 @@ func Open(opts Options) (*Datapath, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("%w: memlock limit: %w", ErrUnsupported, err)
 	}
-	d, err := loadDatapath(rawIP, opts.BurstGap, opts.MaxFlows, logger, opts.Iface)
+	d, err := loadDatapath(rawIP, opts.BurstGap, opts.MaxFlows, opts.PinDir, logger, opts.Iface)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +159,7 @@ func Open(opts Options) (*Datapath, error) {
 		return nil, fmt.Errorf("datapath: attach to %s: %w", opts.Iface, err)
 	}
 	logger.Info("datapath attached", "iface", opts.Iface, "mode", d.attachment.mode(), "raw_ip", rawIP,
-		"burst_gap", opts.BurstGap, "max_flows", opts.MaxFlows)
+		"burst_gap", opts.BurstGap, "max_flows", opts.MaxFlows, "pin_dir", d.pinDir)
 	return d, nil
 }
 
@@ -211,33 +218,61 @@ func loadSpec(rawIP bool, burstGap time.Duration, maxFlows uint32) (*ebpf.Collec
 }
 
 // loadDatapath loads the objects and maps the flow table, attached nowhere.
-func loadDatapath(rawIP bool, burstGap time.Duration, maxFlows uint32, logger *slog.Logger, iface string) (*Datapath, error) {
-	objs, err := load(rawIP, burstGap, maxFlows)
+func loadDatapath(rawIP bool, burstGap time.Duration, maxFlows uint32, pinDir string, logger *slog.Logger, iface string) (*Datapath, error) {
+	objs, pins, err := load(rawIP, burstGap, maxFlows, pinDir, logger)
 	if err != nil {
 		return nil, err
 	}
 	table, err := mapFlowTable(objs.FlowTable)
 	if err != nil {
 		objs.Close()
-		return nil, err
+		return nil, errors.Join(err, unpin(pins.dir))
 	}
-	return &Datapath{objs: objs, table: table, attachment: detached{}, log: logger, iface: iface}, nil
+	d := &Datapath{objs: objs, table: table, attachment: detached{}, log: logger, iface: iface, pinDir: pins.dir}
+	if pins.takeover {
+		flows, err := d.Flows()
+		logger.Info("took over pinned flows", "dir", pins.dir, "flows", len(flows), "err", err)
+	}
+	return d, nil
 }
 
-func load(rawIP bool, burstGap time.Duration, maxFlows uint32) (m2hoObjects, error) {
-	var objs m2hoObjects
-	spec, err := loadSpec(rawIP, burstGap, maxFlows)
-	if err != nil {
-		return objs, err
-	}
-	if err := spec.LoadAndAssign(&objs, nil); err != nil {
-		var verr *ebpf.VerifierError
-		if errors.As(err, &verr) {
-			return objs, fmt.Errorf("%w: verifier rejected the programs: %+v", ErrUnsupported, verr)
+// load loads the objects, with their flow state pinned in pinDir when it
+// is set. Pinned maps that no longer fit (another max_flows) are replaced.
+func load(rawIP bool, burstGap time.Duration, maxFlows uint32, pinDir string, logger *slog.Logger) (m2hoObjects, pinState, error) {
+	for {
+		var objs m2hoObjects
+		spec, err := loadSpec(rawIP, burstGap, maxFlows)
+		if err != nil {
+			return objs, pinState{}, err
 		}
-		return objs, fmt.Errorf("%w: load BPF objects: %w", ErrUnsupported, err)
+		var opts ebpf.CollectionOptions
+		pins, err := pinning(spec, pinDir, &opts, logger)
+		if err != nil {
+			return objs, pinState{}, err
+		}
+		err = spec.LoadAndAssign(&objs, &opts)
+		if pins.takeover && errors.Is(err, ebpf.ErrMapIncompatible) {
+			logger.Info("pinned flows do not fit this table: starting afresh", "dir", pins.dir, "err", err)
+			if err := removePins(pins.dir); err != nil {
+				return objs, pinState{}, err
+			}
+			continue
+		}
+		if err != nil {
+			var verr *ebpf.VerifierError
+			if errors.As(err, &verr) {
+				return objs, pinState{}, fmt.Errorf("%w: verifier rejected the programs: %+v", ErrUnsupported, verr)
+			}
+			return objs, pinState{}, fmt.Errorf("%w: load BPF objects: %w", ErrUnsupported, err)
+		}
+		if pins.dir != "" && !pins.takeover {
+			if err := pinMetaOf(pins.dir, spec); err != nil {
+				objs.Close()
+				return objs, pinState{}, errors.Join(err, removePins(pins.dir))
+			}
+		}
+		return objs, pins, nil
 	}
-	return objs, nil
 }
 
 // AttachMode returns AttachTCX or AttachClsact.
@@ -255,7 +290,7 @@ func (d *Datapath) Close() error {
 		d.closed = true
 		d.hooksMu.Unlock()
 		detachErr := d.attachment.detach()
-		d.closeErr = errors.Join(detachErr, d.table.unmap(), d.objs.Close())
+		d.closeErr = errors.Join(detachErr, d.table.unmap(), unpin(d.pinDir), d.objs.Close())
 		d.log.Info("datapath detached", "iface", d.iface, "error", d.closeErr)
 	})
 	return d.closeErr

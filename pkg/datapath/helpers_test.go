@@ -33,7 +33,7 @@ func loadDetachedWithGap(tb testing.TB, rawIP bool, maxFlows uint32, burstGap ti
 	if maxFlows == 0 {
 		maxFlows = DefaultMaxFlows
 	}
-	d, err := loadDatapath(rawIP, burstGap, maxFlows, quietLogger(), "test")
+	d, err := loadDatapath(rawIP, burstGap, maxFlows, "", quietLogger(), "test")
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = d.Close() })
 	return d

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"crypto/rand"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -275,6 +276,33 @@ func TestSIGKILLWhileSuppressingRecovers(t *testing.T) {
 	t.Logf("connection recovered %v after SIGKILL", time.Since(killed).Round(time.Millisecond))
 }
 
+// TestRestartAfterSIGKILLStillClamps kills m2hod during a download and
+// starts it again: the pinned flow table still holds the connection's
+// window scale, learnt from its SYN before the kill, so the next handover
+// clamps the connection opened before the restart.
+func TestRestartAfterSIGKILLStillClamps(t *testing.T) {
+	b := newBed(t)
+	if b.pinDir == "" {
+		t.Skip("no BPF filesystem at /sys/fs/bpf to pin the flows in")
+	}
+	stateDir := t.TempDir()
+	seedCells(t, stateDir, estimator.CellRecord{Cell: sub6B, BufferBytes: targetBuffer, Bursts: 10, Updated: time.Now()})
+	first := b.startDaemon(t, stateDir)
+	dl := b.startDownload(t, pacing)
+	dl.waitWindow(5*time.Second, "open", unclamped)
+	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
+	<-first.exited
+
+	second := b.startDaemon(t, stateDir)
+	second.waitLog(time.Second, "took over pinned flows")
+	assert.Contains(t, second.log.String(), "flows=1")
+	second.send(measReport(diag.EventA3, sub6A, sub6B))
+	second.send(hoCommand(diag.HOPCell, sub6A, sub6B))
+	dl.waitWindow(time.Second, "clamped", clampedTo(targetBuffer))
+	st := second.status()
+	assert.Zero(t, st.Datapath.Counters["NoWScale"], "the window scale survived the restart")
+}
+
 func TestGarbageOnDiagSocket(t *testing.T) {
 	b := newBed(t)
 	d := b.startDaemon(t, t.TempDir())
@@ -351,4 +379,12 @@ func TestSIGTERMDetaches(t *testing.T) {
 	require.NoError(t, d.exitErr, "exit status 0")
 	assert.Zero(t, tcxPrograms(t, b), "nothing left on the interface")
 	assert.Contains(t, d.log.String(), "stopping")
+	if b.pinDir != "" {
+		entries, err := os.ReadDir(b.pinDir)
+		require.NoError(t, err)
+		for _, e := range entries {
+			// the BPF filesystem's own iterators sit in its root
+			assert.NotContains(t, e.Name(), modemIface, "flow state left pinned")
+		}
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
@@ -57,6 +58,10 @@ var (
 // ue end is the modem interface.
 type bed struct {
 	server, ue *nstest.NS
+	// pinDir is the daemons' --pin-dir, shared by the daemons of one bed
+	// and removed with whatever a killed daemon left in it; empty without
+	// a BPF filesystem.
+	pinDir string
 }
 
 func newBed(t testing.TB) *bed {
@@ -71,7 +76,23 @@ func newBed(t testing.TB) *bed {
 	// MTU-sized segments on the wire, as on a modem link.
 	require.NoError(t, b.server.SetOffloads(ctx, serverIface, false))
 	require.NoError(t, b.ue.SetOffloads(ctx, modemIface, false))
+	b.pinDir = bpffsTempDir(t)
 	return b
+}
+
+// bpffsTempDir is a BPF filesystem of the test's own, mounted on a
+// temporary directory: m2hod runs under "ip netns exec", which mounts a
+// fresh /sys without /sys/fs/bpf, and unmounting frees whatever a killed
+// daemon left pinned. Empty when the mount fails.
+func bpffsTempDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+		t.Logf("no BPF filesystem for the pins: %v", err)
+		return ""
+	}
+	t.Cleanup(func() { assert.NoError(t, unix.Unmount(dir, unix.MNT_DETACH)) })
+	return dir
 }
 
 // seedCells writes cell records into a state directory, as a previous run
@@ -122,7 +143,7 @@ type daemonProc struct {
 func (b *bed) startDaemon(t testing.TB, stateDir string, extra ...string) *daemonProc {
 	t.Helper()
 	args := append([]string{"--iface", modemIface, "--diag", "udp://" + diagAddr, "--listen", httpAddr,
-		"--state-dir", stateDir, "--log-level", "debug"}, extra...)
+		"--state-dir", stateDir, "--pin-dir", b.pinDir, "--log-level", "debug"}, extra...)
 	d := &daemonProc{t: t, log: &lockedBuffer{}, exited: make(chan struct{}), stateDir: stateDir}
 	d.cmd = b.ue.Command(context.Background(), m2hodBin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log

@@ -16,6 +16,7 @@ func TestM2hodArgsScaleTheDefaultBuffer(t *testing.T) {
 		"--mode", "enforce",
 		"--listen", M2hodListen,
 		"--state-dir", "/run/state",
+		"--pin-dir", "",
 	}
 	tests := []struct {
 		name  string
@@ -49,7 +50,7 @@ func TestM2hodArgsSelectThePolicy(t *testing.T) {
 			v, err := ParseVariant(tc.variant)
 			require.NoError(t, err)
 			args := m2hodArgs("wwan0", "/run/state", 1, v)
-			assert.Equal(t, tc.want, args[10:], "flags after the fixed ones")
+			assert.Equal(t, tc.want, args[12:], "flags after the fixed ones")
 		})
 	}
 }

@@ -378,7 +378,9 @@ type m2hod struct {
 // a cell it knows nothing of is a real-network size (about one sub-6
 // bandwidth-delay product): a scenario's scale shrinks every buffer and
 // capacity, so it shrinks that assumption too, or the first clamp towards
-// an unknown cell would be ten times the cell's buffer at scale 0.1.
+// an unknown cell would be ten times the cell's buffer at scale 0.1. A run
+// starts and stops its daemon with the flows, so nothing is pinned (the
+// UE namespace's /sys has no BPF filesystem anyway).
 func m2hodArgs(iface, stateDir string, scale float64, v Variant) []string {
 	args := []string{
 		"--iface", iface,
@@ -386,6 +388,7 @@ func m2hodArgs(iface, stateDir string, scale float64, v Variant) []string {
 		"--mode", "enforce",
 		"--listen", M2hodListen,
 		"--state-dir", stateDir,
+		"--pin-dir", "",
 	}
 	if scale > 0 && scale != 1 {
 		scaled := uint64(float64(estimator.DefaultConfig().DefaultBufferBytes) * scale)

@@ -1,0 +1,149 @@
+package datapath
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/internal/nstest"
+)
+
+// bpffsDir is a fresh directory on the BPF filesystem, removed after the
+// test.
+func bpffsDir(t *testing.T) string {
+	t.Helper()
+	nstest.RequireRoot(t)
+	const base = "/sys/fs/bpf"
+	if ok, err := isBPFFS(base); err != nil || !ok {
+		t.Skipf("no BPF filesystem at %s", base)
+	}
+	dir, err := os.MkdirTemp(base, "m2ho-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+func loadPinned(t *testing.T, dir string, maxFlows uint32) *Datapath {
+	t.Helper()
+	if maxFlows == 0 {
+		maxFlows = DefaultMaxFlows
+	}
+	d, err := loadDatapath(true, DefaultBurstGap, maxFlows, dir, quietLogger(), "test")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+// abandon lets go of d as a killed process does: its descriptors and
+// mappings go, its pins stay.
+func (d *Datapath) abandon(t *testing.T) {
+	t.Helper()
+	d.closeOnce.Do(func() { require.NoError(t, errors.Join(d.table.unmap(), d.objs.Close())) })
+}
+
+func pinNames() []string { return append([]string{pinMetaName}, pinnedMaps...) }
+
+// TestPinnedFlowsSurviveAnUncleanExit takes over the flows of a datapath
+// that went away without closing: a flow's window scale, learnt from its
+// SYN before, still lets its ACKs be clamped, its packets find it where
+// the earlier programs placed it, and handover epochs go on counting. A
+// normal close then leaves no pin behind.
+func TestPinnedFlowsSurviveAnUncleanExit(t *testing.T) {
+	dir := bpffsDir(t)
+	first := loadPinned(t, dir, 0)
+	s := freshPorts(segment{})
+	handshake(t, first, s, 7, 7)
+	verdictOf(t, first, peerData(s, 0, 1000), false)
+	epoch, err := first.StartSuppression(time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.NoError(t, first.StopSuppression())
+	first.abandon(t)
+	for _, name := range pinNames() {
+		assert.FileExists(t, filepath.Join(dir, name))
+	}
+
+	second := loadPinned(t, dir, 0)
+	flows, err := second.Flows()
+	require.NoError(t, err)
+	require.Len(t, flows, 1)
+	assert.True(t, flows[0].WScaleKnown)
+	assert.Equal(t, uint8(7), flows[0].WScale)
+	assert.Equal(t, uint32(peerISN+1+1000), flows[0].HighestRxSeq)
+
+	require.NoError(t, second.SetClamp(20000, time.Now().Add(time.Minute)))
+	expectWindow(t, second, hostACK(s, 65535, 0), expectedClamp(65535, 7, 20000))
+	c, err := second.Counters()
+	require.NoError(t, err)
+	assert.Zero(t, c.FlowsCreated, "the ACK found the flow where the earlier programs placed it")
+	next, err := second.StartSuppression(time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, epoch+1, next, "epochs go on")
+
+	require.NoError(t, second.Close())
+	for _, name := range pinNames() {
+		assert.NoFileExists(t, filepath.Join(dir, name))
+	}
+}
+
+// TestPinnedFlowsReplaced starts afresh when the pins cannot be read as
+// this build's flow table.
+func TestPinnedFlowsReplaced(t *testing.T) {
+	tests := []struct {
+		name     string
+		maxFlows uint32
+		spoil    func(t *testing.T, dir string)
+	}{
+		{"another max_flows", 4096, func(*testing.T, string) {}},
+		{"another layout", 1024, func(t *testing.T, dir string) {
+			m, err := ebpf.LoadPinnedMap(filepath.Join(dir, pinMetaName), nil)
+			require.NoError(t, err)
+			defer m.Close()
+			raw := binary.NativeEndian.AppendUint64(binary.NativeEndian.AppendUint64(nil, flowLayout+1), 0)
+			require.NoError(t, m.Update(uint32(0), raw, ebpf.UpdateAny))
+		}},
+		{"no description", 1024, func(t *testing.T, dir string) {
+			require.NoError(t, os.Remove(filepath.Join(dir, pinMetaName)))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := bpffsDir(t)
+			first := loadPinned(t, dir, 1024)
+			handshake(t, first, freshPorts(segment{}), 7, 7)
+			first.abandon(t)
+			tt.spoil(t, dir)
+
+			second := loadPinned(t, dir, tt.maxFlows)
+			flows, err := second.Flows()
+			require.NoError(t, err)
+			assert.Empty(t, flows)
+			handshake(t, second, freshPorts(segment{}), 7, 7)
+			flows, err = second.Flows()
+			require.NoError(t, err)
+			assert.Len(t, flows, 1)
+			for _, name := range pinNames() {
+				assert.FileExists(t, filepath.Join(dir, name))
+			}
+		})
+	}
+}
+
+// TestPinDirOffBPFFS runs unpinned, and pins nothing, when the directory
+// cannot hold pins.
+func TestPinDirOffBPFFS(t *testing.T) {
+	nstest.RequireRoot(t)
+	dir := t.TempDir()
+	d := loadPinned(t, dir, 0)
+	assert.Empty(t, d.pinDir)
+	handshake(t, d, freshPorts(segment{}), 7, 7)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries)
+}
