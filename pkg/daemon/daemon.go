@@ -200,6 +200,8 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 		return nil, fmt.Errorf("interface %s not found: %w", cfg.Iface, err)
 	case errors.Is(err, datapath.ErrUnsupported):
 		return nil, fmt.Errorf("this kernel cannot run the m2ho programs: %w", err)
+	case errors.Is(err, datapath.ErrPinDirInUse):
+		return nil, fmt.Errorf("another m2hod runs on %s: %w", cfg.Iface, err)
 	case err != nil:
 		return nil, fmt.Errorf("datapath on %s: %w", cfg.Iface, err)
 	}

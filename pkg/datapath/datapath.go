@@ -29,6 +29,8 @@ var (
 	ErrUnsupported = errors.New("datapath: not supported")
 	// ErrDeadline reports a policy deadline that is not in the future.
 	ErrDeadline = errors.New("datapath: deadline not in the future")
+	// ErrPinDirInUse reports that another process holds Options.PinDir.
+	ErrPinDirInUse = errors.New("datapath: pin directory in use by another process")
 )
 
 // DefaultBurstGap ends a downlink burst after 1 ms without packets. 5G
@@ -82,8 +84,9 @@ type Datapath struct {
 	attachment attachment
 	log        *slog.Logger
 	iface      string
-	// pinDir holds the pinned flow state; empty when nothing is pinned.
-	pinDir string
+	// pins is the directory holding the pinned flow state; nil when
+	// nothing is pinned.
+	pins *pinDir
 
 	// policyMu serialises the read-modify-write of the policy map.
 	policyMu sync.Mutex
@@ -159,7 +162,7 @@ func Open(opts Options) (*Datapath, error) {
 		return nil, fmt.Errorf("datapath: attach to %s: %w", opts.Iface, err)
 	}
 	logger.Info("datapath attached", "iface", opts.Iface, "mode", d.attachment.mode(), "raw_ip", rawIP,
-		"burst_gap", opts.BurstGap, "max_flows", opts.MaxFlows, "pin_dir", d.pinDir)
+		"burst_gap", opts.BurstGap, "max_flows", opts.MaxFlows, "pinned", d.pins != nil)
 	return d, nil
 }
 
@@ -218,60 +221,67 @@ func loadSpec(rawIP bool, burstGap time.Duration, maxFlows uint32) (*ebpf.Collec
 }
 
 // loadDatapath loads the objects and maps the flow table, attached nowhere.
-func loadDatapath(rawIP bool, burstGap time.Duration, maxFlows uint32, pinDir string, logger *slog.Logger, iface string) (*Datapath, error) {
-	objs, pins, err := load(rawIP, burstGap, maxFlows, pinDir, logger)
+func loadDatapath(rawIP bool, burstGap time.Duration, maxFlows uint32, pinPath string, logger *slog.Logger, iface string) (*Datapath, error) {
+	pins, err := openPinDir(pinPath, logger)
 	if err != nil {
 		return nil, err
+	}
+	objs, takeover, err := load(rawIP, burstGap, maxFlows, pins, logger)
+	if err != nil {
+		return nil, errors.Join(err, pins.release(false))
 	}
 	table, err := mapFlowTable(objs.FlowTable)
 	if err != nil {
 		objs.Close()
-		return nil, errors.Join(err, unpin(pins.dir))
+		return nil, errors.Join(err, pins.release(false))
 	}
-	d := &Datapath{objs: objs, table: table, attachment: detached{}, log: logger, iface: iface, pinDir: pins.dir}
-	if pins.takeover {
+	d := &Datapath{objs: objs, table: table, attachment: detached{}, log: logger, iface: iface, pins: pins}
+	if takeover {
 		flows, err := d.Flows()
-		logger.Info("took over pinned flows", "dir", pins.dir, "flows", len(flows), "err", err)
+		logger.Info("took over pinned flows", "dir", pins.path, "flows", len(flows), "err", err)
 	}
 	return d, nil
 }
 
-// load loads the objects, with their flow state pinned in pinDir when it
-// is set. Pinned maps that no longer fit (another max_flows) are replaced.
-func load(rawIP bool, burstGap time.Duration, maxFlows uint32, pinDir string, logger *slog.Logger) (m2hoObjects, pinState, error) {
+// load loads the objects, with their flow state pinned in pins when set.
+// Pinned maps that no longer fit (another max_flows) are replaced. It says
+// whether it took over pinned flows.
+func load(rawIP bool, burstGap time.Duration, maxFlows uint32, pins *pinDir, logger *slog.Logger) (m2hoObjects, bool, error) {
 	for {
 		var objs m2hoObjects
 		spec, err := loadSpec(rawIP, burstGap, maxFlows)
 		if err != nil {
-			return objs, pinState{}, err
+			return objs, false, err
 		}
 		var opts ebpf.CollectionOptions
-		pins, err := pinning(spec, pinDir, &opts, logger)
-		if err != nil {
-			return objs, pinState{}, err
+		takeover := false
+		if pins != nil {
+			if takeover, err = pins.prepare(spec, &opts, logger); err != nil {
+				return objs, false, err
+			}
 		}
 		err = spec.LoadAndAssign(&objs, &opts)
-		if pins.takeover && errors.Is(err, ebpf.ErrMapIncompatible) {
-			logger.Info("pinned flows do not fit this table: starting afresh", "dir", pins.dir, "err", err)
-			if err := removePins(pins.dir); err != nil {
-				return objs, pinState{}, err
+		if takeover && errors.Is(err, ebpf.ErrMapIncompatible) {
+			logger.Info("pinned flows do not fit this table: starting afresh", "dir", pins.path, "err", err)
+			if err := removePins(pins.path); err != nil {
+				return objs, false, err
 			}
 			continue
 		}
 		if err != nil {
 			var verr *ebpf.VerifierError
 			if errors.As(err, &verr) {
-				return objs, pinState{}, fmt.Errorf("%w: verifier rejected the programs: %+v", ErrUnsupported, verr)
+				return objs, false, fmt.Errorf("%w: verifier rejected the programs: %+v", ErrUnsupported, verr)
 			}
-			return objs, pinState{}, fmt.Errorf("%w: load BPF objects: %w", ErrUnsupported, err)
+			return objs, false, fmt.Errorf("%w: load BPF objects: %w", ErrUnsupported, err)
 		}
-		if pins.dir != "" && !pins.takeover {
-			if err := pinMetaOf(pins.dir, spec); err != nil {
+		if pins != nil && !takeover {
+			if err := pinMetaOf(pins.path, spec); err != nil {
 				objs.Close()
-				return objs, pinState{}, errors.Join(err, removePins(pins.dir))
+				return objs, false, err
 			}
 		}
-		return objs, pins, nil
+		return objs, takeover, nil
 	}
 }
 
@@ -290,7 +300,7 @@ func (d *Datapath) Close() error {
 		d.closed = true
 		d.hooksMu.Unlock()
 		detachErr := d.attachment.detach()
-		d.closeErr = errors.Join(detachErr, d.table.unmap(), unpin(d.pinDir), d.objs.Close())
+		d.closeErr = errors.Join(detachErr, d.table.unmap(), d.pins.release(true), d.objs.Close())
 		d.log.Info("datapath detached", "iface", d.iface, "error", d.closeErr)
 	})
 	return d.closeErr

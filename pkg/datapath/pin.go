@@ -78,51 +78,88 @@ func isBPFFS(dir string) (bool, error) {
 	return uint32(st.Type) == unix.BPF_FS_MAGIC, nil
 }
 
-// pinState is how one load treats the pinned flow state.
-type pinState struct {
-	// dir is the pin directory; empty when nothing is pinned.
-	dir string
-	// takeover says the load uses maps an earlier process pinned.
-	takeover bool
+// pinDir is a pin directory this process holds. The lock keeps a second
+// datapath off the same directory: it would take the first one's flows for
+// its own, and whichever closed first would unpin them under the other.
+// The kernel drops the lock with the process, however it ends.
+type pinDir struct {
+	path string
+	lock *os.File
 }
 
-// pinning prepares spec to load its flow state pinned in dir: it takes over
-// a complete set of pins of the same layout, giving the programs the seed
-// the flows were placed with, and otherwise removes whatever is there so
-// that the load pins a fresh set. A directory that cannot be made, or lies
-// off a BPF filesystem, leaves everything unpinned, with a warning.
-func pinning(spec *ebpf.CollectionSpec, dir string, opts *ebpf.CollectionOptions, logger *slog.Logger) (pinState, error) {
-	if dir == "" {
-		return pinState{}, nil
+// openPinDir makes and locks the pin directory. Pinning only carries flows
+// over a restart, and the datapath works all the same without it, so a
+// directory that cannot be made, or lies off a BPF filesystem, leaves
+// everything unpinned (nil) with a warning. A directory another process
+// holds is an error.
+func openPinDir(path string, logger *slog.Logger) (*pinDir, error) {
+	if path == "" {
+		return nil, nil
 	}
-	// Pinning only carries flows over a restart: without it the datapath
-	// works all the same, so a directory that cannot hold pins is no
-	// reason to stop.
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		logger.Warn("cannot create the pin directory: flows will not survive a restart", "dir", dir, "err", err)
-		return pinState{}, nil
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		logger.Warn("cannot create the pin directory: flows will not survive a restart", "dir", path, "err", err)
+		return nil, nil
 	}
-	if bpffs, err := isBPFFS(dir); err != nil || !bpffs {
-		logger.Warn("pin directory is not on a BPF filesystem: flows will not survive a restart", "dir", dir, "err", err)
-		return pinState{}, nil
+	if bpffs, err := isBPFFS(path); err != nil || !bpffs {
+		logger.Warn("pin directory is not on a BPF filesystem: flows will not survive a restart", "dir", path, "err", err)
+		return nil, nil
 	}
+	lock, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("datapath: open the pin directory: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrPinDirInUse, path)
+		}
+		return nil, fmt.Errorf("datapath: lock the pin directory: %w", err)
+	}
+	return &pinDir{path: path, lock: lock}, nil
+}
+
+// prepare sets spec up to load its flow state pinned in the directory: it
+// takes over a complete set of pins of the same layout, giving the
+// programs the seed the flows were placed with, and otherwise removes
+// whatever is there so that the load pins a fresh set. It says whether it
+// takes over.
+func (p *pinDir) prepare(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions, logger *slog.Logger) (takeover bool, err error) {
 	for _, name := range pinnedMaps {
 		spec.Maps[name].Pinning = ebpf.PinByName
 	}
-	opts.Maps.PinPath = dir
-	meta, err := readPinMeta(dir)
+	opts.Maps.PinPath = p.path
+	meta, err := readPinMeta(p.path)
 	switch {
 	case err == nil && meta.Layout == flowLayout:
 		if err := spec.Variables[m2hoVarCfgFlowHashSeed].Set(meta.HashSeed); err != nil {
-			return pinState{}, fmt.Errorf("datapath: set %s: %w", m2hoVarCfgFlowHashSeed, err)
+			return false, fmt.Errorf("datapath: set %s: %w", m2hoVarCfgFlowHashSeed, err)
 		}
-		return pinState{dir: dir, takeover: true}, nil
+		return true, nil
 	case err == nil:
-		logger.Info("pinned flows have another layout: starting afresh", "dir", dir)
+		logger.Info("pinned flows have another layout: starting afresh", "dir", p.path)
 	case !errors.Is(err, os.ErrNotExist):
-		logger.Warn("pinned flows unreadable: starting afresh", "dir", dir, "err", err)
+		logger.Warn("pinned flows unreadable: starting afresh", "dir", p.path, "err", err)
 	}
-	return pinState{dir: dir}, removePins(dir)
+	return false, removePins(p.path)
+}
+
+// release lets go of the directory. With unpin, as when the datapath
+// closes normally, the pins go too, and the directory once it is empty, so
+// that no flow state outlives the datapath. Without, as when a load fails,
+// they stay for the next process: a set without its description, pinned
+// last, is replaced.
+func (p *pinDir) release(unpin bool) error {
+	if p == nil {
+		return nil
+	}
+	var err error
+	if unpin {
+		err = removePins(p.path)
+		if rmErr := os.Remove(p.path); err == nil && rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) && !errors.Is(rmErr, unix.ENOTEMPTY) {
+			err = fmt.Errorf("datapath: remove pin directory: %w", rmErr)
+		}
+	}
+	return errors.Join(err, p.lock.Close())
 }
 
 // readPinMeta reads the pinned set's description.
@@ -180,21 +217,6 @@ func removePins(dir string) error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("datapath: remove pins: %w", err)
-	}
-	return nil
-}
-
-// unpin removes the pins of a datapath that closes normally, so that no
-// flow state outlives it, and the directory once it is empty.
-func unpin(dir string) error {
-	if dir == "" {
-		return nil
-	}
-	if err := removePins(dir); err != nil {
-		return err
-	}
-	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.ENOTEMPTY) {
-		return fmt.Errorf("datapath: remove pin directory: %w", err)
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ func loadPinned(t *testing.T, dir string, maxFlows uint32) *Datapath {
 // mappings go, its pins stay.
 func (d *Datapath) abandon(t *testing.T) {
 	t.Helper()
-	d.closeOnce.Do(func() { require.NoError(t, errors.Join(d.table.unmap(), d.objs.Close())) })
+	d.closeOnce.Do(func() { require.NoError(t, errors.Join(d.table.unmap(), d.objs.Close(), d.pins.lock.Close())) })
 }
 
 func pinNames() []string { return append([]string{pinMetaName}, pinnedMaps...) }
@@ -141,9 +141,20 @@ func TestPinDirOffBPFFS(t *testing.T) {
 	nstest.RequireRoot(t)
 	dir := t.TempDir()
 	d := loadPinned(t, dir, 0)
-	assert.Empty(t, d.pinDir)
+	assert.Nil(t, d.pins)
 	handshake(t, d, freshPorts(segment{}), 7, 7)
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	assert.Empty(t, entries)
+}
+
+// TestPinDirHeldByOneDatapath refuses a second datapath on a pin directory
+// in use, and lets the next one in once the first has closed.
+func TestPinDirHeldByOneDatapath(t *testing.T) {
+	dir := bpffsDir(t)
+	first := loadPinned(t, dir, 0)
+	_, err := loadDatapath(true, DefaultBurstGap, DefaultMaxFlows, dir, quietLogger(), "test")
+	require.ErrorIs(t, err, ErrPinDirInUse)
+	require.NoError(t, first.Close())
+	loadPinned(t, dir, 0)
 }
