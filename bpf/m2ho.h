@@ -239,7 +239,6 @@ enum counter_id {
 	CNT_REWRITE_FAILED,    /* checksum or store helper failed: passed */
 	CNT_DUPACK_SUPPRESSED, /* duplicate ACK dropped */
 	CNT_FLOW_RELEASED,     /* flow left suppression by its own ACK */
-	CNT_FLOW_CLOSED,       /* connection ended: RST, or the peer's FIN acknowledged */
 	CNT_CLAMP_EXPIRED,     /* clamp policy passed its deadline */
 	CNT_SUPPRESS_EXPIRED,  /* suppression passed its deadline */
 	CNT_SNAPSHOTS,         /* per-flow epoch snapshots taken */
@@ -248,6 +247,7 @@ enum counter_id {
 	CNT_RTT_SAMPLES,       /* ingress TSecr matched */
 	CNT_BURSTS,            /* bursts emitted */
 	CNT_BURST_LOST,        /* ring buffer full: burst dropped */
+	CNT_FLOW_CLOSED,       /* connection ended: RST, or the peer's FIN acknowledged */
 	CNT_MAX,
 };
 

@@ -67,15 +67,15 @@ const (
 	m2hoCounterIdCNT_REWRITE_FAILED    m2hoCounterId = 13
 	m2hoCounterIdCNT_DUPACK_SUPPRESSED m2hoCounterId = 14
 	m2hoCounterIdCNT_FLOW_RELEASED     m2hoCounterId = 15
-	m2hoCounterIdCNT_FLOW_CLOSED       m2hoCounterId = 16
-	m2hoCounterIdCNT_CLAMP_EXPIRED     m2hoCounterId = 17
-	m2hoCounterIdCNT_SUPPRESS_EXPIRED  m2hoCounterId = 18
-	m2hoCounterIdCNT_SNAPSHOTS         m2hoCounterId = 19
-	m2hoCounterIdCNT_TS_STAMPED        m2hoCounterId = 20
-	m2hoCounterIdCNT_TS_UNSTAMPED      m2hoCounterId = 21
-	m2hoCounterIdCNT_RTT_SAMPLES       m2hoCounterId = 22
-	m2hoCounterIdCNT_BURSTS            m2hoCounterId = 23
-	m2hoCounterIdCNT_BURST_LOST        m2hoCounterId = 24
+	m2hoCounterIdCNT_CLAMP_EXPIRED     m2hoCounterId = 16
+	m2hoCounterIdCNT_SUPPRESS_EXPIRED  m2hoCounterId = 17
+	m2hoCounterIdCNT_SNAPSHOTS         m2hoCounterId = 18
+	m2hoCounterIdCNT_TS_STAMPED        m2hoCounterId = 19
+	m2hoCounterIdCNT_TS_UNSTAMPED      m2hoCounterId = 20
+	m2hoCounterIdCNT_RTT_SAMPLES       m2hoCounterId = 21
+	m2hoCounterIdCNT_BURSTS            m2hoCounterId = 22
+	m2hoCounterIdCNT_BURST_LOST        m2hoCounterId = 23
+	m2hoCounterIdCNT_FLOW_CLOSED       m2hoCounterId = 24
 	m2hoCounterIdCNT_MAX               m2hoCounterId = 25
 )
 
