@@ -33,14 +33,20 @@ type pinMeta struct {
 	HashSeed uint64
 }
 
-// flowLayout identifies the layout of the pinned maps' keys and values:
-// a program built with another layout must not read them.
-var flowLayout = layoutDigest(m2hoFlowKey{}, m2hoFlowBucket{}, m2hoPolicy{}, uint32(flowBucketSlots))
+// pinFormat is bumped whenever the meaning of the pinned values changes
+// while their layout stays: a program must not read pins whose values it
+// would misread.
+const pinFormat = 1
 
-// layoutDigest hashes the names, offsets and types of the values' fields,
-// recursively.
-func layoutDigest(values ...any) uint64 {
+// flowLayout identifies the format and the layout of the pinned maps' keys
+// and values.
+var flowLayout = layoutDigest(pinFormat, m2hoFlowKey{}, m2hoFlowBucket{}, m2hoPolicy{})
+
+// layoutDigest hashes the format and the names, offsets and types of the
+// values' fields, recursively.
+func layoutDigest(format int, values ...any) uint64 {
 	h := fnv.New64a()
+	fmt.Fprintf(h, "format %d;", format)
 	var describe func(reflect.Type)
 	describe = func(t reflect.Type) {
 		fmt.Fprintf(h, "%s/%d{", t.Kind(), t.Size())
@@ -58,12 +64,7 @@ func layoutDigest(values ...any) uint64 {
 		fmt.Fprint(h, "}")
 	}
 	for _, v := range values {
-		switch v := v.(type) {
-		case uint32:
-			fmt.Fprintf(h, "=%d", v)
-		default:
-			describe(reflect.TypeOf(v))
-		}
+		describe(reflect.TypeOf(v))
 	}
 	return h.Sum64()
 }
@@ -170,34 +171,27 @@ func readPinMeta(dir string) (pinMeta, error) {
 		return meta, err
 	}
 	defer m.Close()
-	var raw []byte
-	if err := m.Lookup(uint32(0), &raw); err != nil {
+	if err := m.Lookup(uint32(0), &meta); err != nil {
 		return meta, fmt.Errorf("read %s: %w", pinMetaName, err)
 	}
-	if len(raw) != binary.Size(meta) {
-		return meta, fmt.Errorf("%s holds %d bytes, want %d", pinMetaName, len(raw), binary.Size(meta))
-	}
-	meta.Layout = binary.NativeEndian.Uint64(raw)
-	meta.HashSeed = binary.NativeEndian.Uint64(raw[8:])
 	return meta, nil
 }
 
 // pinMetaOf pins the description of a freshly pinned set, last: until it
 // exists, the next load starts afresh.
 func pinMetaOf(dir string, spec *ebpf.CollectionSpec) error {
-	var seed uint64
-	if err := spec.Variables[m2hoVarCfgFlowHashSeed].Get(&seed); err != nil {
+	meta := pinMeta{Layout: flowLayout}
+	if err := spec.Variables[m2hoVarCfgFlowHashSeed].Get(&meta.HashSeed); err != nil {
 		return fmt.Errorf("datapath: read %s: %w", m2hoVarCfgFlowHashSeed, err)
 	}
 	m, err := ebpf.NewMap(&ebpf.MapSpec{
-		Name: pinMetaName, Type: ebpf.Array, KeySize: 4, ValueSize: uint32(binary.Size(pinMeta{})), MaxEntries: 1,
+		Name: pinMetaName, Type: ebpf.Array, KeySize: 4, ValueSize: uint32(binary.Size(meta)), MaxEntries: 1,
 	})
 	if err != nil {
 		return fmt.Errorf("datapath: create %s: %w", pinMetaName, err)
 	}
 	defer m.Close()
-	raw := binary.NativeEndian.AppendUint64(binary.NativeEndian.AppendUint64(nil, flowLayout), seed)
-	if err := m.Update(uint32(0), raw, ebpf.UpdateAny); err != nil {
+	if err := m.Update(uint32(0), meta, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("datapath: write %s: %w", pinMetaName, err)
 	}
 	if err := m.Pin(filepath.Join(dir, pinMetaName)); err != nil {

@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -105,8 +104,7 @@ func TestPinnedFlowsReplaced(t *testing.T) {
 			m, err := ebpf.LoadPinnedMap(filepath.Join(dir, pinMetaName), nil)
 			require.NoError(t, err)
 			defer m.Close()
-			raw := binary.NativeEndian.AppendUint64(binary.NativeEndian.AppendUint64(nil, flowLayout+1), 0)
-			require.NoError(t, m.Update(uint32(0), raw, ebpf.UpdateAny))
+			require.NoError(t, m.Update(uint32(0), pinMeta{Layout: flowLayout + 1}, ebpf.UpdateAny))
 		}},
 		{"no description", 1024, func(t *testing.T, dir string) {
 			require.NoError(t, os.Remove(filepath.Join(dir, pinMetaName)))
@@ -157,4 +155,20 @@ func TestPinDirHeldByOneDatapath(t *testing.T) {
 	require.ErrorIs(t, err, ErrPinDirInUse)
 	require.NoError(t, first.Close())
 	loadPinned(t, dir, 0)
+}
+
+// TestLayoutDigest tells layouts and formats apart.
+func TestLayoutDigest(t *testing.T) {
+	type a struct{ X, Y uint32 }
+	type b struct{ X, Z uint32 }
+	type c struct {
+		X uint32
+		Y uint64
+	}
+	base := layoutDigest(1, a{})
+	assert.Equal(t, base, layoutDigest(1, a{}))
+	assert.NotEqual(t, base, layoutDigest(2, a{}), "another format")
+	assert.NotEqual(t, base, layoutDigest(1, b{}), "a renamed field")
+	assert.NotEqual(t, base, layoutDigest(1, c{}), "a wider field")
+	assert.NotEqual(t, layoutDigest(1, [2]a{}), layoutDigest(1, [3]a{}), "a longer array")
 }
