@@ -43,6 +43,24 @@ func RequireRoot(tb testing.TB) {
 	}
 }
 
+// MountBPFFS mounts a BPF filesystem of the test's own on a temporary
+// directory and returns it; the mount goes with the test, and with it
+// whatever the test left pinned. It stays visible to commands run under
+// "ip netns exec", whose fresh /sys has no /sys/fs/bpf.
+func MountBPFFS(tb testing.TB) (string, error) {
+	tb.Helper()
+	dir := tb.TempDir()
+	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+		return "", fmt.Errorf("mount a BPF filesystem on %s: %w", dir, err)
+	}
+	tb.Cleanup(func() {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			tb.Errorf("unmount the BPF filesystem on %s: %v", dir, err)
+		}
+	})
+	return dir, nil
+}
+
 // UniqueSuffix returns 6 random hex digits, for names that must not collide
 // with those of concurrently running tests.
 func UniqueSuffix() string {

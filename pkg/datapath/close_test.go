@@ -102,13 +102,10 @@ func TestFlowClosed(t *testing.T) {
 // flowOf is the tracked flow of fixture segment s.
 func flowOf(t *testing.T, d *Datapath, s segment) Flow {
 	t.Helper()
-	flows, err := d.Flows()
+	f, ok, err := trackedFlow(d, func(f Flow) bool {
+		return f.Local.Port() == s.localPort && f.Remote.Port() == s.remotePort
+	})
 	require.NoError(t, err)
-	for _, fl := range flows {
-		if fl.Local.Port() == s.localPort && fl.Remote.Port() == s.remotePort {
-			return fl
-		}
-	}
-	require.Failf(t, "flow not tracked", "ports %d-%d", s.localPort, s.remotePort)
-	return Flow{}
+	require.True(t, ok, "no flow tracked for ports %d-%d", s.localPort, s.remotePort)
+	return f
 }

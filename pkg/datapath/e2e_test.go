@@ -31,15 +31,10 @@ func openIn(t *testing.T, ns *nstest.NS, opts Options) *Datapath {
 
 func flowFrom(t *testing.T, dp *Datapath, local string) Flow {
 	t.Helper()
-	flows, err := dp.Flows()
+	f, ok, err := trackedFlow(dp, func(f Flow) bool { return f.Local.Addr().String() == local && f.Remote.Port() == uePort })
 	require.NoError(t, err)
-	for _, f := range flows {
-		if f.Local.Addr().String() == local && f.Remote.Port() == uePort {
-			return f
-		}
-	}
-	require.Failf(t, "flow not found", "no flow from %s in %v", local, flows)
-	return Flow{}
+	require.True(t, ok, "no flow from %s", local)
+	return f
 }
 
 // TestE2EClampRTTAndExpiry runs a CUBIC bulk download over the raw-IP
@@ -252,16 +247,8 @@ func TestE2EFlowsClose(t *testing.T) {
 
 	closed := func(name string) func() bool {
 		return func() bool {
-			flows, err := dp.Flows()
-			if err != nil {
-				return false
-			}
-			for _, f := range flows {
-				if f.Local.String() == conns[name].LocalAddr().String() {
-					return f.Closed
-				}
-			}
-			return false
+			f, ok, err := trackedFlow(dp, func(f Flow) bool { return f.Local.String() == conns[name].LocalAddr().String() })
+			return err == nil && ok && f.Closed
 		}
 	}
 	assert.Eventually(t, closed("server closes"), 5*time.Second, 10*time.Millisecond, "the host acknowledged the server's FIN")

@@ -29,14 +29,39 @@ func loadDetached(tb testing.TB, rawIP bool, maxFlows uint32) *Datapath {
 
 func loadDetachedWithGap(tb testing.TB, rawIP bool, maxFlows uint32, burstGap time.Duration) *Datapath {
 	tb.Helper()
+	d, err := tryLoadDetached(tb, rawIP, maxFlows, burstGap, "")
+	require.NoError(tb, err)
+	return d
+}
+
+// tryLoadDetached loads the programs without attaching them, with their
+// flow state pinned in pinDir when set, and closes them after the test.
+func tryLoadDetached(tb testing.TB, rawIP bool, maxFlows uint32, burstGap time.Duration, pinDir string) (*Datapath, error) {
+	tb.Helper()
 	nstest.RequireRoot(tb)
 	if maxFlows == 0 {
 		maxFlows = DefaultMaxFlows
 	}
-	d, err := loadDatapath(rawIP, burstGap, maxFlows, "", quietLogger(), "test")
-	require.NoError(tb, err)
+	d, err := loadDatapath(rawIP, burstGap, maxFlows, pinDir, quietLogger(), "test")
+	if err != nil {
+		return nil, err
+	}
 	tb.Cleanup(func() { _ = d.Close() })
-	return d
+	return d, nil
+}
+
+// trackedFlow returns the first tracked flow that match accepts.
+func trackedFlow(d *Datapath, match func(Flow) bool) (Flow, bool, error) {
+	flows, err := d.Flows()
+	if err != nil {
+		return Flow{}, false, err
+	}
+	for _, f := range flows {
+		if match(f) {
+			return f, true, nil
+		}
+	}
+	return Flow{}, false, nil
 }
 
 // Verdicts as the programs return them: TC_ACT_UNSPEC lets the packet go

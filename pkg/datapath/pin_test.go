@@ -14,29 +14,22 @@ import (
 	"github.com/m2ho/m2ho/internal/nstest"
 )
 
-// bpffsDir is a fresh directory on the BPF filesystem, removed after the
-// test.
+// bpffsDir is a directory, not yet made, on a BPF filesystem of the
+// test's own, as m2hod pins in a directory per interface.
 func bpffsDir(t *testing.T) string {
 	t.Helper()
 	nstest.RequireRoot(t)
-	const base = "/sys/fs/bpf"
-	if ok, err := isBPFFS(base); err != nil || !ok {
-		t.Skipf("no BPF filesystem at %s", base)
+	mount, err := nstest.MountBPFFS(t)
+	if err != nil {
+		t.Skip(err)
 	}
-	dir, err := os.MkdirTemp(base, "m2ho-test-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
+	return filepath.Join(mount, "wwan0")
 }
 
 func loadPinned(t *testing.T, dir string, maxFlows uint32) *Datapath {
 	t.Helper()
-	if maxFlows == 0 {
-		maxFlows = DefaultMaxFlows
-	}
-	d, err := loadDatapath(true, DefaultBurstGap, maxFlows, dir, quietLogger(), "test")
+	d, err := tryLoadDetached(t, true, maxFlows, DefaultBurstGap, dir)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = d.Close() })
 	return d
 }
 
@@ -89,6 +82,7 @@ func TestPinnedFlowsSurviveAnUncleanExit(t *testing.T) {
 	for _, name := range pinNames() {
 		assert.NoFileExists(t, filepath.Join(dir, name))
 	}
+	assert.NoDirExists(t, dir)
 }
 
 // TestPinnedFlowsReplaced starts afresh when the pins cannot be read as
@@ -151,7 +145,7 @@ func TestPinDirOffBPFFS(t *testing.T) {
 func TestPinDirHeldByOneDatapath(t *testing.T) {
 	dir := bpffsDir(t)
 	first := loadPinned(t, dir, 0)
-	_, err := loadDatapath(true, DefaultBurstGap, DefaultMaxFlows, dir, quietLogger(), "test")
+	_, err := tryLoadDetached(t, true, 0, DefaultBurstGap, dir)
 	require.ErrorIs(t, err, ErrPinDirInUse)
 	require.NoError(t, first.Close())
 	loadPinned(t, dir, 0)

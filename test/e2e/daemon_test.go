@@ -34,14 +34,20 @@ func clampedTo(limit uint32) func(uint32) bool {
 	return func(w uint32) bool { return w <= limit }
 }
 
+// stateDirWithHistory is a state directory in which cell B's buffer is
+// already learnt.
+func stateDirWithHistory(t *testing.T) string {
+	stateDir := t.TempDir()
+	seedCells(t, stateDir, estimator.CellRecord{Cell: sub6B, BufferBytes: targetBuffer, Bursts: 10, Updated: time.Now()})
+	return stateDir
+}
+
 // startWithHistory starts m2hod with cell B's buffer already learnt and a
 // download running, captured on the wire, whose window is well above B's
 // buffer.
 func startWithHistory(t *testing.T, extra ...string) (*daemonProc, *download, *ackCapture) {
 	b := newBed(t)
-	stateDir := t.TempDir()
-	seedCells(t, stateDir, estimator.CellRecord{Cell: sub6B, BufferBytes: targetBuffer, Bursts: 10, Updated: time.Now()})
-	d := b.startDaemon(t, stateDir, extra...)
+	d := b.startDaemon(t, stateDirWithHistory(t), extra...)
 	wire := b.captureACKs(t)
 	dl := b.startDownload(t, pacing)
 	dl.waitWindow(5*time.Second, "open", unclamped)
@@ -107,6 +113,21 @@ func TestCommandAndCompletionDriveSmoothing(t *testing.T) {
 	dl.waitWindow(time.Second, "open again", unclamped)
 }
 
+// startHeldHandover runs m2hod with the longest Smoothing allowed and a
+// download, predicts and commands a handover to cell B, waits for the
+// clamp, then pauses the download until it is drained: the downlink is
+// held as the cells hold it across the completion, which the caller sends.
+func startHeldHandover(t *testing.T) (*daemonProc, *download) {
+	t.Helper()
+	d, dl, _ := startWithHistory(t, "--smoothing-max", "190ms")
+	d.send(measReport(diag.EventA3, sub6A, sub6B))
+	d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
+	dl.waitWindow(time.Second, "clamped", clampedTo(targetBuffer))
+	dl.paused.Store(true)
+	dl.waitDrained(2 * time.Second)
+	return d, dl
+}
+
 // TestSmoothingWaitsForForwardedData holds the downlink across the
 // completion, as the cells do until the forwarded data reaches the target:
 // while no packet of the flow has come in the new epoch, the flow has
@@ -114,13 +135,7 @@ func TestCommandAndCompletionDriveSmoothing(t *testing.T) {
 // flows, Smoothing ends by what the data shows (the flow's own ACK
 // releases it, or the first burst ends), not on its bound.
 func TestSmoothingWaitsForForwardedData(t *testing.T) {
-	d, dl, _ := startWithHistory(t, "--smoothing-max", "190ms")
-
-	d.send(measReport(diag.EventA3, sub6A, sub6B))
-	d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
-	dl.waitWindow(time.Second, "clamped", clampedTo(targetBuffer))
-	dl.paused.Store(true)
-	dl.waitDrained(2 * time.Second)
+	d, dl := startHeldHandover(t)
 	d.send(hoComplete(sub6B))
 	d.waitLog(time.Second, "to=smoothing")
 	// five ticks of the daemon's loop, each asking which flows are pending
@@ -144,13 +159,7 @@ func TestSmoothingWaitsForForwardedData(t *testing.T) {
 // will arrive on the flow and Smoothing, with no other flow, ends at once
 // instead of lasting to its bound.
 func TestSmoothingSkipsClosedConnections(t *testing.T) {
-	d, dl, _ := startWithHistory(t, "--smoothing-max", "190ms")
-
-	d.send(measReport(diag.EventA3, sub6A, sub6B))
-	d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
-	dl.waitWindow(time.Second, "clamped", clampedTo(targetBuffer))
-	dl.paused.Store(true)
-	dl.waitDrained(2 * time.Second)
+	d, dl := startHeldHandover(t)
 	require.NoError(t, dl.sender.Close())
 	d.waitStatus(2*time.Second, "the flow closed", func(s status) bool {
 		return s.Datapath.Counters["FlowsClosed"] == 1
@@ -250,17 +259,10 @@ func TestObserveModeChangesNoPacket(t *testing.T) {
 }
 
 func TestSIGKILLWhileSuppressingRecovers(t *testing.T) {
-	// The longest Smoothing allowed leaves time to kill inside it.
-	d, dl, _ := startWithHistory(t, "--smoothing-max", "190ms")
-
-	d.send(measReport(diag.EventA3, sub6A, sub6B))
-	d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
-	dl.waitWindow(time.Second, "clamped", clampedTo(targetBuffer))
-	// With the sender paused and drained no ACK passes the pre-handover
-	// sequence, so no flow releases itself and Smoothing lasts its full
-	// duration.
-	dl.paused.Store(true)
-	dl.waitDrained(2 * time.Second)
+	// The longest Smoothing allowed leaves time to kill inside it. With the
+	// sender paused and drained no ACK passes the pre-handover sequence,
+	// so no flow releases itself and Smoothing lasts its full duration.
+	d, dl := startHeldHandover(t)
 	d.send(hoComplete(sub6B))
 	// The daemon's log shows the transition at once, faster than /status.
 	d.waitLog(time.Second, "to=smoothing")
@@ -283,10 +285,9 @@ func TestSIGKILLWhileSuppressingRecovers(t *testing.T) {
 func TestRestartAfterSIGKILLStillClamps(t *testing.T) {
 	b := newBed(t)
 	if b.pinDir == "" {
-		t.Skip("no BPF filesystem at /sys/fs/bpf to pin the flows in")
+		t.Skip("no BPF filesystem to pin the flows in")
 	}
-	stateDir := t.TempDir()
-	seedCells(t, stateDir, estimator.CellRecord{Cell: sub6B, BufferBytes: targetBuffer, Bursts: 10, Updated: time.Now()})
+	stateDir := stateDirWithHistory(t)
 	first := b.startDaemon(t, stateDir)
 	dl := b.startDownload(t, pacing)
 	dl.waitWindow(5*time.Second, "open", unclamped)

@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
@@ -76,23 +75,12 @@ func newBed(t testing.TB) *bed {
 	// MTU-sized segments on the wire, as on a modem link.
 	require.NoError(t, b.server.SetOffloads(ctx, serverIface, false))
 	require.NoError(t, b.ue.SetOffloads(ctx, modemIface, false))
-	b.pinDir = bpffsTempDir(t)
-	return b
-}
-
-// bpffsTempDir is a BPF filesystem of the test's own, mounted on a
-// temporary directory: m2hod runs under "ip netns exec", which mounts a
-// fresh /sys without /sys/fs/bpf, and unmounting frees whatever a killed
-// daemon left pinned. Empty when the mount fails.
-func bpffsTempDir(t testing.TB) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
-		t.Logf("no BPF filesystem for the pins: %v", err)
-		return ""
+	pinDir, err := nstest.MountBPFFS(t)
+	if err != nil {
+		t.Logf("daemons run unpinned: %v", err)
 	}
-	t.Cleanup(func() { assert.NoError(t, unix.Unmount(dir, unix.MNT_DETACH)) })
-	return dir
+	b.pinDir = pinDir
+	return b
 }
 
 // seedCells writes cell records into a state directory, as a previous run
