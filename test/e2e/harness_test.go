@@ -115,12 +115,13 @@ func (b *lockedBuffer) String() string {
 
 // daemonProc is m2hod running in the ue namespace.
 type daemonProc struct {
-	t        testing.TB
-	cmd      *exec.Cmd
-	log      *lockedBuffer
+	t   testing.TB
+	cmd *exec.Cmd // nil when a service manager runs the daemon
+	log fmt.Stringer
+	// http and diagConn reach the daemon from inside the ue namespace.
 	http     *http.Client
 	diagConn net.Conn
-	exited   chan struct{}
+	exited   chan struct{} // closed when cmd has exited; nil without cmd
 	exitErr  error
 	stateDir string
 }
@@ -132,9 +133,10 @@ func (b *bed) startDaemon(t testing.TB, stateDir string, extra ...string) *daemo
 	t.Helper()
 	args := append([]string{"--iface", modemIface, "--diag", "udp://" + diagAddr, "--listen", httpAddr,
 		"--state-dir", stateDir, "--pin-dir", b.pinDir, "--log-level", "debug"}, extra...)
-	d := &daemonProc{t: t, log: &lockedBuffer{}, exited: make(chan struct{}), stateDir: stateDir}
+	log := &lockedBuffer{}
+	d := &daemonProc{t: t, log: log, exited: make(chan struct{}), stateDir: stateDir}
 	d.cmd = b.ue.Command(context.Background(), m2hodBin, args...)
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	d.cmd.Stdout, d.cmd.Stderr = log, log
 	require.NoError(t, d.cmd.Start())
 	go func() {
 		d.exitErr = d.cmd.Wait()
@@ -159,13 +161,22 @@ func (b *bed) startDaemon(t testing.TB, stateDir string, extra ...string) *daemo
 		}
 	})
 
+	d.connect(b.ue)
+	return d
+}
+
+// connect opens the HTTP client and the diag socket from inside ns and
+// waits until /healthz answers.
+func (d *daemonProc) connect(ns *nstest.NS) {
+	t := d.t
+	t.Helper()
 	d.http = &http.Client{
 		Timeout: 5 * time.Second,
 		Transport: &http.Transport{
 			DisableKeepAlives: true,
 			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				var conn net.Conn
-				err := b.ue.Do(func() error {
+				err := ns.Do(func() error {
 					var err error
 					conn, err = (&net.Dialer{}).DialContext(ctx, network, addr)
 					return err
@@ -174,20 +185,27 @@ func (b *bed) startDaemon(t testing.TB, stateDir string, extra ...string) *daemo
 			},
 		},
 	}
-	require.NoError(t, b.ue.Do(func() error {
+	require.NoError(t, ns.Do(func() error {
 		var err error
 		d.diagConn, err = net.Dial("udp", diagAddr)
 		return err
 	}))
 	t.Cleanup(func() { d.diagConn.Close() })
+	d.waitHealthy(15 * time.Second)
+}
 
-	deadline := time.Now().Add(15 * time.Second)
+// waitHealthy waits until /healthz answers, failing if the daemon exits
+// first.
+func (d *daemonProc) waitHealthy(timeout time.Duration) {
+	t := d.t
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	for {
 		resp, err := d.http.Get("http://" + httpAddr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return d
+				return
 			}
 		}
 		select {
@@ -196,7 +214,7 @@ func (b *bed) startDaemon(t testing.TB, stateDir string, extra ...string) *daemo
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("m2hod not healthy after 15 s:\n%s", d.log.String())
+			t.Fatalf("m2hod not healthy after %v:\n%s", timeout, d.log.String())
 		}
 	}
 }
