@@ -227,8 +227,20 @@ func loadDatapath(rawIP bool, burstGap time.Duration, maxFlows uint32, pinPath s
 		return nil, err
 	}
 	objs, takeover, err := load(rawIP, burstGap, maxFlows, pins, logger)
+	if err != nil && pins != nil {
+		// Pins that cannot be taken over, removed or made must not cost
+		// the datapath itself: load again without them. Whatever they
+		// left stays for the next process, which replaces a set without
+		// its description.
+		logger.Warn("cannot use the pin directory: "+unpinnedConsequence, "dir", pins.path, "err", err)
+		if releaseErr := pins.release(false); releaseErr != nil {
+			logger.Warn("releasing the pin directory", "dir", pins.path, "err", releaseErr)
+		}
+		pins = nil
+		objs, takeover, err = load(rawIP, burstGap, maxFlows, nil, logger)
+	}
 	if err != nil {
-		return nil, errors.Join(err, pins.release(false))
+		return nil, err
 	}
 	table, err := mapFlowTable(objs.FlowTable)
 	if err != nil {

@@ -90,34 +90,39 @@ type pinDir struct {
 
 // openPinDir makes and locks the pin directory. Pinning only carries flows
 // over a restart, and the datapath works all the same without it, so a
-// directory that cannot be made, or lies off a BPF filesystem, leaves
-// everything unpinned (nil) with a warning. A directory another process
-// holds is an error.
+// directory that cannot be made, opened or locked, or lies off a BPF
+// filesystem, leaves everything unpinned (nil) with a warning. A directory
+// another process holds is an error.
 func openPinDir(path string, logger *slog.Logger) (*pinDir, error) {
 	if path == "" {
 		return nil, nil
 	}
 	if err := os.MkdirAll(path, 0o700); err != nil {
-		logger.Warn("cannot create the pin directory: flows will not survive a restart", "dir", path, "err", err)
+		logger.Warn("cannot create the pin directory: "+unpinnedConsequence, "dir", path, "err", err)
 		return nil, nil
 	}
 	if bpffs, err := isBPFFS(path); err != nil || !bpffs {
-		logger.Warn("pin directory is not on a BPF filesystem: flows will not survive a restart", "dir", path, "err", err)
+		logger.Warn("pin directory is not on a BPF filesystem: "+unpinnedConsequence, "dir", path, "err", err)
 		return nil, nil
 	}
 	lock, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("datapath: open the pin directory: %w", err)
+		logger.Warn("cannot open the pin directory: "+unpinnedConsequence, "dir", path, "err", err)
+		return nil, nil
 	}
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		lock.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, fmt.Errorf("%w: %s", ErrPinDirInUse, path)
 		}
-		return nil, fmt.Errorf("datapath: lock the pin directory: %w", err)
+		logger.Warn("cannot lock the pin directory: "+unpinnedConsequence, "dir", path, "err", err)
+		return nil, nil
 	}
 	return &pinDir{path: path, lock: lock}, nil
 }
+
+// unpinnedConsequence ends every warning about a datapath left unpinned.
+const unpinnedConsequence = "flows will not survive a restart"
 
 // prepare sets spec up to load its flow state pinned in the directory: it
 // takes over a complete set of pins of the same layout, giving the

@@ -127,6 +127,45 @@ func TestPinnedFlowsReplaced(t *testing.T) {
 	}
 }
 
+// TestPinsUnusable runs unpinned, leaving the pins as they are, when the
+// pinned set can neither be taken over nor replaced.
+func TestPinsUnusable(t *testing.T) {
+	// replaceByDirectory puts a directory that cannot be removed in the
+	// place of one pin.
+	replaceByDirectory := func(name string) func(t *testing.T, dir string) {
+		return func(t *testing.T, dir string) {
+			require.NoError(t, os.Remove(filepath.Join(dir, name)))
+			require.NoError(t, os.MkdirAll(filepath.Join(dir, name, "inside"), 0o700))
+		}
+	}
+	tests := []struct {
+		name  string
+		spoil func(t *testing.T, dir string)
+		kept  string
+	}{
+		{"description not a map", replaceByDirectory(pinMetaName), pinMetaName},
+		{"flow index not a map", replaceByDirectory(m2hoMapFlowIndex), m2hoMapFlowIndex},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := bpffsDir(t)
+			first := loadPinned(t, dir, 1024)
+			handshake(t, first, freshPorts(segment{}), 7, 7)
+			first.abandon(t)
+			tt.spoil(t, dir)
+
+			second := loadPinned(t, dir, 1024)
+			assert.Nil(t, second.pins, "unpinned")
+			handshake(t, second, freshPorts(segment{}), 7, 7)
+			flows, err := second.Flows()
+			require.NoError(t, err)
+			assert.Len(t, flows, 1, "the datapath works, with a table of its own")
+			assert.DirExists(t, filepath.Join(dir, tt.kept, "inside"), "what it could not use is left alone")
+			require.NoError(t, second.Close())
+		})
+	}
+}
+
 // TestPinDirOffBPFFS runs unpinned, and pins nothing, when the directory
 // cannot hold pins.
 func TestPinDirOffBPFFS(t *testing.T) {

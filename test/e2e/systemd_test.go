@@ -263,8 +263,14 @@ func TestSystemdUnit(t *testing.T) {
 			dl.waitWindow(5*time.Second, "open", unclamped)
 			d.waitStatus(2*time.Second, "the download tracked", func(s status) bool { return s.Datapath.Flows == 1 })
 
-			// A crash: systemd restarts the daemon, which takes over the flows.
+			// A crash: systemd restarts the daemon, which takes over the
+			// flows. The pins change owner in between, as when the
+			// transient user had another id in the crashed run.
 			sd.systemctl("kill", "--signal=KILL", "m2hod.service")
+			_, err = sd.run("chown", "-R", "12345:12345", "/sys/fs/bpf/m2ho")
+			require.NoError(t, err)
+			require.Equal(t, "0", sd.systemctl("show", "--property=NRestarts", "--value", "m2hod.service"),
+				"the pins changed owner before the restart (RestartSec=2s)")
 			deadline := time.Now().Add(15 * time.Second)
 			for sd.systemctl("show", "--property=NRestarts", "--value", "m2hod.service") != "1" {
 				require.True(t, time.Now().Before(deadline), "systemd did not restart m2hod after SIGKILL")
