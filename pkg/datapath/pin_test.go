@@ -40,6 +40,17 @@ func (d *Datapath) abandon(t *testing.T) {
 	d.closeOnce.Do(func() { require.NoError(t, errors.Join(d.table.unmap(), d.objs.Close(), d.pins.lock.Close())) })
 }
 
+// abandonedPins is a BPF filesystem directory holding the pins of a
+// datapath with one flow that went away without closing.
+func abandonedPins(t *testing.T) string {
+	t.Helper()
+	dir := bpffsDir(t)
+	first := loadPinned(t, dir, 1024)
+	handshake(t, first, freshPorts(segment{}), 7, 7)
+	first.abandon(t)
+	return dir
+}
+
 func pinNames() []string { return append([]string{pinMetaName}, pinnedMaps...) }
 
 // TestPinnedFlowsSurviveAnUncleanExit takes over the flows of a datapath
@@ -106,10 +117,7 @@ func TestPinnedFlowsReplaced(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := bpffsDir(t)
-			first := loadPinned(t, dir, 1024)
-			handshake(t, first, freshPorts(segment{}), 7, 7)
-			first.abandon(t)
+			dir := abandonedPins(t)
 			tt.spoil(t, dir)
 
 			second := loadPinned(t, dir, tt.maxFlows)
@@ -148,10 +156,7 @@ func TestPinsUnusable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := bpffsDir(t)
-			first := loadPinned(t, dir, 1024)
-			handshake(t, first, freshPorts(segment{}), 7, 7)
-			first.abandon(t)
+			dir := abandonedPins(t)
 			tt.spoil(t, dir)
 
 			second := loadPinned(t, dir, 1024)

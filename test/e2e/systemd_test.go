@@ -202,6 +202,12 @@ func (sd *systemdContainer) systemctl(args ...string) string {
 	return out
 }
 
+// property is one property of m2hod.service, as systemctl shows it.
+func (sd *systemdContainer) property(name string) string {
+	sd.t.Helper()
+	return sd.systemctl("show", "--property="+name, "--value", "m2hod.service")
+}
+
 // file reads one of the logs; empty when it does not exist.
 func (sd *systemdContainer) file(name string) string {
 	data, _ := os.ReadFile(filepath.Join(sd.out, name))
@@ -269,10 +275,10 @@ func TestSystemdUnit(t *testing.T) {
 			sd.systemctl("kill", "--signal=KILL", "m2hod.service")
 			_, err = sd.run("chown", "-R", "12345:12345", "/sys/fs/bpf/m2ho")
 			require.NoError(t, err)
-			require.Equal(t, "0", sd.systemctl("show", "--property=NRestarts", "--value", "m2hod.service"),
+			require.Equal(t, "0", sd.property("NRestarts"),
 				"the pins changed owner before the restart (RestartSec=2s)")
 			deadline := time.Now().Add(15 * time.Second)
-			for sd.systemctl("show", "--property=NRestarts", "--value", "m2hod.service") != "1" {
+			for sd.property("NRestarts") != "1" {
 				require.True(t, time.Now().Before(deadline), "systemd did not restart m2hod after SIGKILL")
 				time.Sleep(50 * time.Millisecond)
 			}
@@ -285,7 +291,7 @@ func TestSystemdUnit(t *testing.T) {
 			assert.Zero(t, d.status().Datapath.Counters["NoWScale"], "the window scale survived the restart")
 
 			sd.systemctl("stop", "m2hod.service")
-			assert.Equal(t, "inactive", sd.systemctl("show", "--property=ActiveState", "--value", "m2hod.service"))
+			assert.Equal(t, "inactive", sd.property("ActiveState"))
 			assert.Contains(t, d.log.String(), "stopping")
 			assert.Zero(t, tcxPrograms(t, b), "nothing left on the interface")
 			left, err := sd.run("find", "/sys/fs/bpf/m2ho", "-mindepth", "1")
