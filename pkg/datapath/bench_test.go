@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -9,9 +10,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
@@ -88,33 +91,168 @@ type packetBench struct {
 	ackFrame, sackFrame, dataFrame, notIPFrame []byte
 	// ackL4Off is the offset of ackFrame's TCP header
 	ackL4Off int
+	// restoredEgress runs the egress program on ackFrame as built, even
+	// when the kernel repeats it on a packet an earlier run clamped
+	restoredEgress *ebpf.Program
+	// rearmedMatch and rearmedNoMatch run the ingress program after
+	// giving the fixture flow one stamp again, which dataFrame's TSecr
+	// matches or not, so that every repeat looks the stamps up
+	rearmedMatch, rearmedNoMatch *ebpf.Program
 }
 
 // newPacketBench loads a detached datapath tracking flows flows: flows-1
 // idle ones, then the fixture flow after its handshake.
-func newPacketBench(b *testing.B, flows int) *packetBench {
-	b.Helper()
-	p := &packetBench{d: loadDetached(b, true, 65536)}
-	b.Cleanup(func() { require.NoError(b, p.d.Close()) })
+func newPacketBench(tb testing.TB, flows int) *packetBench {
+	tb.Helper()
+	p := &packetBench{d: loadDetached(tb, true, 65536)}
+	tb.Cleanup(func() { require.NoError(tb, p.d.Close()) })
 	if flows > 1 {
-		fillFlows(b, p.d, flows-1)
+		fillFlows(tb, p.d, flows-1)
 	}
 	p.s = segment{timestamps: true, tsval: 1000, tsecr: 2000, localPort: 40000, remotePort: 443}
-	handshake(b, p.d, p.s, 7, 7)
+	handshake(tb, p.d, p.s, 7, 7)
 	p.flowKey = fixtureFlowKey(p.s.localPort, p.s.remotePort)
-	p.ackFrame, p.ackL4Off = hostACK(p.s, 65535, 0).build(b)
+	p.ackFrame, p.ackL4Off = hostACK(p.s, 65535, 0).build(tb)
 	// the duplicate ACKs a loss provokes carry SACK blocks after the
 	// timestamps
 	sackACK := hostACK(p.s, 65535, 0)
 	sackACK.sack = true
-	p.sackFrame, _ = sackACK.build(b)
+	p.sackFrame, _ = sackACK.build(tb)
 	p.data = peerData(p.s, 0, 1400)
 	p.data.tsval, p.data.tsecr = 3000, 4000
-	p.dataFrame, _ = p.data.build(b)
+	p.dataFrame, _ = p.data.build(tb)
 	// version nibble 5: rejected at the first byte, so this measures the
 	// fixed cost of running a program under BPF_PROG_RUN
 	p.notIPFrame = append([]byte{0x50}, p.ackFrame[1:]...)
+	p.restoredEgress = referenceTCProgram(tb, restoreAndTailCall(tb, p.d.objs.M2hoEgress, p.ackFrame, p.ackL4Off)...)
+	p.rearmedMatch = referenceTCProgram(tb, p.rearmStampAndTailCall(tb, p.data.tsecr)...)
+	p.rearmedNoMatch = referenceTCProgram(tb, p.rearmStampAndTailCall(tb, p.data.tsecr+1)...)
 	return p
+}
+
+// rearmStampAndTailCall returns the instructions that give the fixture
+// flow a single stamp of tsval, as stampFor does, and tail-call the
+// ingress program. The stamp's sent time is fixed when the program is
+// built; only the RTT sample's value grows with it.
+func (p *packetBench) rearmStampAndTailCall(tb testing.TB, tsval uint32) asm.Instructions {
+	tb.Helper()
+	slot, _ := flowSlot(tb, p.d, p.flowKey)
+	var (
+		bucket m2hoFlowBucket
+		entry  m2hoFlowEntry
+		stamp  m2hoTsStamp
+	)
+	position := int(slot % flowBucketSlots)
+	stateOff := int(unsafe.Offsetof(bucket.Entries)) + position*int(unsafe.Sizeof(entry)) + int(unsafe.Offsetof(entry.State))
+	lastTsecrOff := int16(stateOff + int(unsafe.Offsetof(entry.State.LastTsecr)))
+	stampsOff := int16(stateOff + int(unsafe.Offsetof(entry.State.Stamps)))
+	sent := uint32(monotonicNow()>>m2hoTsStampUnitTS_STAMP_SHIFT) | 1
+	insns := asm.Instructions{
+		asm.StoreImm(asm.RFP, -4, int64(slot/flowBucketSlots), asm.Word),
+		asm.LoadMapPtr(asm.R1, p.d.objs.FlowTable.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -4),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "tail_call"),
+		asm.StoreImm(asm.R0, lastTsecrOff, 0, asm.Word),
+		asm.StoreImm(asm.R0, stampsOff+int16(unsafe.Offsetof(stamp.Tsval)), int64(int32(tsval)), asm.Word),
+	}
+	for i := range entry.State.Stamps {
+		sentOff := stampsOff + int16(i*int(unsafe.Sizeof(stamp))+int(unsafe.Offsetof(stamp.Sent)))
+		sentAt := int64(0) // a free stamp
+		if i == 0 {
+			sentAt = int64(int32(sent))
+		}
+		insns = append(insns, asm.StoreImm(asm.R0, sentOff, sentAt, asm.Word))
+	}
+	call := tailCall(tb, p.d.objs.M2hoIngress)
+	call[0] = call[0].WithSymbol("tail_call")
+	return append(insns, call...)
+}
+
+// TestRestoredEgressClampsEveryRepeat checks what the "_restored" cases of
+// BenchmarkPacket rest on: with the ACK put back before every repeat, the
+// clamp rewrites it every time, and a run's output is the clamped ACK with
+// a valid checksum.
+func TestRestoredEgressClampsEveryRepeat(t *testing.T) {
+	const repeats, clampBytes = 100, 20000
+	p := newPacketBench(t, 1)
+	require.NoError(t, p.d.SetClamp(clampBytes, time.Now().Add(time.Hour)))
+	_, _, err := p.restoredEgress.Benchmark(p.ackFrame, repeats, nil)
+	require.NoError(t, err)
+	c, err := p.d.Counters()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(repeats), c.ClampApplied)
+
+	verdict, out := runProg(t, p.restoredEgress, p.ackFrame)
+	assert.Equal(t, int32(verdictPass), verdict)
+	assert.Equal(t, uint16(clampBytes>>7), tcpWindow(out, p.ackL4Off), "clamped to the bytes at the fixture's scale 7")
+	assert.True(t, tcpChecksumOK(out, p.ackL4Off, false, 0))
+}
+
+// TestRearmedIngressMatchesEveryRepeat checks what the "_rearmed" cases
+// of BenchmarkPacket rest on: every repeat takes an RTT sample when the
+// stamp matches the segment's TSecr, and none when it does not.
+func TestRearmedIngressMatchesEveryRepeat(t *testing.T) {
+	const repeats = 100
+	p := newPacketBench(t, 1)
+	samples := func() uint64 {
+		c, err := p.d.Counters()
+		require.NoError(t, err)
+		return c.RTTSamples
+	}
+	before := samples()
+	_, _, err := p.rearmedNoMatch.Benchmark(p.dataFrame, repeats, nil)
+	require.NoError(t, err)
+	assert.Equal(t, before, samples(), "a stamp the TSecr does not match")
+	_, _, err = p.rearmedMatch.Benchmark(p.dataFrame, repeats, nil)
+	require.NoError(t, err)
+	assert.Equal(t, before+repeats, samples(), "a matching stamp")
+	_, entry := flowSlot(t, p.d, p.flowKey)
+	assert.Equal(t, uint64(before+repeats), entry.State.RttSamples)
+}
+
+// restoreAndTailCall returns the instructions that write back the TCP
+// window and checksum of frame (the TCP header at l4Off) as built, then
+// tail-call target. The kernel repeats a program on one packet, which a
+// clamp rewrites once and then leaves alone; restored, every repeat is the
+// unclamped ACK again, and the clamp rewrites it every time.
+func restoreAndTailCall(tb testing.TB, target *ebpf.Program, frame []byte, l4Off int) asm.Instructions {
+	tb.Helper()
+	const windowOffset = 14 // the window, then the checksum: four bytes
+	asBuilt := binary.NativeEndian.Uint32(frame[l4Off+windowOffset:])
+	return append(storeBytes(l4Off+windowOffset, int64(int32(asBuilt)), asm.Word), tailCall(tb, target)...)
+}
+
+// storeBytes returns the instructions that write value, of size bytes, at
+// offset into the packet whose context is in R6, with bpf_skb_store_bytes.
+func storeBytes(offset int, value int64, size asm.Size) asm.Instructions {
+	return asm.Instructions{
+		asm.StoreImm(asm.RFP, -8, value, size),
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.Mov.Imm(asm.R2, int32(offset)),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, -8),
+		asm.Mov.Imm(asm.R4, int32(size.Sizeof())),
+		asm.Mov.Imm(asm.R5, 0),
+		asm.FnSkbStoreBytes.Call(),
+	}
+}
+
+// tailCall returns the instructions that tail-call target with the context
+// in R6; a failed tail call falls through.
+func tailCall(tb testing.TB, target *ebpf.Program) asm.Instructions {
+	tb.Helper()
+	progs, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.ProgramArray, KeySize: 4, ValueSize: 4, MaxEntries: 1})
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = progs.Close() })
+	require.NoError(tb, progs.Put(uint32(0), target))
+	return asm.Instructions{
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.LoadMapPtr(asm.R2, progs.FD()),
+		asm.Mov.Imm(asm.R3, 0),
+		asm.FnTailCall.Call(),
+	}
 }
 
 // stampFor gives the fixture flow one stamp, of tsval, taken now, and
@@ -188,6 +326,10 @@ const packetRounds = 10
 // stamp, so those run once per syscall ("_single"), which adds the kernel's
 // per-call timer overhead; the "_single" references on unchanged paths
 // measure that overhead, and the difference is the path's own cost.
+// The clamp also runs repeated ("_restored"): a program in front puts the
+// ACK's window and checksum back and tail-calls the egress program, so
+// that every repeat is clamped; against the clamp-off ACK behind the same
+// program, that is what the rewrite adds to an ACK.
 // "empty_program" is BPF_PROG_RUN's own cost, which every figure includes;
 // "clock_read_program" adds one bpf_ktime_get_ns call, the precise clock
 // every ingress packet reads, so the two are the floor under any ingress
@@ -209,6 +351,7 @@ func BenchmarkPacket(b *testing.B) {
 	windowRewriteProg := func(*packetBench) *ebpf.Program { return windowRewrite }
 	egress := func(p *packetBench) *ebpf.Program { return p.d.objs.M2hoEgress }
 	ingress := func(p *packetBench) *ebpf.Program { return p.d.objs.M2hoIngress }
+	restoredEgress := func(p *packetBench) *ebpf.Program { return p.restoredEgress }
 	ack := func(p *packetBench) []byte { return p.ackFrame }
 	sack := func(p *packetBench) []byte { return p.sackFrame }
 	data := func(p *packetBench) []byte { return p.dataFrame }
@@ -233,6 +376,15 @@ func BenchmarkPacket(b *testing.B) {
 				require.NoError(b, p.d.SetClamp(20000, time.Now().Add(time.Hour)))
 			},
 			perRun: noop},
+		// the clamp-off and clamp-on ACK, each put back as built before
+		// every repeat: their difference is what the clamp's rewrite
+		// adds to an ACK while the kernel repeats the program
+		{name: "egress_ack_clamp_off_restored", prog: restoredEgress, frame: ack,
+			setup: func(p *packetBench, b *testing.B) { require.NoError(b, p.d.ClearClamp()) }},
+		{name: "egress_ack_clamp_on_restored", prog: restoredEgress, frame: ack,
+			setup: func(p *packetBench, b *testing.B) {
+				require.NoError(b, p.d.SetClamp(20000, time.Now().Add(time.Hour)))
+			}},
 		{name: "egress_dupack_suppressed", prog: egress, frame: ack, setup: (*packetBench).startSuppression},
 		{name: "egress_dupack_sack_suppressed", prog: egress, frame: sack, setup: (*packetBench).startSuppression},
 		{name: "ingress_data", prog: ingress, frame: data,
@@ -242,6 +394,10 @@ func BenchmarkPacket(b *testing.B) {
 			perRun: func(p *packetBench, b *testing.B) { p.stampFor(b, p.data.tsecr+1) }},
 		{name: "ingress_data_rtt_match_single", prog: ingress, frame: data,
 			perRun: func(p *packetBench, b *testing.B) { p.stampFor(b, p.data.tsecr) }},
+		// the same two, repeated: a program in front gives the flow
+		// its stamp again before every repeat
+		{name: "ingress_data_rtt_no_match_rearmed", prog: func(p *packetBench) *ebpf.Program { return p.rearmedNoMatch }, frame: data},
+		{name: "ingress_data_rtt_match_rearmed", prog: func(p *packetBench) *ebpf.Program { return p.rearmedMatch }, frame: data},
 	}
 	for _, bc := range cases {
 		b.Run(bc.name, func(b *testing.B) {
@@ -289,22 +445,14 @@ func windowRewriteCalls(l4Off int) asm.Instructions {
 		windowOffset, checksumOffset = 14, 16
 		oldWindow, newWindow         = 0xffff, 0x1000
 	)
-	return asm.Instructions{
+	return append(asm.Instructions{
 		asm.Mov.Reg(asm.R1, asm.R6),
 		asm.Mov.Imm(asm.R2, int32(l4Off+checksumOffset)),
 		asm.Mov.Imm(asm.R3, oldWindow),
 		asm.Mov.Imm(asm.R4, newWindow),
 		asm.Mov.Imm(asm.R5, 2),
 		asm.FnL4CsumReplace.Call(),
-		asm.StoreImm(asm.RFP, -8, newWindow, asm.Half),
-		asm.Mov.Reg(asm.R1, asm.R6),
-		asm.Mov.Imm(asm.R2, int32(l4Off+windowOffset)),
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, -8),
-		asm.Mov.Imm(asm.R4, 2),
-		asm.Mov.Imm(asm.R5, 0),
-		asm.FnSkbStoreBytes.Call(),
-	}
+	}, storeBytes(l4Off+windowOffset, newWindow, asm.Half)...)
 }
 
 // quantile returns the q-quantile (0 <= q < 1) of values, which it sorts:
