@@ -146,7 +146,6 @@ func (p *packetBench) rearmStampAndTailCall(tb testing.TB, tsval uint32) asm.Ins
 	stateOff := int(unsafe.Offsetof(bucket.Entries)) + position*int(unsafe.Sizeof(entry)) + int(unsafe.Offsetof(entry.State))
 	lastTsecrOff := int16(stateOff + int(unsafe.Offsetof(entry.State.LastTsecr)))
 	stampsOff := int16(stateOff + int(unsafe.Offsetof(entry.State.Stamps)))
-	sent := uint32(monotonicNow()>>m2hoTsStampUnitTS_STAMP_SHIFT) | 1
 	insns := asm.Instructions{
 		asm.StoreImm(asm.RFP, -4, int64(slot/flowBucketSlots), asm.Word),
 		asm.LoadMapPtr(asm.R1, p.d.objs.FlowTable.FD()),
@@ -161,7 +160,7 @@ func (p *packetBench) rearmStampAndTailCall(tb testing.TB, tsval uint32) asm.Ins
 		sentOff := stampsOff + int16(i*int(unsafe.Sizeof(stamp))+int(unsafe.Offsetof(stamp.Sent)))
 		sentAt := int64(0) // a free stamp
 		if i == 0 {
-			sentAt = int64(int32(sent))
+			sentAt = int64(int32(stampTimeNow()))
 		}
 		insns = append(insns, asm.StoreImm(asm.R0, sentOff, sentAt, asm.Word))
 	}
@@ -209,7 +208,7 @@ func TestRearmedIngressMatchesEveryRepeat(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, before+repeats, samples(), "a matching stamp")
 	_, entry := flowSlot(t, p.d, p.flowKey)
-	assert.Equal(t, uint64(before+repeats), entry.State.RttSamples)
+	assert.Equal(t, before+repeats, entry.State.RttSamples)
 }
 
 // restoreAndTailCall returns the instructions that write back the TCP
@@ -219,9 +218,9 @@ func TestRearmedIngressMatchesEveryRepeat(t *testing.T) {
 // unclamped ACK again, and the clamp rewrites it every time.
 func restoreAndTailCall(tb testing.TB, target *ebpf.Program, frame []byte, l4Off int) asm.Instructions {
 	tb.Helper()
-	const windowOffset = 14 // the window, then the checksum: four bytes
-	asBuilt := binary.NativeEndian.Uint32(frame[l4Off+windowOffset:])
-	return append(storeBytes(l4Off+windowOffset, int64(int32(asBuilt)), asm.Word), tailCall(tb, target)...)
+	// the window, then the checksum: four bytes
+	asBuilt := binary.NativeEndian.Uint32(frame[l4Off+tcpWindowOffset:])
+	return append(storeBytes(l4Off+tcpWindowOffset, int64(int32(asBuilt)), asm.Word), tailCall(tb, target)...)
 }
 
 // storeBytes returns the instructions that write value, of size bytes, at
@@ -263,8 +262,14 @@ func (p *packetBench) stampFor(b *testing.B, tsval uint32) {
 	entry.State.LastTsecr = 0
 	entry.State.Stamps = [len(entry.State.Stamps)]m2hoTsStamp{{
 		Tsval: tsval,
-		Sent:  uint32(monotonicNow()>>m2hoTsStampUnitTS_STAMP_SHIFT) | 1,
+		Sent:  stampTimeNow(),
 	}}
+}
+
+// stampTimeNow is the clock as the programs record a stamp's sent time
+// (stamp_time in bpf/m2ho.c).
+func stampTimeNow() uint32 {
+	return uint32(monotonicNow()>>m2hoTsStampUnitTS_STAMP_SHIFT) | 1
 }
 
 // startSuppression opens a handover epoch in which the fixture flow has
@@ -352,11 +357,17 @@ func BenchmarkPacket(b *testing.B) {
 	egress := func(p *packetBench) *ebpf.Program { return p.d.objs.M2hoEgress }
 	ingress := func(p *packetBench) *ebpf.Program { return p.d.objs.M2hoIngress }
 	restoredEgress := func(p *packetBench) *ebpf.Program { return p.restoredEgress }
+	rearmedMatch := func(p *packetBench) *ebpf.Program { return p.rearmedMatch }
+	rearmedNoMatch := func(p *packetBench) *ebpf.Program { return p.rearmedNoMatch }
 	ack := func(p *packetBench) []byte { return p.ackFrame }
 	sack := func(p *packetBench) []byte { return p.sackFrame }
 	data := func(p *packetBench) []byte { return p.dataFrame }
 	notIP := func(p *packetBench) []byte { return p.notIPFrame }
 	noop := func(*packetBench, *testing.B) {}
+	clampOff := func(p *packetBench, b *testing.B) { require.NoError(b, p.d.ClearClamp()) }
+	clampOn := func(p *packetBench, b *testing.B) {
+		require.NoError(b, p.d.SetClamp(20000, time.Now().Add(time.Hour)))
+	}
 
 	cases := []packetCase{
 		{name: "empty_program", prog: emptyProg, frame: ack},
@@ -368,23 +379,14 @@ func BenchmarkPacket(b *testing.B) {
 		// every ingress packet reads the clock and joins a burst before
 		// parsing: the difference from the egress baseline
 		{name: "ingress_not_ip_baseline", prog: ingress, frame: notIP},
-		{name: "egress_ack_clamp_off", prog: egress, frame: ack,
-			setup: func(p *packetBench, b *testing.B) { require.NoError(b, p.d.ClearClamp()) }},
+		{name: "egress_ack_clamp_off", prog: egress, frame: ack, setup: clampOff},
 		{name: "egress_ack_clamp_off_single", prog: egress, frame: ack, perRun: noop},
-		{name: "egress_ack_clamp_on_single", prog: egress, frame: ack,
-			setup: func(p *packetBench, b *testing.B) {
-				require.NoError(b, p.d.SetClamp(20000, time.Now().Add(time.Hour)))
-			},
-			perRun: noop},
+		{name: "egress_ack_clamp_on_single", prog: egress, frame: ack, setup: clampOn, perRun: noop},
 		// the clamp-off and clamp-on ACK, each put back as built before
 		// every repeat: their difference is what the clamp's rewrite
 		// adds to an ACK while the kernel repeats the program
-		{name: "egress_ack_clamp_off_restored", prog: restoredEgress, frame: ack,
-			setup: func(p *packetBench, b *testing.B) { require.NoError(b, p.d.ClearClamp()) }},
-		{name: "egress_ack_clamp_on_restored", prog: restoredEgress, frame: ack,
-			setup: func(p *packetBench, b *testing.B) {
-				require.NoError(b, p.d.SetClamp(20000, time.Now().Add(time.Hour)))
-			}},
+		{name: "egress_ack_clamp_off_restored", prog: restoredEgress, frame: ack, setup: clampOff},
+		{name: "egress_ack_clamp_on_restored", prog: restoredEgress, frame: ack, setup: clampOn},
 		{name: "egress_dupack_suppressed", prog: egress, frame: ack, setup: (*packetBench).startSuppression},
 		{name: "egress_dupack_sack_suppressed", prog: egress, frame: sack, setup: (*packetBench).startSuppression},
 		{name: "ingress_data", prog: ingress, frame: data,
@@ -396,8 +398,8 @@ func BenchmarkPacket(b *testing.B) {
 			perRun: func(p *packetBench, b *testing.B) { p.stampFor(b, p.data.tsecr) }},
 		// the same two, repeated: a program in front gives the flow
 		// its stamp again before every repeat
-		{name: "ingress_data_rtt_no_match_rearmed", prog: func(p *packetBench) *ebpf.Program { return p.rearmedNoMatch }, frame: data},
-		{name: "ingress_data_rtt_match_rearmed", prog: func(p *packetBench) *ebpf.Program { return p.rearmedMatch }, frame: data},
+		{name: "ingress_data_rtt_no_match_rearmed", prog: rearmedNoMatch, frame: data},
+		{name: "ingress_data_rtt_match_rearmed", prog: rearmedMatch, frame: data},
 	}
 	for _, bc := range cases {
 		b.Run(bc.name, func(b *testing.B) {
@@ -441,18 +443,15 @@ func BenchmarkPacket(b *testing.B) {
 // bpf/lib/csum.h): the checksum update, then the store. The values are
 // constants; the helpers cost the same whatever they write.
 func windowRewriteCalls(l4Off int) asm.Instructions {
-	const (
-		windowOffset, checksumOffset = 14, 16
-		oldWindow, newWindow         = 0xffff, 0x1000
-	)
+	const oldWindow, newWindow = 0xffff, 0x1000
 	return append(asm.Instructions{
 		asm.Mov.Reg(asm.R1, asm.R6),
-		asm.Mov.Imm(asm.R2, int32(l4Off+checksumOffset)),
+		asm.Mov.Imm(asm.R2, int32(l4Off+tcpChecksumOffset)),
 		asm.Mov.Imm(asm.R3, oldWindow),
 		asm.Mov.Imm(asm.R4, newWindow),
 		asm.Mov.Imm(asm.R5, 2),
 		asm.FnL4CsumReplace.Call(),
-	}, storeBytes(l4Off+windowOffset, newWindow, asm.Half)...)
+	}, storeBytes(l4Off+tcpWindowOffset, newWindow, asm.Half)...)
 }
 
 // quantile returns the q-quantile (0 <= q < 1) of values, which it sorts:

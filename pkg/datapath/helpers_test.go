@@ -286,7 +286,13 @@ func tcpChecksumOK(frame []byte, l4 int, ipv6 bool, l3 int) bool {
 	return sum == 0xffff
 }
 
-func tcpWindow(frame []byte, l4 int) uint16 { return binary.BigEndian.Uint16(frame[l4+14:]) }
+// Offsets in the TCP header of the window and, right after it, the
+// checksum.
+const tcpWindowOffset, tcpChecksumOffset = 14, 16
+
+func tcpWindow(frame []byte, l4 int) uint16 {
+	return binary.BigEndian.Uint16(frame[l4+tcpWindowOffset:])
+}
 
 // allowedCPUs lists the CPUs the test process may run on.
 func allowedCPUs(tb testing.TB) []int {

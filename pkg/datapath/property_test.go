@@ -88,6 +88,6 @@ func TestRandomSegmentsOnlyWindowChanges(t *testing.T) {
 // fields zeroed.
 func withoutWindowAndChecksum(frame []byte, l4 int) []byte {
 	c := append([]byte(nil), frame...)
-	clear(c[l4+14 : l4+18])
+	clear(c[l4+tcpWindowOffset : l4+tcpChecksumOffset+2])
 	return c
 }

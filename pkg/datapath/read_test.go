@@ -180,18 +180,18 @@ func TestFlowsAcrossBatches(t *testing.T) {
 // idle for longer than the shorter time for closed flows.
 func TestEvictIdleAcrossBatches(t *testing.T) {
 	const idle, closedIdle = 20 * time.Second, 5 * time.Second
+	const oldest = 2 * idle
 	closed := uint32(m2hoFlowFlagsFLOW_CLOSED)
 	kinds := []struct {
 		flags   uint32
 		age     time.Duration
 		evicted bool
 	}{
-		{0, 2 * idle, true},
+		{0, oldest, true},
 		{0, idle / 2, false},
 		{closed, idle / 2, true},
 		{closed, closedIdle / 5, false},
 	}
-	const oldest = 2 * idle
 	d := loadDetached(t, true, 4096)
 	keys, states := syntheticFlows(3*flowBatch + 1)
 	// Flow times count from boot: the oldest age must not reach back
