@@ -163,6 +163,12 @@ type bulkServer struct {
 
 func startBulkServer(t testing.TB, ns *nstest.NS, addr string) *bulkServer {
 	t.Helper()
+	return startBulkServerWrites(t, ns, addr, 64<<10)
+}
+
+// startBulkServerWrites is startBulkServer with writes of writeSize bytes.
+func startBulkServerWrites(t testing.TB, ns *nstest.NS, addr string, writeSize int) *bulkServer {
+	t.Helper()
 	s := &bulkServer{conns: make(chan *net.TCPConn, 16)}
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error { return setCongestion(c, "cubic") }}
 	require.NoError(t, ns.Do(func() error {
@@ -172,7 +178,7 @@ func startBulkServer(t testing.TB, ns *nstest.NS, addr string) *bulkServer {
 	}))
 	t.Cleanup(func() { s.ln.Close() })
 	go func() {
-		chunk := make([]byte, 64<<10)
+		chunk := make([]byte, writeSize)
 		for {
 			conn, err := s.ln.Accept()
 			if err != nil {

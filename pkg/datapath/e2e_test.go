@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
 
 	"github.com/m2ho/m2ho/internal/nstest"
 )
@@ -282,4 +283,82 @@ func TestOpenErrors(t *testing.T) {
 		return err
 	})
 	assert.Error(t, err)
+}
+
+// bigTCPSize is the GSO and GRO limit TestE2EBigTCP gives both veth ends:
+// the size the kernel's BIG TCP documentation uses, well above the 64 KB
+// that an IP length field can state.
+const bigTCPSize = 185000
+
+// enableBigTCP raises the GSO and GRO limits of ifname in ns for IPv4 and
+// IPv6, so that TCP builds segments larger than 64 KB. Such a packet
+// carries 0 in its IP length field: the skb's length is the packet's.
+func enableBigTCP(t *testing.T, ns *nstest.NS, ifname string) {
+	t.Helper()
+	h := ns.Netlink()
+	l, err := h.LinkByName(ifname)
+	require.NoError(t, err)
+	for _, set := range []func(netlink.Link, int) error{
+		h.LinkSetGSOMaxSize, h.LinkSetGROMaxSize, h.LinkSetGSOIPv4MaxSize, h.LinkSetGROIPv4MaxSize,
+	} {
+		if err := set(l, bigTCPSize); err != nil {
+			t.Skipf("BIG TCP limits not settable on this kernel: %v", err)
+		}
+	}
+}
+
+// TestE2EBigTCP runs a CUBIC bulk download over veth with BIG TCP on both
+// ends and a datapath on each: the receiver's ingress meets data packets
+// larger than 64 KB, the sender's egress sends them. Both parse them as
+// TCP, so the receiver's flow counts every byte the socket took in and the
+// sender stamps its TSvals and matches their echoes.
+func TestE2EBigTCP(t *testing.T) {
+	for _, tc := range []struct{ family, server string }{{"ipv4", serverAddr}, {"ipv6", serverAddr6}} {
+		t.Run(tc.family, func(t *testing.T) {
+			server, ue := vethPair(t)
+			enableBigTCP(t, server, "veth0")
+			enableBigTCP(t, ue, "veth0")
+			receiverDP := openIn(t, ue, Options{Iface: "veth0"})
+			senderDP := openIn(t, server, Options{Iface: "veth0"})
+			addr := net.JoinHostPort(tc.server, fmt.Sprint(uePort))
+			// writes of 1 MiB let the sender fill segments up to the limit
+			srv := startBulkServerWrites(t, server, addr, 1<<20)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			_, conn := download(t, ctx, ue, addr)
+			<-srv.conns
+			time.Sleep(time.Second)
+
+			// The hook sees a segment before the socket does: the flow's
+			// count lies between the socket's count before and after, plus
+			// what may be on its way from the hook to the socket.
+			const inTransit = 64 * bigTCPSize
+			before, err := tcpInfo(conn)
+			require.NoError(t, err)
+			flow, ok, err := trackedFlow(receiverDP, func(f Flow) bool { return f.Remote.Port() == uePort })
+			require.NoError(t, err)
+			require.True(t, ok, "the receiver tracks no flow")
+			after, err := tcpInfo(conn)
+			require.NoError(t, err)
+			require.Positive(t, flow.RxPackets)
+			perPacket := flow.RxBytes / flow.RxPackets
+			t.Logf("%s: %d bytes in %d packets (%d per packet); socket %d-%d",
+				tc.family, flow.RxBytes, flow.RxPackets, perPacket, before.Bytes_received, after.Bytes_received)
+			require.Greater(t, perPacket, uint64(128<<10), "BIG TCP is not in use: packets average under twice the 64 KB limit")
+			assert.GreaterOrEqual(t, flow.RxBytes, before.Bytes_received)
+			assert.LessOrEqual(t, flow.RxBytes, after.Bytes_received+inTransit)
+			assert.True(t, flow.HaveRxSeq)
+
+			receiverCounters, err := receiverDP.Counters()
+			require.NoError(t, err)
+			senderCounters, err := senderDP.Counters()
+			require.NoError(t, err)
+			for name, c := range map[string]Counters{"receiver": receiverCounters, "sender": senderCounters} {
+				assert.Zero(t, c.Malformed, "%s: packets parsed as malformed", name)
+				assert.Zero(t, c.Untracked, "%s: segments of untracked flows", name)
+			}
+			assert.Positive(t, senderCounters.TSStamped, "the sender stamps its TSvals")
+			assert.Positive(t, senderCounters.RTTSamples, "the sender matches their echoes")
+		})
+	}
 }

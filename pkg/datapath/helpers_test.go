@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/stretchr/testify/require"
@@ -80,6 +82,25 @@ func runProg(tb testing.TB, prog *ebpf.Program, frame []byte) (int32, []byte) {
 	return int32(ret), opts.DataOut
 }
 
+// runProgGSO runs prog once on frame as a GSO packet of segments of
+// gsoSize bytes, the only field set in the __sk_buff it passes: its layout
+// is the running kernel's, from the kernel's BTF.
+func runProgGSO(tb testing.TB, prog *ebpf.Program, frame []byte, gsoSize uint32) (int32, []byte) {
+	tb.Helper()
+	spec, err := btf.LoadKernelSpec()
+	require.NoError(tb, err)
+	var skb *btf.Struct
+	require.NoError(tb, spec.TypeByName("__sk_buff", &skb))
+	i := slices.IndexFunc(skb.Members, func(m btf.Member) bool { return m.Name == "gso_size" })
+	require.NotEqual(tb, -1, i, "struct __sk_buff has no gso_size")
+	skbCtx := make([]byte, skb.Size)
+	binary.NativeEndian.PutUint32(skbCtx[skb.Members[i].Offset.Bytes():], gsoSize)
+	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256), Context: skbCtx}
+	ret, err := prog.Run(opts)
+	require.NoError(tb, err)
+	return int32(ret), opts.DataOut
+}
+
 func (d *Datapath) egress(tb testing.TB, frame []byte) (int32, []byte) {
 	tb.Helper()
 	return runProg(tb, d.objs.M2hoEgress, frame)
@@ -88,6 +109,19 @@ func (d *Datapath) egress(tb testing.TB, frame []byte) (int32, []byte) {
 func (d *Datapath) ingress(tb testing.TB, frame []byte) (int32, []byte) {
 	tb.Helper()
 	return runProg(tb, d.objs.M2hoIngress, frame)
+}
+
+// gsoFixtureSize is the segment size of the fixtures' GSO packets.
+const gsoFixtureSize = 1000
+
+func (d *Datapath) egressGSO(tb testing.TB, frame []byte) (int32, []byte) {
+	tb.Helper()
+	return runProgGSO(tb, d.objs.M2hoEgress, frame, gsoFixtureSize)
+}
+
+func (d *Datapath) ingressGSO(tb testing.TB, frame []byte) (int32, []byte) {
+	tb.Helper()
+	return runProgGSO(tb, d.objs.M2hoIngress, frame, gsoFixtureSize)
 }
 
 var (

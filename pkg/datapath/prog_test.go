@@ -297,6 +297,9 @@ func TestPassUntouched(t *testing.T) {
 			}
 			return b
 		}, func(c Counters) uint64 { return c.NotIP }},
+		// a length field of 0 is the packet's length only in a GSO packet
+		{"ipv4 total length zero", framings[0], valid(framings[0]), func(b []byte) []byte { b[2], b[3] = 0, 0; return b }, func(c Counters) uint64 { return c.Malformed }},
+		{"ipv6 payload length zero", framings[3], valid(framings[3]), func(b []byte) []byte { b[14+4], b[14+5] = 0, 0; return b }, func(c Counters) uint64 { return c.Malformed }},
 		{"vlan truncated tcp header", framings[4], valid(framings[4]), truncate(6), func(c Counters) uint64 { return c.Malformed }},
 		{"qinq truncated tcp header", framings[5], valid(framings[5]), truncate(6), func(c Counters) uint64 { return c.Malformed }},
 	}
@@ -344,6 +347,64 @@ func TestHeadersWalked(t *testing.T) {
 			s := freshPorts(tc.seg)
 			handshake(t, d, s, 4, 4)
 			expectWindow(t, d, hostACK(s, 4000, 0), 256)
+		})
+	}
+}
+
+// TestBigTCPLengthFromPacket checks GSO packets whose IP length field is
+// 0, as BIG TCP sends and receives them above 64 KB: the length is the
+// packet's, so a data segment counts all of its payload on ingress, and
+// on egress its TSval is stamped. The packets leave untouched.
+func TestBigTCPLengthFromPacket(t *testing.T) {
+	const payload = 1200
+	tests := []struct {
+		name string
+		seg  segment
+	}{
+		{"ipv4 raw", segment{}},
+		{"ipv4 vlan", segment{ethernet: true, vlans: []uint16{100}}},
+		{"ipv6 raw", segment{ipv6: true}},
+		{"ipv6 ethernet", segment{ipv6: true, ethernet: true}},
+		// what the stack sent before it dropped the jumbo payload option
+		{"ipv6 hop-by-hop", segment{ipv6: true, ipv6Ext: []uint8{0}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := loadDetached(t, !tc.seg.ethernet, 0)
+			s := freshPorts(tc.seg)
+			s.timestamps = true
+			handshake(t, d, s, 7, 7)
+			before, err := d.Counters()
+			require.NoError(t, err)
+
+			data := peerData(s, 0, payload)
+			data.tsval, data.tsecr = 500, 100
+			sent := hostACK(s, 1000, payload)
+			sent.tsval, sent.tsecr = 101, 500
+			for _, step := range []struct {
+				seg segment
+				run func(testing.TB, []byte) (int32, []byte)
+			}{{data, d.ingressGSO}, {sent, d.egressGSO}} {
+				frame, _ := step.seg.build(t)
+				lengthField := s.l3Offset() + 2
+				if s.ipv6 {
+					lengthField = s.l3Offset() + 4
+				}
+				frame[lengthField], frame[lengthField+1] = 0, 0
+				verdict, out := step.run(t, append([]byte(nil), frame...))
+				assert.Equal(t, int32(verdictPass), verdict)
+				assert.Equal(t, frame, out)
+			}
+
+			after, err := d.Counters()
+			require.NoError(t, err)
+			assert.Zero(t, after.Malformed)
+			assert.Equal(t, uint64(1), after.TSStamped-before.TSStamped, "the data segment's TSval")
+			flows, err := d.Flows()
+			require.NoError(t, err)
+			require.Len(t, flows, 1)
+			assert.Equal(t, uint64(payload), flows[0].RxBytes)
+			assert.Equal(t, uint32(peerISN+1+payload), flows[0].HighestRxSeq)
 		})
 	}
 }
