@@ -261,6 +261,16 @@ func (s segment) build(tb testing.TB) ([]byte, int) {
 	return append(l2, packet...), len(l2) + l4
 }
 
+// clearIPLength sets the IP length field of frame, built from s, to 0, as
+// BIG TCP does in GSO packets above 64 KB.
+func (s segment) clearIPLength(frame []byte) {
+	field := s.l3Offset() + 2 // IPv4 total length
+	if s.ipv6 {
+		field = s.l3Offset() + 4 // IPv6 payload length
+	}
+	frame[field], frame[field+1] = 0, 0
+}
+
 // insertIPv6Ext inserts one 8-byte extension header per type between the
 // IPv6 header and TCP. The TCP checksum does not cover them.
 func insertIPv6Ext(packet []byte, types []uint8) []byte {
@@ -304,13 +314,19 @@ func tcpChecksumOK(frame []byte, l4 int, ipv6 bool, l3 int) bool {
 			sum += uint32(b[len(b)-1]) << 8
 		}
 	}
-	var segLen int
+	var lengthField, segLen int
 	if ipv6 {
-		segLen = l3 + 40 + int(binary.BigEndian.Uint16(frame[l3+4:])) - l4
+		lengthField = int(binary.BigEndian.Uint16(frame[l3+4:]))
+		segLen = l3 + 40 + lengthField - l4
 		add(frame[l3+8 : l3+40])
 	} else {
-		segLen = l3 + int(binary.BigEndian.Uint16(frame[l3+2:])) - l4
+		lengthField = int(binary.BigEndian.Uint16(frame[l3+2:]))
+		segLen = l3 + lengthField - l4
 		add(frame[l3+12 : l3+20])
+	}
+	if lengthField == 0 {
+		// BIG TCP: the segment runs to the end of the frame
+		segLen = len(frame) - l4
 	}
 	sum += uint32(layers.IPProtocolTCP) + uint32(segLen)
 	add(frame[l4 : l4+segLen])

@@ -15,7 +15,8 @@ import (
 // segments through egress with a random clamp: the verdict is always pass
 // (no suppression), the checksum stays valid, only the window and checksum
 // bytes change, and the window never grows nor, outside freeze, drops
-// below one MSS unless it already was.
+// below one MSS unless it already was. One in eight data-bearing segments
+// is a BIG TCP GSO packet, whose IP length field is 0.
 func TestRandomSegmentsOnlyWindowChanges(t *testing.T) {
 	const segmentsPerFraming = 1500
 	seed := uint64(time.Now().UnixNano())
@@ -36,7 +37,7 @@ func TestRandomSegmentsOnlyWindowChanges(t *testing.T) {
 				handshake(t, d, s, shift, 1)
 				flows[shift] = flow{s, shift}
 			}
-			changed := 0
+			changed, bigChanged := 0, 0
 			for i := range segmentsPerFraming {
 				if i%100 == 0 {
 					freeze := rng.IntN(10) == 0
@@ -61,7 +62,14 @@ func TestRandomSegmentsOnlyWindowChanges(t *testing.T) {
 					seg.ipv4Options = true
 				}
 				frame, l4 := seg.build(t)
-				verdict, out := d.egress(t, frame)
+				run := d.egress
+				bigTCP := seg.payload > 0 && rng.IntN(8) == 0
+				if bigTCP {
+					// a GSO packet whose length field BIG TCP leaves at 0
+					seg.clearIPLength(frame)
+					run = d.egressGSO
+				}
+				verdict, out := run(t, frame)
 				require.Equal(t, int32(verdictPass), verdict)
 				require.Len(t, out, len(frame))
 				assert.True(t, tcpChecksumOK(out, l4, seg.ipv6, seg.l3Offset()), "checksum of segment %d", i)
@@ -71,6 +79,9 @@ func TestRandomSegmentsOnlyWindowChanges(t *testing.T) {
 				assert.LessOrEqual(t, after, before, "window raised")
 				if after != before {
 					changed++
+					if bigTCP {
+						bigChanged++
+					}
 					floor := uint16(ceilShift(hostMSS, fl.shift))
 					if after != 0 {
 						assert.GreaterOrEqual(t, after, min(before, floor), "below one MSS")
@@ -80,6 +91,10 @@ func TestRandomSegmentsOnlyWindowChanges(t *testing.T) {
 				}
 			}
 			assert.Positive(t, changed)
+			assert.Positive(t, bigChanged, "BIG TCP segments clamped")
+			c, err := d.Counters()
+			require.NoError(t, err)
+			assert.Zero(t, c.Malformed)
 		})
 	}
 }
