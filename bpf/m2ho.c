@@ -521,7 +521,13 @@ static __always_inline bool policy_live(__u64 deadline_ns, __u32 *expired, __u32
 	return false;
 }
 
-/* suppress_dupack decides whether an egress ACK is a duplicate to drop. */
+/*
+ * suppress_dupack decides whether an egress ACK is a duplicate to drop. The
+ * window is not compared, although RFC 5681 counts a window update as no
+ * duplicate: during a hole, such an ACK carries the same SACK blocks as the
+ * duplicates around it, and SACK-based loss detection (RACK) at the sender
+ * would mark the hole lost from them alone.
+ */
 static __always_inline bool suppress_dupack(struct flow_state *flow, const struct packet *pkt,
 					    struct policy *pol, __u64 now)
 {

@@ -59,6 +59,8 @@ func TestDupACKSuppression(t *testing.T) {
 			}{
 				{"duplicate ACK dropped", ackOf(s, 1000), true, verdictDrop},
 				{"another duplicate dropped", ackOf(s, 1000), true, verdictDrop},
+				// its SACK blocks would let the sender mark the hole lost
+				{"window update of the same ACK dropped", func() segment { a := ackOf(s, 1000); a.window = 4000; return a }(), true, verdictDrop},
 				{"data after the handover", peerData(s, 3000, 1000), false, verdictPass},
 				{"duplicate of it still dropped", ackOf(s, 1000), true, verdictDrop},
 				{"ACK carrying data passes", func() segment { a := ackOf(s, 1000); a.payload = 10; return a }(), true, verdictPass},
@@ -81,7 +83,7 @@ func TestDupACKSuppression(t *testing.T) {
 			assert.Zero(t, pending)
 			c, err := d.Counters()
 			require.NoError(t, err)
-			assert.Equal(t, uint64(4), c.DupACKsSuppressed)
+			assert.Equal(t, uint64(5), c.DupACKsSuppressed)
 			assert.Equal(t, uint64(1), c.FlowsReleased)
 
 			flows, err := d.Flows()
