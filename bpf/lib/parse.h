@@ -81,15 +81,18 @@ static __always_inline int parse_need(struct __sk_buff *skb, struct packet *pkt,
 }
 
 /*
- * big_tcp_length is the length of a packet from offset from to its end when
- * the IP header states none: BIG TCP lets GSO and GRO packets grow past
- * the 64 KB a length field can hold, and then sets the field to 0 (for
- * IPv6 in the stack's own packets, with or without a jumbo payload option).
- * Only a GSO packet may do so; for any other the 0 stands, and the packet
- * is malformed.
+ * ip_length is the length a packet states in its IP header (field, from
+ * offset from on), or, when it states 0, the length from there to the
+ * packet's end: BIG TCP lets GSO and GRO packets grow past the 64 KB a
+ * length field can hold, and then sets the field to 0 (for IPv6 in the
+ * stack's own packets, with or without a jumbo payload option). Only a GSO
+ * packet may do so; for any other the 0 stands, and the packet is
+ * malformed.
  */
-static __always_inline __u32 big_tcp_length(struct __sk_buff *skb, __u32 from)
+static __always_inline __u32 ip_length(struct __sk_buff *skb, __u32 field, __u32 from)
 {
+	if (field)
+		return field;
 	return skb->gso_size ? skb->len - from : 0;
 }
 
@@ -169,9 +172,7 @@ static __always_inline int parse_packet(struct __sk_buff *skb, struct packet *pk
 		if ((void *)(iph + 1) > data_end)
 			return parse_need(skb, pkt, off + sizeof(*iph));
 		__u32 ihl = iph->ihl * 4;
-		__u32 tot_len = bpf_ntohs(iph->tot_len);
-		if (tot_len == 0)
-			tot_len = big_tcp_length(skb, off);
+		__u32 tot_len = ip_length(skb, bpf_ntohs(iph->tot_len), off);
 		if (iph->version != 4 || ihl < sizeof(*iph) || tot_len < ihl || off + tot_len > skb->len)
 			return PARSE_MALFORMED;
 		/* any fragment: more-fragments set or a non-zero offset */
@@ -193,10 +194,7 @@ static __always_inline int parse_packet(struct __sk_buff *skb, struct packet *pk
 		struct ipv6hdr *ip6h = data + off;
 		if ((void *)(ip6h + 1) > data_end)
 			return parse_need(skb, pkt, off + sizeof(*ip6h));
-		__u32 ip6_len = bpf_ntohs(ip6h->payload_len);
-		if (ip6_len == 0)
-			ip6_len = big_tcp_length(skb, off + sizeof(*ip6h));
-		ip_payload_end = off + sizeof(*ip6h) + ip6_len;
+		ip_payload_end = off + sizeof(*ip6h) + ip_length(skb, bpf_ntohs(ip6h->payload_len), off + sizeof(*ip6h));
 		if (ip6h->version != 6 || ip_payload_end > skb->len)
 			return PARSE_MALFORMED;
 		if (egress) {

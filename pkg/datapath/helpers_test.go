@@ -76,16 +76,29 @@ const (
 // runProg runs prog once on frame and returns the verdict and output bytes.
 func runProg(tb testing.TB, prog *ebpf.Program, frame []byte) (int32, []byte) {
 	tb.Helper()
-	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
+	return runProgContext(tb, prog, frame, nil)
+}
+
+// runProgGSO runs prog once on frame as a GSO packet of segments of
+// gsoSize bytes.
+func runProgGSO(tb testing.TB, prog *ebpf.Program, frame []byte, gsoSize uint32) (int32, []byte) {
+	tb.Helper()
+	return runProgContext(tb, prog, frame, gsoContext(tb, gsoSize))
+}
+
+// runProgContext is runProg with the __sk_buff skbCtx (nil: the kernel's
+// default).
+func runProgContext(tb testing.TB, prog *ebpf.Program, frame []byte, skbCtx any) (int32, []byte) {
+	tb.Helper()
+	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256), Context: skbCtx}
 	ret, err := prog.Run(opts)
 	require.NoError(tb, err)
 	return int32(ret), opts.DataOut
 }
 
-// runProgGSO runs prog once on frame as a GSO packet of segments of
-// gsoSize bytes, the only field set in the __sk_buff it passes: its layout
-// is the running kernel's, from the kernel's BTF.
-func runProgGSO(tb testing.TB, prog *ebpf.Program, frame []byte, gsoSize uint32) (int32, []byte) {
+// gsoContext is a struct __sk_buff whose only set field is gso_size, laid
+// out as the running kernel's, from the kernel's BTF.
+func gsoContext(tb testing.TB, gsoSize uint32) []byte {
 	tb.Helper()
 	spec, err := btf.LoadKernelSpec()
 	require.NoError(tb, err)
@@ -95,10 +108,7 @@ func runProgGSO(tb testing.TB, prog *ebpf.Program, frame []byte, gsoSize uint32)
 	require.NotEqual(tb, -1, i, "struct __sk_buff has no gso_size")
 	skbCtx := make([]byte, skb.Size)
 	binary.NativeEndian.PutUint32(skbCtx[skb.Members[i].Offset.Bytes():], gsoSize)
-	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256), Context: skbCtx}
-	ret, err := prog.Run(opts)
-	require.NoError(tb, err)
-	return int32(ret), opts.DataOut
+	return skbCtx
 }
 
 func (d *Datapath) egress(tb testing.TB, frame []byte) (int32, []byte) {

@@ -298,8 +298,8 @@ func TestPassUntouched(t *testing.T) {
 			return b
 		}, func(c Counters) uint64 { return c.NotIP }},
 		// a length field of 0 is the packet's length only in a GSO packet
-		{"ipv4 total length zero", framings[0], valid(framings[0]), func(b []byte) []byte { b[2], b[3] = 0, 0; return b }, func(c Counters) uint64 { return c.Malformed }},
-		{"ipv6 payload length zero", framings[3], valid(framings[3]), func(b []byte) []byte { b[14+4], b[14+5] = 0, 0; return b }, func(c Counters) uint64 { return c.Malformed }},
+		{"ipv4 total length zero", framings[0], valid(framings[0]), func(b []byte) []byte { valid(framings[0]).clearIPLength(b); return b }, func(c Counters) uint64 { return c.Malformed }},
+		{"ipv6 payload length zero", framings[3], valid(framings[3]), func(b []byte) []byte { valid(framings[3]).clearIPLength(b); return b }, func(c Counters) uint64 { return c.Malformed }},
 		{"vlan truncated tcp header", framings[4], valid(framings[4]), truncate(6), func(c Counters) uint64 { return c.Malformed }},
 		{"qinq truncated tcp header", framings[5], valid(framings[5]), truncate(6), func(c Counters) uint64 { return c.Malformed }},
 	}
