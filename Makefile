@@ -18,9 +18,9 @@ BIN := bin
 # Test-only Python environment with the pycrate RRC oracle.
 VENV := .venv
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
-APT_PACKAGES := clang llvm libbpf-dev iproute2 ethtool tcpdump python3
+APT_PACKAGES := clang llvm libbpf-dev iproute2 ethtool tcpdump nftables python3
 # Commands that prove each package is present (same order as above).
-APT_PROBES := clang llvm-strip /usr/include/bpf/bpf_helpers.h ip ethtool tcpdump python3
+APT_PROBES := clang llvm-strip /usr/include/bpf/bpf_helpers.h ip ethtool tcpdump nft python3
 
 .PHONY: all deps build generate test bench fuzz lint demo eval clean
 

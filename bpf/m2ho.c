@@ -77,6 +77,16 @@ struct {
 	__type(value, struct policy);
 } policy_map SEC(".maps");
 
+/* Written by user space at attach, read and emptied only by flows whose
+ * handshake went unseen, so it holds no memory it does not use. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, M2HO_DEFAULT_MAX_FLOWS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct flow_key);
+	__type(value, struct handshake_hint);
+} handshake_hints SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -562,18 +572,37 @@ static __always_inline __u16 clamped_window(__u16 own, __u8 shift, __u32 clamp_b
 	return own <= limit ? own : (__u16)limit;
 }
 
+/*
+ * adopt_handshake gives a flow whose handshake went unseen the scale and
+ * MSS user space found for its connection, if it found them. Only the
+ * clamp needs them, so only the clamp asks, once per flow.
+ */
+static __always_inline bool adopt_handshake(struct flow_state *flow, const struct packet *pkt)
+{
+	struct handshake_hint *hint = bpf_map_lookup_elem(&handshake_hints, &pkt->key);
+	if (!hint)
+		return false;
+	flow->wscale = hint->wscale;
+	flow->mss = hint->mss ? hint->mss : default_mss(pkt);
+	flow_set(flow, FLOW_WSCALE_KNOWN);
+	bpf_map_delete_elem(&handshake_hints, &pkt->key);
+	count(CNT_WSCALE_ADOPTED);
+	return true;
+}
+
 static __always_inline void apply_clamp(struct __sk_buff *skb, struct flow_state *flow, const struct packet *pkt,
 					struct policy *pol, __u64 now)
 {
 	if (pol->clamp_mode == CLAMP_OFF ||
 	    !policy_live(pol->clamp_deadline_ns, &pol->clamp_expired, CNT_CLAMP_EXPIRED, now))
 		return;
-	if (!(flow->flags & FLOW_WSCALE_KNOWN)) {
+	bool freeze = pol->clamp_mode == CLAMP_FREEZE;
+	/* a zero window is zero at any scale */
+	if (!freeze && !(flow->flags & FLOW_WSCALE_KNOWN) && !adopt_handshake(flow, pkt)) {
 		count(CNT_NO_WSCALE);
 		return;
 	}
-	__u16 window = clamped_window(pkt->window, flow->wscale, pol->clamp_bytes, flow->mss,
-				      pol->clamp_mode == CLAMP_FREEZE);
+	__u16 window = clamped_window(pkt->window, flow->wscale, pol->clamp_bytes, flow->mss, freeze);
 	if (window == pkt->window) {
 		count(CNT_CLAMP_NOT_NEEDED);
 		return;

@@ -64,6 +64,18 @@ enum flow_flags {
 };
 
 /*
+ * What the handshake of a connection opened before the programs were
+ * attached settled, found by user space (socket diagnostics, conntrack)
+ * and keyed like the flow. The clamp of a flow whose own handshake went
+ * unseen takes its scale from here, once.
+ */
+struct handshake_hint {
+	__u16 mss;   /* MSS the host announced; 0: unknown */
+	__u8 wscale; /* shift of the host's advertised window */
+	__u8 pad;
+};
+
+/*
  * ts_stamp records when an egress TSval first left, for the pping RTT
  * method. Times are CLOCK_MONOTONIC in units of 2^TS_STAMP_SHIFT ns, cut
  * to 32 bits: RTT samples need microseconds, and the difference of two
@@ -248,6 +260,7 @@ enum counter_id {
 	CNT_BURSTS,            /* bursts emitted */
 	CNT_BURST_LOST,        /* ring buffer full: burst dropped */
 	CNT_FLOW_CLOSED,       /* connection ended: RST, or the peer's FIN acknowledged */
+	CNT_WSCALE_ADOPTED,    /* window scale taken from a handshake hint */
 	CNT_MAX,
 };
 

@@ -490,3 +490,26 @@ func (n *NS) OpenTun(ifname string) (*os.File, error) {
 	}
 	return tun, nil
 }
+
+// Nft runs one nft command string (commands separated by ";") inside the
+// namespace. It skips the test when nft is not installed (`make deps`
+// installs it).
+func (n *NS) Nft(tb testing.TB, commands string) {
+	tb.Helper()
+	if _, err := exec.LookPath("nft"); err != nil {
+		tb.Skip("needs nft (nftables) for conntrack and NAT rules: run make deps")
+	}
+	if _, err := n.Run(context.Background(), "nft", commands); err != nil {
+		tb.Fatalf("nft: %v", err)
+	}
+}
+
+// TrackConnections makes conntrack follow the namespace's connections
+// from their next packet on: the kernel tracks connections in a
+// namespace only while one of its rules uses conntrack.
+func (n *NS) TrackConnections(tb testing.TB) {
+	tb.Helper()
+	n.Nft(tb, "add table inet m2ho_track; "+
+		"add chain inet m2ho_track out { type filter hook output priority 0; }; "+
+		"add rule inet m2ho_track out ct state new counter")
+}

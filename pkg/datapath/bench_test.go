@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
-	"net"
+	"net/netip"
 	"slices"
 	"sync"
 	"testing"
@@ -35,10 +35,8 @@ func syntheticFlows(n int) ([]m2hoFlowKey, []m2hoFlowState) {
 
 // fixtureFlowKey is the key of an IPv4 flow between the fixture addresses.
 func fixtureFlowKey(localPort, remotePort uint16) m2hoFlowKey {
-	key := m2hoFlowKey{LocalPort: localPort, RemotePort: remotePort}
-	copy(key.LocalAddr[:], net.IPv4(10, 0, 0, 2).To16())
-	copy(key.RemoteAddr[:], net.IPv4(192, 0, 2, 1).To16())
-	return key
+	return flowKeyOf(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, 2}), localPort),
+		netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, 1}), remotePort))
 }
 
 // insertFlows tracks one flow per key, created by the egress program from

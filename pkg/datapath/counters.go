@@ -14,6 +14,7 @@ type Counters struct {
 	MapFull           uint64 // flow table full: flow left untracked
 	Untracked         uint64 // segments of flows not in the map: passed
 	NoWScale          uint64 // clamp skipped: handshake not seen
+	WScaleAdopted     uint64 // flows whose unseen handshake came from AdoptHandshakes
 	ClampApplied      uint64 // windows rewritten (clamp or freeze)
 	ClampNotNeeded    uint64 // own window already within the clamp
 	RewriteFailed     uint64 // window rewrite helper failed: passed
@@ -60,6 +61,8 @@ func (c *Counters) field(id m2hoCounterId) *uint64 {
 		return &c.Untracked
 	case m2hoCounterIdCNT_NO_WSCALE:
 		return &c.NoWScale
+	case m2hoCounterIdCNT_WSCALE_ADOPTED:
+		return &c.WScaleAdopted
 	case m2hoCounterIdCNT_CLAMP_APPLIED:
 		return &c.ClampApplied
 	case m2hoCounterIdCNT_CLAMP_NOT_NEEDED:

@@ -108,7 +108,9 @@ type Datapath struct {
 }
 
 // Open loads the programs for opts.Iface and attaches them to its tc
-// ingress and egress hooks.
+// ingress and egress hooks. It then adopts the handshakes of the
+// connections already open in the caller's network namespace (see
+// AdoptHandshakes), so that a clamp acts on them too.
 func Open(opts Options) (*Datapath, error) {
 	logger := opts.Logger
 	if logger == nil {
@@ -163,6 +165,7 @@ func Open(opts Options) (*Datapath, error) {
 	}
 	logger.Info("datapath attached", "iface", opts.Iface, "mode", d.attachment.mode(), "raw_ip", rawIP,
 		"burst_gap", opts.BurstGap, "max_flows", opts.MaxFlows, "pinned", d.pins != nil)
+	d.adoptOpenConnections()
 	return d, nil
 }
 
@@ -217,6 +220,7 @@ func loadSpec(rawIP bool, burstGap time.Duration, maxFlows uint32) (*ebpf.Collec
 	}
 	spec.Maps[m2hoMapFlowIndex].MaxEntries = maxFlows
 	spec.Maps[m2hoMapFlowTable].MaxEntries = slots
+	spec.Maps[m2hoMapHandshakeHints].MaxEntries = maxFlows
 	return spec, nil
 }
 

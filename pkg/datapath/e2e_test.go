@@ -362,3 +362,57 @@ func TestE2EBigTCP(t *testing.T) {
 		})
 	}
 }
+
+// TestE2EAdoptOpenConnections starts a CUBIC download before the programs
+// are attached, from the ue host itself and from a LAN client that the ue
+// host masquerades, as a CPE router does. Open then finds the connection's
+// handshake (through sock_diag for the host's socket, through conntrack
+// for the LAN client's) and a clamp holds the download near clamp/RTT, as
+// for a connection whose SYN the programs saw.
+func TestE2EAdoptOpenConnections(t *testing.T) {
+	const (
+		oneWay     = 10 * time.Millisecond
+		clampBytes = 32 << 10
+	)
+	for _, client := range []string{"ue host", "lan client behind NAT"} {
+		t.Run(client, func(t *testing.T) {
+			m := newModemLink(t, oneWay)
+			clientNS := m.ue
+			if client == "lan client behind NAT" {
+				clientNS = m.addLAN(t)
+				m.ue.Nft(t, "add table ip m2ho_nat; "+
+					"add chain ip m2ho_nat post { type nat hook postrouting priority srcnat; }; "+
+					"add rule ip m2ho_nat post oifname wwan0 masquerade")
+			}
+			server := startBulkServer(t, m.server, fmt.Sprintf("%s:%d", serverAddr, uePort))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			received, _ := download(t, ctx, clientNS, fmt.Sprintf("%s:%d", serverAddr, uePort))
+			<-server.conns
+			time.Sleep(300 * time.Millisecond)
+
+			dp := openIn(t, m.ue, Options{Iface: "wwan0"})
+			free := rate(received, 500*time.Millisecond)
+			require.NoError(t, dp.SetClamp(clampBytes, time.Now().Add(time.Minute)))
+			time.Sleep(500 * time.Millisecond)
+			clamped := rate(received, time.Second)
+
+			// behind NAT too, the flow on the link is the ue host's address
+			flow := flowFrom(t, dp, ueAddr)
+			assert.True(t, flow.WScaleKnown)
+			require.Positive(t, flow.RTTSamples)
+			expected := clampBytes / flow.SRTT.Seconds()
+			t.Logf("%s: %.2f MB/s before the clamp, %.2f MB/s clamped (clamp/RTT %.2f MB/s, scale %d, MSS %d)",
+				client, free/1e6, clamped/1e6, expected/1e6, flow.WScale, flow.MSS)
+			ratio := clamped / expected
+			assert.True(t, ratio > 0.5 && ratio < 1.6, "clamped rate %.0f B/s vs clamp/RTT %.0f B/s", clamped, expected)
+			assert.Less(t, clamped, free/2, "the clamp slows the download")
+
+			c, err := dp.Counters()
+			require.NoError(t, err)
+			assert.Equal(t, uint64(1), c.WScaleAdopted)
+			assert.Zero(t, c.NoWScale)
+			assert.Positive(t, c.ClampApplied)
+		})
+	}
+}

@@ -152,6 +152,17 @@ func (d *Datapath) Flows() ([]Flow, error) {
 	return flows, err
 }
 
+// flowKeyOf is the key the programs give a flow: IPv4 addresses mapped
+// into IPv6, as struct flow_key stores them.
+func flowKeyOf(local, remote netip.AddrPort) m2hoFlowKey {
+	return m2hoFlowKey{
+		LocalAddr:  local.Addr().As16(),
+		RemoteAddr: remote.Addr().As16(),
+		LocalPort:  local.Port(),
+		RemotePort: remote.Port(),
+	}
+}
+
 func flowFromMap(k *m2hoFlowKey, s *m2hoFlowState, clock clockAnchor) Flow {
 	has := func(f m2hoFlowFlags) bool { return s.Flags&uint32(f) != 0 }
 	return Flow{

@@ -76,12 +76,13 @@ const (
 	m2hoCounterIdCNT_BURSTS            m2hoCounterId = 22
 	m2hoCounterIdCNT_BURST_LOST        m2hoCounterId = 23
 	m2hoCounterIdCNT_FLOW_CLOSED       m2hoCounterId = 24
-	m2hoCounterIdCNT_MAX               m2hoCounterId = 25
+	m2hoCounterIdCNT_WSCALE_ADOPTED    m2hoCounterId = 25
+	m2hoCounterIdCNT_MAX               m2hoCounterId = 26
 )
 
 type m2hoCounterValues struct {
 	_      structs.HostLayout
-	Values [25]uint64
+	Values [26]uint64
 }
 
 type m2hoFlowBucket struct {
@@ -151,6 +152,13 @@ const (
 	m2hoFlowTagFLOW_TAG_LIVE_MIN m2hoFlowTag = 2
 )
 
+type m2hoHandshakeHint struct {
+	_      structs.HostLayout
+	Mss    uint16
+	Wscale uint8
+	Pad    uint8
+}
+
 type m2hoPolicy struct {
 	_                  structs.HostLayout
 	ClampDeadlineNs    uint64
@@ -191,6 +199,7 @@ const (
 	m2hoMapCounters          = "counters"
 	m2hoMapFlowIndex         = "flow_index"
 	m2hoMapFlowTable         = "flow_table"
+	m2hoMapHandshakeHints    = "handshake_hints"
 	m2hoMapPolicyMap         = "policy_map"
 	m2hoMapRttHist           = "rtt_hist"
 	m2hoProgM2hoEgress       = "m2ho_egress"
@@ -265,6 +274,7 @@ type m2hoMapSpecs struct {
 	Counters       *ebpf.MapSpec `ebpf:"counters"`
 	FlowIndex      *ebpf.MapSpec `ebpf:"flow_index"`
 	FlowTable      *ebpf.MapSpec `ebpf:"flow_table"`
+	HandshakeHints *ebpf.MapSpec `ebpf:"handshake_hints"`
 	PolicyMap      *ebpf.MapSpec `ebpf:"policy_map"`
 	RttHist        *ebpf.MapSpec `ebpf:"rtt_hist"`
 }
@@ -313,6 +323,7 @@ type m2hoMaps struct {
 	Counters       *ebpf.Map `ebpf:"counters"`
 	FlowIndex      *ebpf.Map `ebpf:"flow_index"`
 	FlowTable      *ebpf.Map `ebpf:"flow_table"`
+	HandshakeHints *ebpf.Map `ebpf:"handshake_hints"`
 	PolicyMap      *ebpf.Map `ebpf:"policy_map"`
 	RttHist        *ebpf.Map `ebpf:"rtt_hist"`
 }
@@ -326,6 +337,7 @@ func (m *m2hoMaps) Close() error {
 		m.Counters,
 		m.FlowIndex,
 		m.FlowTable,
+		m.HandshakeHints,
 		m.PolicyMap,
 		m.RttHist,
 	)

@@ -1,0 +1,60 @@
+package datapath
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/m2ho/m2ho/pkg/handshakes"
+)
+
+// maxWScale is the largest window scale shift (RFC 7323 section 2.3).
+const maxWScale = 14
+
+// AdoptHandshakes hands the programs what the handshakes of connections
+// opened before they were attached settled. The clamp of a flow whose own
+// handshake went unseen takes the scale and MSS from here the first time
+// it meets the flow (Counters.WScaleAdopted); without them it leaves the
+// flow alone (Counters.NoWScale). A handshake that matches no flow on the
+// link only takes room, up to as many as the flow table holds; the first
+// of several for one connection stands. It returns how many it stored.
+func (d *Datapath) AdoptHandshakes(hs []handshakes.Handshake) (int, error) {
+	seen := make(map[m2hoFlowKey]bool, len(hs))
+	stored := 0
+	for _, h := range hs {
+		key := flowKeyOf(h.Local, h.Remote)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		hint := m2hoHandshakeHint{Mss: h.MSS, Wscale: min(h.WScale, maxWScale)}
+		if err := d.objs.HandshakeHints.Update(&key, &hint, ebpf.UpdateAny); err != nil {
+			return stored, fmt.Errorf("datapath: store the handshake of %v to %v: %w", h.Local, h.Remote, err)
+		}
+		stored++
+	}
+	return stored, nil
+}
+
+// adoptOpenConnections finds the connections already open when the
+// programs were attached and adopts their handshakes. Connections opened
+// from now on show their SYNs to the programs. What cannot be found or
+// stored leaves those connections unclamped, nothing more, so it is
+// logged and not returned.
+func (d *Datapath) adoptOpenConnections() {
+	found, scanErr := handshakes.Scan()
+	stored, err := d.AdoptHandshakes(found.Handshakes)
+	level := slog.LevelInfo
+	if scanErr != nil || err != nil {
+		level = slog.LevelWarn
+	}
+	bySource := map[handshakes.Source]int{}
+	for _, h := range found.Handshakes {
+		bySource[h.Source]++
+	}
+	d.log.Log(context.Background(), level, "adopted the handshakes of open connections", "stored", stored,
+		"sockets", bySource[handshakes.FromSocket], "conntrack", bySource[handshakes.FromConntrack],
+		"unknown_scale", found.Unknown, "malformed", found.Malformed, "scan_err", scanErr, "store_err", err)
+}

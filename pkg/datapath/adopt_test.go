@@ -1,0 +1,154 @@
+package datapath
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/pkg/handshakes"
+)
+
+// ends is a fixture segment's connection as handshakes reports it.
+func (s segment) ends() (local, remote netip.AddrPort) {
+	l, r := localV4, remoteV4
+	if s.ipv6 {
+		l, r = localV6, remoteV6
+	}
+	la, _ := netip.AddrFromSlice(l)
+	ra, _ := netip.AddrFromSlice(r)
+	return netip.AddrPortFrom(la.Unmap(), s.localPort), netip.AddrPortFrom(ra.Unmap(), s.remotePort)
+}
+
+func flowAt(t *testing.T, d *Datapath, local netip.AddrPort) Flow {
+	t.Helper()
+	f, ok, err := trackedFlow(d, func(f Flow) bool { return f.Local == local })
+	require.NoError(t, err)
+	require.True(t, ok, "no flow from %v", local)
+	return f
+}
+
+func hintCount(t *testing.T, d *Datapath) int {
+	t.Helper()
+	var key m2hoFlowKey
+	var hint m2hoHandshakeHint
+	n := 0
+	iter := d.objs.HandshakeHints.Iterate()
+	for iter.Next(&key, &hint) {
+		n++
+	}
+	require.NoError(t, iter.Err())
+	return n
+}
+
+// TestClampAdoptsHandshake: a flow whose handshake the programs never saw
+// takes its scale and MSS from an adopted handshake, once, when a clamp
+// first meets it; the clamp then rewrites its ACKs as for any flow.
+func TestClampAdoptsHandshake(t *testing.T) {
+	for _, ipv6 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "IPv4", true: "IPv6"}[ipv6], func(t *testing.T) {
+			d := loadDetached(t, false, 0)
+			s := freshPorts(segment{ipv6: ipv6, ethernet: true, timestamps: true})
+			local, remote := s.ends()
+			other := freshPorts(s)
+			otherLocal, otherRemote := other.ends()
+			stored, err := d.AdoptHandshakes([]handshakes.Handshake{
+				{Local: local, Remote: remote, WScale: 5, MSS: 1400, Source: handshakes.FromSocket},
+				// a second report of the same connection does not replace the first
+				{Local: local, Remote: remote, WScale: 9, Source: handshakes.FromConntrack},
+				// a connection whose flow never shows up
+				{Local: otherLocal, Remote: otherRemote, WScale: 3, Source: handshakes.FromConntrack},
+			})
+			require.NoError(t, err)
+			assert.Equal(t, 2, stored)
+
+			// before any clamp, nothing is adopted
+			expectWindow(t, d, hostACK(s, 50000, 0), 50000)
+			assert.Equal(t, 2, hintCount(t, d))
+
+			require.NoError(t, d.SetClamp(8192, time.Now().Add(time.Minute)))
+			expectWindow(t, d, hostACK(s, 50000, 0), 8192>>5)
+			expectWindow(t, d, hostACK(s, 50000, 0), 8192>>5)
+			// below one MSS, the adopted MSS is the floor: ceil(1400 / 32)
+			require.NoError(t, d.SetClamp(100, time.Now().Add(time.Minute)))
+			expectWindow(t, d, hostACK(s, 50000, 0), 44)
+
+			c, err := d.Counters()
+			require.NoError(t, err)
+			assert.Equal(t, uint64(1), c.WScaleAdopted)
+			assert.Zero(t, c.NoWScale)
+			assert.Equal(t, uint64(3), c.ClampApplied)
+			assert.Equal(t, 1, hintCount(t, d), "the adopted handshake leaves the store")
+			f := flowAt(t, d, local)
+			assert.True(t, f.WScaleKnown)
+			assert.Equal(t, uint8(5), f.WScale)
+			assert.Equal(t, uint16(1400), f.MSS)
+		})
+	}
+}
+
+func TestAdoptedHandshakeDefaults(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	s := freshPorts(segment{})
+	local, remote := s.ends()
+	// conntrack knows no MSS; a scale above RFC 7323's 14 counts as 14
+	_, err := d.AdoptHandshakes([]handshakes.Handshake{{Local: local, Remote: remote, WScale: 15}})
+	require.NoError(t, err)
+	require.NoError(t, d.SetClamp(1, time.Now().Add(time.Minute)))
+	// the floor is the default MSS of IPv4, 536 bytes: one unit of 2^14
+	expectWindow(t, d, hostACK(s, 50000, 0), 1)
+	f := flowAt(t, d, local)
+	assert.Equal(t, uint8(14), f.WScale)
+	assert.Equal(t, uint16(536), f.MSS)
+}
+
+// TestSeenHandshakeWins: a flow whose handshake the programs saw keeps
+// what they learned, and leaves an adopted handshake for it alone.
+func TestSeenHandshakeWins(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	s := freshPorts(segment{})
+	handshake(t, d, s, 7, 7)
+	local, remote := s.ends()
+	_, err := d.AdoptHandshakes([]handshakes.Handshake{{Local: local, Remote: remote, WScale: 2, MSS: 1400}})
+	require.NoError(t, err)
+	require.NoError(t, d.SetClamp(8192, time.Now().Add(time.Minute)))
+	expectWindow(t, d, hostACK(s, 50000, 0), 8192>>7)
+	c, err := d.Counters()
+	require.NoError(t, err)
+	assert.Zero(t, c.WScaleAdopted)
+	assert.Equal(t, 1, hintCount(t, d))
+}
+
+// TestFreezeNeedsNoHandshake: a zero window is zero at any scale, so the
+// freeze baseline acts on flows whose handshake went unseen.
+func TestFreezeNeedsNoHandshake(t *testing.T) {
+	d := loadDetached(t, false, 0)
+	s := freshPorts(segment{ethernet: true})
+	require.NoError(t, d.SetFreeze(time.Now().Add(time.Minute)))
+	expectWindow(t, d, hostACK(s, 50000, 0), 0)
+	c, err := d.Counters()
+	require.NoError(t, err)
+	assert.Zero(t, c.NoWScale)
+	assert.Equal(t, uint64(1), c.ClampApplied)
+}
+
+// TestAdoptHandshakesFull: the store holds as many handshakes as the flow
+// table holds flows; past that, AdoptHandshakes says so and keeps what it
+// stored.
+func TestAdoptHandshakesFull(t *testing.T) {
+	d := loadDetached(t, true, 16)
+	hs := make([]handshakes.Handshake, 20)
+	for i := range hs {
+		hs[i] = handshakes.Handshake{
+			Local:  netip.AddrPortFrom(netip.MustParseAddr("10.0.0.2"), uint16(1000+i)),
+			Remote: netip.MustParseAddrPort("192.0.2.1:443"),
+			WScale: 7,
+		}
+	}
+	stored, err := d.AdoptHandshakes(hs)
+	require.Error(t, err)
+	assert.Equal(t, 16, stored)
+	assert.Equal(t, 16, hintCount(t, d))
+}

@@ -1,0 +1,243 @@
+package handshakes
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+)
+
+// Attributes of include/uapi/linux/netfilter/nfnetlink_conntrack.h and
+// values of include/uapi/linux/netfilter/nf_conntrack_tcp.h.
+const (
+	ipctnlMsgCTGet = 1 // IPCTNL_MSG_CT_GET
+	nfgenMsgLen    = 4
+
+	ctaTupleOrig  = 1
+	ctaTupleReply = 2
+	ctaProtoinfo  = 4
+
+	ctaTupleIP    = 1
+	ctaTupleProto = 2
+	ctaIPv4Src    = 1
+	ctaIPv4Dst    = 2
+	ctaIPv6Src    = 3
+	ctaIPv6Dst    = 4
+	ctaProtoNum   = 1
+	ctaProtoSport = 2
+	ctaProtoDport = 3
+
+	ctaProtoinfoTCP   = 1
+	ctaTCPState       = 1
+	ctaTCPWScaleOrig  = 2
+	ctaTCPWScaleReply = 3
+	ctaTCPFlagsOrig   = 4
+	ctaTCPFlagsReply  = 5
+
+	// IP_CT_TCP_FLAG_WINDOW_SCALE: that direction's SYN offered a scale.
+	ctTCPFlagWindowScale = 0x01
+
+	tcpConntrackEstablished = 3
+	tcpConntrackFinWait     = 4
+	tcpConntrackCloseWait   = 5
+)
+
+// Conntrack lists the handshakes of the TCP connections conntrack tracks
+// that may still carry data, IPv4 and IPv6. Only connections whose SYNs
+// both offered a window scale count: conntrack then keeps each side's
+// scale, while an entry without the offers may be one it picked up
+// mid-stream, whose scale it never saw (these count as Unknown).
+//
+// An entry cannot tell which side's ACKs leave through the modem link, so
+// each yields two handshakes: the originator's, keyed as its packets look
+// once translated (the reply tuple reversed), and the responder's, keyed
+// as the original tuple reversed. Only the one matching a flow on the link
+// is ever used. Conntrack is active only in a namespace whose rules use it
+// (NAT, state matches); elsewhere the list is empty.
+func Conntrack() (Found, error) {
+	var found Found
+	for _, family := range []uint8{afInet, afInet6} {
+		f, err := dump(unix.NETLINK_NETFILTER, unix.NFNL_SUBSYS_CTNETLINK<<8|ipctnlMsgCTGet,
+			[]byte{family, unix.NFNETLINK_V0, 0, 0}, parseConntrackInto)
+		found.add(f)
+		if err != nil {
+			return found, fmt.Errorf("conntrack dump of family %d: %w", family, err)
+		}
+	}
+	return found, nil
+}
+
+func parseConntrackInto(msg []byte, into *Found) {
+	hs, err := parseConntrack(msg)
+	switch {
+	case errors.Is(err, errUnknownScale):
+		into.Unknown++
+	case err != nil:
+		into.Malformed++
+	default:
+		into.Handshakes = append(into.Handshakes, hs...)
+	}
+}
+
+// errUnknownScale marks an open TCP entry whose scales conntrack did not
+// see.
+var errUnknownScale = errors.New("window scales not seen")
+
+// ctTuple is one direction of a conntrack entry.
+type ctTuple struct {
+	src, dst     netip.AddrPort
+	proto        uint8
+	hasAddresses bool
+}
+
+// ctTCP is an entry's TCP state.
+type ctTCP struct {
+	state                 uint8
+	scaleOrig, scaleReply uint8
+	flagsOrig, flagsReply uint8
+	hasState              bool
+}
+
+// parseConntrack reads one conntrack entry. It returns no handshake and no
+// error for an entry that is not an open TCP connection or stays on the
+// host, and errUnknownScale for one whose scales went unseen.
+func parseConntrack(msg []byte) ([]Handshake, error) {
+	if len(msg) < nfgenMsgLen {
+		return nil, fmt.Errorf("%w: conntrack message of %d bytes", errMalformed, len(msg))
+	}
+	var orig, reply ctTuple
+	var tcp ctTCP
+	var origSeen, replySeen bool
+	err := walkAttrs(msg[nfgenMsgLen:], func(typ uint16, value []byte) error {
+		var err error
+		switch typ {
+		case ctaTupleOrig:
+			orig, err = parseTuple(value)
+			origSeen = true
+		case ctaTupleReply:
+			reply, err = parseTuple(value)
+			replySeen = true
+		case ctaProtoinfo:
+			tcp, err = parseProtoinfo(value)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !origSeen || !replySeen {
+		return nil, fmt.Errorf("%w: conntrack entry without both tuples", errMalformed)
+	}
+	if orig.proto != unix.IPPROTO_TCP {
+		return nil, nil
+	}
+	if !orig.hasAddresses || !reply.hasAddresses || !tcp.hasState {
+		return nil, fmt.Errorf("%w: TCP conntrack entry without addresses or state", errMalformed)
+	}
+	switch tcp.state {
+	case tcpConntrackEstablished, tcpConntrackFinWait, tcpConntrackCloseWait:
+	default:
+		return nil, nil
+	}
+	if onLoopback(orig.src, orig.dst) || onLoopback(reply.src, reply.dst) {
+		return nil, nil
+	}
+	if tcp.flagsOrig&ctTCPFlagWindowScale == 0 || tcp.flagsReply&ctTCPFlagWindowScale == 0 {
+		return nil, errUnknownScale
+	}
+	return []Handshake{
+		{Local: reply.dst, Remote: reply.src, WScale: tcp.scaleOrig, Source: FromConntrack},
+		{Local: orig.dst, Remote: orig.src, WScale: tcp.scaleReply, Source: FromConntrack},
+	}, nil
+}
+
+// parseTuple reads a CTA_TUPLE_ORIG or CTA_TUPLE_REPLY.
+func parseTuple(b []byte) (ctTuple, error) {
+	var t ctTuple
+	var src, dst netip.Addr
+	var sport, dport uint16
+	err := walkAttrs(b, func(typ uint16, value []byte) error {
+		switch typ {
+		case ctaTupleIP:
+			return walkAttrs(value, func(typ uint16, value []byte) error {
+				var err error
+				switch typ {
+				case ctaIPv4Src:
+					src, err = addrFrom(afInet, value)
+				case ctaIPv4Dst:
+					dst, err = addrFrom(afInet, value)
+				case ctaIPv6Src:
+					src, err = addrFrom(afInet6, value)
+				case ctaIPv6Dst:
+					dst, err = addrFrom(afInet6, value)
+				}
+				if err != nil {
+					return fmt.Errorf("%w: %w", errMalformed, err)
+				}
+				return nil
+			})
+		case ctaTupleProto:
+			return walkAttrs(value, func(typ uint16, value []byte) error {
+				switch typ {
+				case ctaProtoNum:
+					if len(value) < 1 {
+						return fmt.Errorf("%w: empty protocol number", errMalformed)
+					}
+					t.proto = value[0]
+				case ctaProtoSport, ctaProtoDport:
+					if len(value) < 2 {
+						return fmt.Errorf("%w: port of %d bytes", errMalformed, len(value))
+					}
+					port := binary.BigEndian.Uint16(value)
+					if typ == ctaProtoSport {
+						sport = port
+					} else {
+						dport = port
+					}
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return ctTuple{}, err
+	}
+	if src.IsValid() && dst.IsValid() {
+		t.src, t.dst = netip.AddrPortFrom(src, sport), netip.AddrPortFrom(dst, dport)
+		t.hasAddresses = true
+	}
+	return t, nil
+}
+
+// parseProtoinfo reads the TCP part of a CTA_PROTOINFO.
+func parseProtoinfo(b []byte) (ctTCP, error) {
+	var tcp ctTCP
+	err := walkAttrs(b, func(typ uint16, value []byte) error {
+		if typ != ctaProtoinfoTCP {
+			return nil
+		}
+		return walkAttrs(value, func(typ uint16, value []byte) error {
+			if len(value) < 1 {
+				return fmt.Errorf("%w: empty TCP protocol info %d", errMalformed, typ)
+			}
+			switch typ {
+			case ctaTCPState:
+				tcp.state, tcp.hasState = value[0], true
+			case ctaTCPWScaleOrig:
+				tcp.scaleOrig = value[0]
+			case ctaTCPWScaleReply:
+				tcp.scaleReply = value[0]
+			case ctaTCPFlagsOrig:
+				// struct nf_ct_tcp_flags: the flags, then a mask
+				tcp.flagsOrig = value[0]
+			case ctaTCPFlagsReply:
+				tcp.flagsReply = value[0]
+			}
+			return nil
+		})
+	})
+	return tcp, err
+}

@@ -1,0 +1,77 @@
+package handshakes
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	afInet  = unix.AF_INET
+	afInet6 = unix.AF_INET6
+	// nlaTypeMask strips NLA_F_NESTED and NLA_F_NET_BYTEORDER from an
+	// attribute's type (include/uapi/linux/netlink.h).
+	nlaTypeMask  = 0x3fff
+	nlaHeaderLen = 4
+	// dumpAttempts bounds the retries of a dump the kernel reports
+	// interrupted: the table changed while it was read, and an entry
+	// may be missing or repeated.
+	dumpAttempts = 3
+)
+
+// errMalformed marks a message from the kernel that cannot be read.
+var errMalformed = errors.New("malformed netlink message")
+
+// requestData is a request's payload, already encoded.
+type requestData []byte
+
+func (r requestData) Len() int          { return len(r) }
+func (r requestData) Serialize() []byte { return r }
+
+// dump sends a dump request of msgType with payload on a netlink socket of
+// protocol, and hands each reply's payload to parse, which adds what it
+// reads to a Found of the attempt. An interrupted dump is taken again; the
+// last attempt's result stands, with an error that says so.
+func dump(protocol int, msgType uint16, payload []byte, parse func(msg []byte, into *Found)) (Found, error) {
+	for attempt := 1; ; attempt++ {
+		var found Found
+		req := nl.NewNetlinkRequest(int(msgType), unix.NLM_F_DUMP)
+		req.AddData(requestData(payload))
+		err := req.ExecuteIter(protocol, 0, func(msg []byte) bool {
+			parse(msg, &found)
+			return true
+		})
+		if errors.Is(err, nl.ErrDumpInterrupted) && attempt < dumpAttempts {
+			continue
+		}
+		return found, err
+	}
+}
+
+// walkAttrs calls visit with the type (flags stripped) and value of each
+// attribute in b. An attribute whose length runs past b, or bytes left over
+// that cannot hold one, make b malformed.
+func walkAttrs(b []byte, visit func(typ uint16, value []byte) error) error {
+	for len(b) > 0 {
+		if len(b) < nlaHeaderLen {
+			return fmt.Errorf("%w: %d bytes left after the attributes", errMalformed, len(b))
+		}
+		length := int(binary.NativeEndian.Uint16(b))
+		typ := binary.NativeEndian.Uint16(b[2:]) & nlaTypeMask
+		if length < nlaHeaderLen || length > len(b) {
+			return fmt.Errorf("%w: attribute %d of %d bytes in %d", errMalformed, typ, length, len(b))
+		}
+		if err := visit(typ, b[nlaHeaderLen:length]); err != nil {
+			return err
+		}
+		aligned := (length + 3) &^ 3
+		if aligned >= len(b) {
+			return nil
+		}
+		b = b[aligned:]
+	}
+	return nil
+}
