@@ -77,12 +77,12 @@ struct {
 	__type(value, struct policy);
 } policy_map SEC(".maps");
 
-/* Written by user space at attach, read and emptied only by flows whose
- * handshake went unseen, so it holds no memory it does not use. */
+/* Written by user space, at attach and when it evicts an idle flow; read,
+ * and emptied, only by flows whose handshake went unseen. When full, the
+ * least recently used hint makes room. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, M2HO_DEFAULT_MAX_FLOWS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct flow_key);
 	__type(value, struct handshake_hint);
 } handshake_hints SEC(".maps");

@@ -64,10 +64,11 @@ enum flow_flags {
 };
 
 /*
- * What the handshake of a connection opened before the programs were
- * attached settled, found by user space (socket diagnostics, conntrack)
- * and keyed like the flow. The clamp of a flow whose own handshake went
- * unseen takes its scale from here, once.
+ * What the handshake of a connection settled, keyed like the flow, for
+ * flows whose own handshake the programs did not see: user space finds it
+ * for connections opened before the programs were attached (socket
+ * diagnostics, conntrack), and keeps it when it evicts an idle flow that
+ * may yet resume. The clamp of such a flow takes its scale from here, once.
  */
 struct handshake_hint {
 	__u16 mss;   /* MSS the host announced; 0: unknown */

@@ -66,10 +66,10 @@ const (
 	// slots.
 	slotAllocHold = time.Second
 	// evictInterval, flowIdle and closedFlowIdle bound the flow table: a
-	// flow silent for flowIdle is forgotten (it would need a new SYN to be
-	// clamped again), and a closed connection after closedFlowIdle, which
-	// covers its last packets, so that short connections do not fill the
-	// table.
+	// flow silent for flowIdle is forgotten but for its handshake, which
+	// the clamp needs if it resumes, and a closed connection after
+	// closedFlowIdle, which covers its last packets, so that short
+	// connections do not fill the table.
 	evictInterval  = 30 * time.Second
 	flowIdle       = 5 * time.Minute
 	closedFlowIdle = 10 * time.Second

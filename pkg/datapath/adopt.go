@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/cilium/ebpf"
-
 	"github.com/m2ho/m2ho/pkg/handshakes"
 )
 
@@ -18,22 +16,44 @@ const maxWScale = 14
 // handshake went unseen takes the scale and MSS from here the first time
 // it meets the flow (Counters.WScaleAdopted); without them it leaves the
 // flow alone (Counters.NoWScale). A handshake that matches no flow on the
-// link only takes room, up to as many as the flow table holds; the first
-// of several for one connection stands. It returns how many it stored.
+// link only takes room: the store holds as many as the flow table, and
+// forgets the least recently stored to make room. The first of several
+// handshakes for one connection stands. It returns how many it stored.
 func (d *Datapath) AdoptHandshakes(hs []handshakes.Handshake) (int, error) {
 	seen := make(map[m2hoFlowKey]bool, len(hs))
-	stored := 0
+	var kept keptHandshakes
 	for _, h := range hs {
 		key := flowKeyOf(h.Local, h.Remote)
 		if seen[key] {
 			continue
 		}
 		seen[key] = true
-		hint := m2hoHandshakeHint{Mss: h.MSS, Wscale: min(h.WScale, maxWScale)}
-		if err := d.objs.HandshakeHints.Update(&key, &hint, ebpf.UpdateAny); err != nil {
-			return stored, fmt.Errorf("datapath: store the handshake of %v to %v: %w", h.Local, h.Remote, err)
-		}
-		stored++
+		kept.add(&key, h.MSS, h.WScale)
+	}
+	return d.storeHandshakes(&kept)
+}
+
+// keptHandshakes are handshakes to store, keys and values apart for a
+// batch update.
+type keptHandshakes struct {
+	keys  []m2hoFlowKey
+	hints []m2hoHandshakeHint
+}
+
+func (k *keptHandshakes) add(key *m2hoFlowKey, mss uint16, wscale uint8) {
+	k.keys = append(k.keys, *key)
+	k.hints = append(k.hints, m2hoHandshakeHint{Mss: mss, Wscale: min(wscale, maxWScale)})
+}
+
+// storeHandshakes stores kept handshakes in one system call and returns
+// how many it stored.
+func (d *Datapath) storeHandshakes(kept *keptHandshakes) (int, error) {
+	if len(kept.keys) == 0 {
+		return 0, nil
+	}
+	stored, err := d.objs.HandshakeHints.BatchUpdate(kept.keys, kept.hints, nil)
+	if err != nil {
+		return stored, fmt.Errorf("datapath: store %d handshakes: %w", len(kept.keys), err)
 	}
 	return stored, nil
 }

@@ -134,12 +134,12 @@ func TestFreezeNeedsNoHandshake(t *testing.T) {
 	assert.Equal(t, uint64(1), c.ClampApplied)
 }
 
-// TestAdoptHandshakesFull: the store holds as many handshakes as the flow
-// table holds flows; past that, AdoptHandshakes says so and keeps what it
-// stored.
+// TestAdoptHandshakesFull: the store holds at most as many handshakes as
+// the flow table holds flows, and makes room for the newest.
 func TestAdoptHandshakesFull(t *testing.T) {
-	d := loadDetached(t, true, 16)
-	hs := make([]handshakes.Handshake, 20)
+	const maxFlows = 16
+	d := loadDetached(t, true, maxFlows)
+	hs := make([]handshakes.Handshake, 3*maxFlows)
 	for i := range hs {
 		hs[i] = handshakes.Handshake{
 			Local:  netip.AddrPortFrom(netip.MustParseAddr("10.0.0.2"), uint16(1000+i)),
@@ -148,7 +148,40 @@ func TestAdoptHandshakesFull(t *testing.T) {
 		}
 	}
 	stored, err := d.AdoptHandshakes(hs)
-	require.Error(t, err)
-	assert.Equal(t, 16, stored)
-	assert.Equal(t, 16, hintCount(t, d))
+	require.NoError(t, err)
+	assert.Equal(t, len(hs), stored)
+	assert.LessOrEqual(t, hintCount(t, d), maxFlows)
+	last := flowKeyOf(hs[len(hs)-1].Local, hs[len(hs)-1].Remote)
+	var hint m2hoHandshakeHint
+	assert.NoError(t, d.objs.HandshakeHints.Lookup(&last, &hint), "the newest stays")
+}
+
+// TestEvictedFlowKeepsHandshake: an idle flow the daemon evicts leaves its
+// handshake behind, so that the clamp still acts when the connection
+// resumes; a closed connection leaves nothing.
+func TestEvictedFlowKeepsHandshake(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	idle := freshPorts(segment{timestamps: true})
+	handshake(t, d, idle, 7, 7)
+	expectWindow(t, d, hostACK(idle, 50000, 0), 50000)
+	closed := freshPorts(segment{})
+	handshake(t, d, closed, 6, 6)
+	rst := hostACK(closed, 50000, 0)
+	rst.rst = true
+	frame, _ := rst.build(t)
+	d.egress(t, frame)
+
+	evicted, err := d.EvictIdle(0, 0)
+	require.NoError(t, err)
+	assert.Equal(t, 2, evicted)
+	assert.Equal(t, 1, hintCount(t, d), "only the open connection's handshake stays")
+
+	require.NoError(t, d.SetClamp(8192, time.Now().Add(time.Minute)))
+	expectWindow(t, d, hostACK(idle, 50000, 0), 8192>>7)
+	c, err := d.Counters()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), c.WScaleAdopted)
+	assert.Zero(t, c.NoWScale)
+	local, _ := idle.ends()
+	assert.Equal(t, uint16(hostMSS), flowAt(t, d, local).MSS)
 }

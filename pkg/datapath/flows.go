@@ -192,10 +192,11 @@ func flowFromMap(k *m2hoFlowKey, s *m2hoFlowState, clock clockAnchor) Flow {
 // the closed ones (Flow.Closed) without a packet for longer than
 // closedIdle, and returns how many it deleted. The flow table is bounded:
 // without eviction, it fills up and new flows go untracked
-// (Counters.MapFull). A closed flow needs only a short stay, for the last
-// packets of its connection; one that is evicted and then sees such a
-// packet is tracked afresh, without a handshake, which only its clamp
-// needed.
+// (Counters.MapFull). An idle open flow leaves its handshake behind (see
+// AdoptHandshakes), so that its clamp still works if its connection
+// resumes. A closed flow needs only a short stay, for the last packets of
+// its connection; one that is evicted and then sees such a packet is
+// tracked afresh, without a handshake, which only its clamp needed.
 func (d *Datapath) EvictIdle(idle, closedIdle time.Duration) (int, error) {
 	if idle < 0 || closedIdle < 0 {
 		return 0, fmt.Errorf("datapath: negative idle time %v or %v", idle, closedIdle)
@@ -203,10 +204,23 @@ func (d *Datapath) EvictIdle(idle, closedIdle time.Duration) (int, error) {
 	now := monotonicNow()
 	cutoff := func(idle time.Duration) uint64 { return now - min(now, uint64(idle)) }
 	openCutoff, closedCutoff := cutoff(idle), cutoff(closedIdle)
-	return d.eachFlow(func(_ *m2hoFlowKey, s *m2hoFlowState) bool {
+	var kept keptHandshakes
+	evicted, err := d.eachFlow(func(k *m2hoFlowKey, s *m2hoFlowState) bool {
 		if s.Flags&uint32(m2hoFlowFlagsFLOW_CLOSED) != 0 {
 			return s.LastSeenNs < closedCutoff
 		}
-		return s.LastSeenNs < openCutoff
+		if s.LastSeenNs >= openCutoff {
+			return false
+		}
+		// An idle connection may resume, and the flow its packets then
+		// create can learn its window scale from no SYN: the handshake
+		// is kept for the clamp to adopt. A clamped ACK that comes
+		// before it is stored goes unclamped, and the next finds it.
+		if s.Flags&uint32(m2hoFlowFlagsFLOW_WSCALE_KNOWN) != 0 {
+			kept.add(k, s.Mss, s.Wscale)
+		}
+		return true
 	})
+	_, storeErr := d.storeHandshakes(&kept)
+	return evicted, errors.Join(err, storeErr)
 }
