@@ -46,7 +46,8 @@ const DefaultMaxFlows = 65536
 
 // MaxFlowsLimit is the largest Options.MaxFlows: 16 Mi flows, a flow table
 // of 6.25 GiB (400 bytes per flow: two slots of a 192-byte entry and its
-// share of the bucket's tags).
+// share of the bucket's tags), besides 112 bytes per flow for each of the
+// flow index and the handshake store.
 const MaxFlowsLimit = 1 << 24
 
 // AttachMode names how the programs are hooked to the interface.
@@ -207,8 +208,8 @@ func loadSpec(rawIP bool, burstGap time.Duration, maxFlows uint32) (*ebpf.Collec
 	if err := spec.Variables[m2hoVarCfgNrCpus].Set(uint32(cpus)); err != nil {
 		return nil, fmt.Errorf("datapath: set %s: %w", m2hoVarCfgNrCpus, err)
 	}
-	slots := flowTableSlots(maxFlows)
-	if err := spec.Variables[m2hoVarCfgFlowBucketMask].Set(slots/flowBucketSlots - 1); err != nil {
+	buckets := flowTableBuckets(maxFlows)
+	if err := spec.Variables[m2hoVarCfgFlowBucketMask].Set(buckets - 1); err != nil {
 		return nil, fmt.Errorf("datapath: set %s: %w", m2hoVarCfgFlowBucketMask, err)
 	}
 	var seed [8]byte
@@ -219,7 +220,7 @@ func loadSpec(rawIP bool, burstGap time.Duration, maxFlows uint32) (*ebpf.Collec
 		return nil, fmt.Errorf("datapath: set %s: %w", m2hoVarCfgFlowHashSeed, err)
 	}
 	spec.Maps[m2hoMapFlowIndex].MaxEntries = maxFlows
-	spec.Maps[m2hoMapFlowTable].MaxEntries = slots
+	spec.Maps[m2hoMapFlowTable].MaxEntries = buckets
 	spec.Maps[m2hoMapHandshakeHints].MaxEntries = maxFlows
 	return spec, nil
 }

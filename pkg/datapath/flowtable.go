@@ -13,14 +13,15 @@ import (
 // flowBucketSlots is M2HO_FLOW_BUCKET_SLOTS.
 const flowBucketSlots = uint32(len(m2hoFlowBucket{}.Tags))
 
-// flowTableSlots sizes the flow table for maxFlows flows: the power of two
-// of at least twice as many slots, and two buckets at least.
-func flowTableSlots(maxFlows uint32) uint32 {
+// flowTableBuckets sizes the flow table for maxFlows flows, in buckets (the
+// map's entries): a power of two holding at least twice as many slots, and
+// two buckets at least.
+func flowTableBuckets(maxFlows uint32) uint32 {
 	slots := 2 * flowBucketSlots
 	for slots < 2*maxFlows {
 		slots <<= 1
 	}
-	return slots
+	return slots / flowBucketSlots
 }
 
 // flowTable is the flow table mapped into memory: user space reads flows

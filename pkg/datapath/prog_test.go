@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/gopacket/gopacket/layers"
 	"github.com/stretchr/testify/assert"
@@ -429,6 +430,27 @@ func TestEgressClockFollowsTime(t *testing.T) {
 	assert.WithinDuration(t, time.Now(), created[second.localPort], time.Second)
 }
 
+// TestFlowTableLoadedSize checks the loaded table against its sizing: as
+// many buckets as the programs' mask reaches, no more, which is the memory
+// TestFlowTableMemory pins.
+func TestFlowTableLoadedSize(t *testing.T) {
+	for _, maxFlows := range []uint32{4, 1000, DefaultMaxFlows} {
+		t.Run(fmt.Sprint(maxFlows), func(t *testing.T) {
+			d := loadDetached(t, true, maxFlows)
+			want := flowTableBuckets(maxFlows)
+			assert.Equal(t, want, d.objs.FlowTable.MaxEntries())
+			assert.Len(t, d.table.buckets, int(want))
+			info, err := d.objs.FlowTable.Info()
+			require.NoError(t, err)
+			memlock, ok := info.Memlock()
+			if assert.True(t, ok, "the kernel reports the map's memory") {
+				tableBytes := uint64(want) * uint64(unsafe.Sizeof(m2hoFlowBucket{}))
+				assert.InDelta(t, tableBytes, memlock, float64(tableBytes)/50+8192, "table memory")
+			}
+		})
+	}
+}
+
 // TestFlowFoundAtEverySlot places a flow at each slot position of its
 // bucket, by marking the slots before it claimed in both buckets of the
 // smallest table, and checks that the flow's packets find it: the search
@@ -437,7 +459,7 @@ func TestFlowFoundAtEverySlot(t *testing.T) {
 	for position := range uint32(flowBucketSlots) {
 		t.Run(fmt.Sprint(position), func(t *testing.T) {
 			d := loadDetached(t, true, 4)
-			require.Equal(t, uint32(2*flowBucketSlots), flowTableSlots(4), "two buckets")
+			require.Equal(t, uint32(2), flowTableBuckets(4), "two buckets")
 			for bucket := range uint32(2) {
 				for n := range position {
 					tag, _ := d.table.slot(bucket*flowBucketSlots + n)

@@ -26,8 +26,7 @@ func TestEveryCounterHasAField(t *testing.T) {
 // the entry layout must update them.
 func TestFlowTableMemory(t *testing.T) {
 	tableBytes := func(maxFlows uint32) uint64 {
-		buckets := uint64(flowTableSlots(maxFlows) / flowBucketSlots)
-		return buckets * uint64(unsafe.Sizeof(m2hoFlowBucket{}))
+		return uint64(flowTableBuckets(maxFlows)) * uint64(unsafe.Sizeof(m2hoFlowBucket{}))
 	}
 	assert.Equal(t, uint64(3*64), uint64(unsafe.Sizeof(m2hoFlowEntry{})), "three cache lines per entry")
 	assert.Equal(t, uint64(400*DefaultMaxFlows), tableBytes(DefaultMaxFlows), "25 MiB by default")
