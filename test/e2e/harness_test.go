@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -572,9 +573,13 @@ func (b *bed) captureACKs(t testing.TB) *ackCapture {
 		}
 		// The reader checks for the end of the test between reads. The
 		// server's own data segments are not wanted.
+		// Each frame carries the time the kernel received it: the
+		// reader may fall behind on a loaded host, and a frame stamped
+		// when read would land in a later span than it belongs to.
 		tv := unix.NsecToTimeval((100 * time.Millisecond).Nanoseconds())
 		return errors.Join(unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 16<<20),
 			unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1),
+			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1),
 			unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv))
 	}))
 	c := &ackCapture{wscale: -1}
@@ -582,17 +587,18 @@ func (b *bed) captureACKs(t testing.TB) *ackCapture {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		frame := make([]byte, 2048)
+		oob := make([]byte, unix.CmsgSpace(int(unsafe.Sizeof(unix.Timespec{}))))
 		for {
 			select {
 			case <-done:
 				return
 			default:
 			}
-			n, _, err := unix.Recvfrom(fd, frame, 0)
+			n, oobn, _, _, err := unix.Recvmsg(fd, frame, oob, 0)
 			if err != nil {
 				continue
 			}
-			c.record(time.Now(), frame[:n])
+			c.record(receivedAt(oob[:oobn]), frame[:n])
 		}
 	})
 	t.Cleanup(func() {
@@ -606,6 +612,23 @@ func (b *bed) captureACKs(t testing.TB) *ackCapture {
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 // record parses an Ethernet frame and keeps the segments from the ue host.
+// receivedAt reads the SO_TIMESTAMPNS stamp of a received frame, or says
+// now when there is none.
+func receivedAt(oob []byte) time.Time {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return time.Now()
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS &&
+			len(m.Data) >= int(unsafe.Sizeof(unix.Timespec{})) {
+			ts := (*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
+			return time.Unix(ts.Unix())
+		}
+	}
+	return time.Now()
+}
+
 func (c *ackCapture) record(at time.Time, frame []byte) {
 	const ethLen = 14
 	if len(frame) < ethLen+20 || binary.BigEndian.Uint16(frame[12:14]) != unix.ETH_P_IP {
