@@ -57,16 +57,8 @@ const (
 // is ever used. Conntrack is active only in a namespace whose rules use it
 // (NAT, state matches); elsewhere the list is empty.
 func Conntrack() (Found, error) {
-	var found Found
-	for _, family := range []uint8{afInet, afInet6} {
-		f, err := dump(unix.NETLINK_NETFILTER, unix.NFNL_SUBSYS_CTNETLINK<<8|ipctnlMsgCTGet,
-			[]byte{family, unix.NFNETLINK_V0, 0, 0}, parseConntrackInto)
-		found.add(f)
-		if err != nil {
-			return found, fmt.Errorf("conntrack dump of family %d: %w", family, err)
-		}
-	}
-	return found, nil
+	return dumpFamilies("conntrack", unix.NETLINK_NETFILTER, unix.NFNL_SUBSYS_CTNETLINK<<8|ipctnlMsgCTGet,
+		func(family uint8) []byte { return []byte{family, unix.NFNETLINK_V0, 0, 0} }, parseConntrackInto)
 }
 
 func parseConntrackInto(msg []byte, into *Found) {
@@ -87,9 +79,8 @@ var errUnknownScale = errors.New("window scales not seen")
 
 // ctTuple is one direction of a conntrack entry.
 type ctTuple struct {
-	src, dst     netip.AddrPort
-	proto        uint8
-	hasAddresses bool
+	src, dst netip.AddrPort
+	proto    uint8
 }
 
 // ctTCP is an entry's TCP state.
@@ -133,7 +124,7 @@ func parseConntrack(msg []byte) ([]Handshake, error) {
 	if orig.proto != unix.IPPROTO_TCP {
 		return nil, nil
 	}
-	if !orig.hasAddresses || !reply.hasAddresses || !tcp.hasState {
+	if !orig.src.IsValid() || !reply.src.IsValid() || !tcp.hasState {
 		return nil, fmt.Errorf("%w: TCP conntrack entry without addresses or state", errMalformed)
 	}
 	switch tcp.state {
@@ -153,63 +144,75 @@ func parseConntrack(msg []byte) ([]Handshake, error) {
 	}, nil
 }
 
-// parseTuple reads a CTA_TUPLE_ORIG or CTA_TUPLE_REPLY.
+// parseTuple reads a CTA_TUPLE_ORIG or CTA_TUPLE_REPLY. Its addresses stay
+// invalid unless both are present.
 func parseTuple(b []byte) (ctTuple, error) {
 	var t ctTuple
 	var src, dst netip.Addr
 	var sport, dport uint16
 	err := walkAttrs(b, func(typ uint16, value []byte) error {
+		var err error
 		switch typ {
 		case ctaTupleIP:
-			return walkAttrs(value, func(typ uint16, value []byte) error {
-				var err error
-				switch typ {
-				case ctaIPv4Src:
-					src, err = addrFrom(afInet, value)
-				case ctaIPv4Dst:
-					dst, err = addrFrom(afInet, value)
-				case ctaIPv6Src:
-					src, err = addrFrom(afInet6, value)
-				case ctaIPv6Dst:
-					dst, err = addrFrom(afInet6, value)
-				}
-				if err != nil {
-					return fmt.Errorf("%w: %w", errMalformed, err)
-				}
-				return nil
-			})
+			src, dst, err = parseTupleIP(value)
 		case ctaTupleProto:
-			return walkAttrs(value, func(typ uint16, value []byte) error {
-				switch typ {
-				case ctaProtoNum:
-					if len(value) < 1 {
-						return fmt.Errorf("%w: empty protocol number", errMalformed)
-					}
-					t.proto = value[0]
-				case ctaProtoSport, ctaProtoDport:
-					if len(value) < 2 {
-						return fmt.Errorf("%w: port of %d bytes", errMalformed, len(value))
-					}
-					port := binary.BigEndian.Uint16(value)
-					if typ == ctaProtoSport {
-						sport = port
-					} else {
-						dport = port
-					}
-				}
-				return nil
-			})
+			t.proto, sport, dport, err = parseTupleProto(value)
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return ctTuple{}, err
 	}
 	if src.IsValid() && dst.IsValid() {
 		t.src, t.dst = netip.AddrPortFrom(src, sport), netip.AddrPortFrom(dst, dport)
-		t.hasAddresses = true
 	}
 	return t, nil
+}
+
+// parseTupleIP reads a CTA_TUPLE_IP.
+func parseTupleIP(b []byte) (src, dst netip.Addr, err error) {
+	err = walkAttrs(b, func(typ uint16, value []byte) error {
+		var err error
+		switch typ {
+		case ctaIPv4Src:
+			src, err = addrFrom(afInet, value)
+		case ctaIPv4Dst:
+			dst, err = addrFrom(afInet, value)
+		case ctaIPv6Src:
+			src, err = addrFrom(afInet6, value)
+		case ctaIPv6Dst:
+			dst, err = addrFrom(afInet6, value)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", errMalformed, err)
+		}
+		return nil
+	})
+	return src, dst, err
+}
+
+// parseTupleProto reads a CTA_TUPLE_PROTO.
+func parseTupleProto(b []byte) (proto uint8, sport, dport uint16, err error) {
+	err = walkAttrs(b, func(typ uint16, value []byte) error {
+		switch typ {
+		case ctaProtoNum:
+			if len(value) < 1 {
+				return fmt.Errorf("%w: empty protocol number", errMalformed)
+			}
+			proto = value[0]
+		case ctaProtoSport, ctaProtoDport:
+			if len(value) < 2 {
+				return fmt.Errorf("%w: port of %d bytes", errMalformed, len(value))
+			}
+			if typ == ctaProtoSport {
+				sport = binary.BigEndian.Uint16(value)
+			} else {
+				dport = binary.BigEndian.Uint16(value)
+			}
+		}
+		return nil
+	})
+	return proto, sport, dport, err
 }
 
 // parseProtoinfo reads the TCP part of a CTA_PROTOINFO.

@@ -31,6 +31,23 @@ type requestData []byte
 func (r requestData) Len() int          { return len(r) }
 func (r requestData) Serialize() []byte { return r }
 
+// dumpFamilies dumps the table of what (sock_diag, conntrack) for IPv4,
+// then IPv6: a request of msgType with the payload request makes for the
+// family, on a netlink socket of protocol. It stops at the first family
+// that fails, with what the others found.
+func dumpFamilies(what string, protocol int, msgType uint16, request func(family uint8) []byte,
+	parse func(msg []byte, into *Found)) (Found, error) {
+	var found Found
+	for _, family := range []uint8{afInet, afInet6} {
+		f, err := dump(protocol, msgType, request(family), parse)
+		found.add(f)
+		if err != nil {
+			return found, fmt.Errorf("%s dump of family %d: %w", what, family, err)
+		}
+	}
+	return found, nil
+}
+
 // dump sends a dump request of msgType with payload on a netlink socket of
 // protocol, and hands each reply's payload to parse, which adds what it
 // reads to a Found of the attempt. An interrupted dump is taken again; the

@@ -36,15 +36,7 @@ const receivingStates = 1<<1 | 1<<4 | 1<<5
 // receive, IPv4 and IPv6 (an IPv6 socket talking IPv4 comes with its
 // IPv4 addresses). Loopback connections are left out.
 func Sockets() (Found, error) {
-	var found Found
-	for _, family := range []uint8{afInet, afInet6} {
-		f, err := dump(unix.NETLINK_INET_DIAG, unix.SOCK_DIAG_BY_FAMILY, socketRequest(family), parseSocketInto)
-		found.add(f)
-		if err != nil {
-			return found, fmt.Errorf("sock_diag dump of family %d: %w", family, err)
-		}
-	}
-	return found, nil
+	return dumpFamilies("sock_diag", unix.NETLINK_INET_DIAG, unix.SOCK_DIAG_BY_FAMILY, socketRequest, parseSocketInto)
 }
 
 // socketRequest is a struct inet_diag_req_v2 asking for every receiving
