@@ -582,7 +582,8 @@ static __always_inline bool adopt_handshake(struct flow_state *flow, const struc
 	struct handshake_hint *hint = bpf_map_lookup_elem(&handshake_hints, &pkt->key);
 	if (!hint)
 		return false;
-	flow->wscale = hint->wscale;
+	/* as for a shift read from a SYN (RFC 7323 section 2.3) */
+	flow->wscale = hint->wscale > TCP_MAX_WSCALE ? TCP_MAX_WSCALE : hint->wscale;
 	flow->mss = hint->mss ? hint->mss : default_mss(pkt);
 	flow_set(flow, FLOW_WSCALE_KNOWN);
 	bpf_map_delete_elem(&handshake_hints, &pkt->key);

@@ -8,9 +8,6 @@ import (
 	"github.com/m2ho/m2ho/pkg/handshakes"
 )
 
-// maxWScale is the largest window scale shift (RFC 7323 section 2.3).
-const maxWScale = 14
-
 // AdoptHandshakes hands the programs what the handshakes of connections
 // opened before they were attached settled. The clamp of a flow whose own
 // handshake went unseen takes the scale and MSS from here the first time
@@ -42,7 +39,7 @@ type keptHandshakes struct {
 
 func (k *keptHandshakes) add(key *m2hoFlowKey, mss uint16, wscale uint8) {
 	k.keys = append(k.keys, *key)
-	k.hints = append(k.hints, m2hoHandshakeHint{Mss: mss, Wscale: min(wscale, maxWScale)})
+	k.hints = append(k.hints, m2hoHandshakeHint{Mss: mss, Wscale: wscale})
 }
 
 // storeHandshakes stores kept handshakes in one system call and returns
