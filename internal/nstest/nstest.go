@@ -266,7 +266,28 @@ func (n *NS) AddAddr(ifname, cidr string) error {
 	if addr.IP.To4() != nil {
 		return nil
 	}
-	return n.waitIPv6Addr(link, cidr, func(a netlink.Addr) bool { return a.IP.Equal(addr.IP) })
+	if err := n.waitIPv6Addr(link, cidr, func(a netlink.Addr) bool { return a.IP.Equal(addr.IP) }); err != nil {
+		return err
+	}
+	return n.waitLocalRoute(addr.IP, cidr)
+}
+
+// waitLocalRoute waits for the local route of an IPv6 address of the
+// namespace: the kernel clears the address's tentative flag a moment
+// before it inserts that route, and a connection to the address in
+// between finds no route, or the on-link prefix out of the interface.
+func (n *NS) waitLocalRoute(ip net.IP, what string) error {
+	deadline := time.Now().Add(ipv6AddrTimeout)
+	for {
+		routes, err := n.nl.RouteGet(ip)
+		if err == nil && len(routes) > 0 && routes[0].Type == unix.RTN_LOCAL {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s in %s: no local route after %v (last error %v)", what, n.Name, ipv6AddrTimeout, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // AddRoute adds a route to dst (CIDR, or "default"/"default6") via gateway.
