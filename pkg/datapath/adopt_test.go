@@ -1,12 +1,19 @@
 package datapath
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
 	"net/netip"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/m2ho/m2ho/pkg/handshakes"
 )
@@ -32,6 +39,12 @@ func flowAt(t *testing.T, d *Datapath, local netip.AddrPort) Flow {
 
 func hintCount(t *testing.T, d *Datapath) int {
 	t.Helper()
+	n, err := storedHandshakeCount(d)
+	require.NoError(t, err)
+	return n
+}
+
+func storedHandshakeCount(d *Datapath) (int, error) {
 	var key m2hoFlowKey
 	var hint m2hoHandshakeHint
 	n := 0
@@ -39,8 +52,7 @@ func hintCount(t *testing.T, d *Datapath) int {
 	for iter.Next(&key, &hint) {
 		n++
 	}
-	require.NoError(t, iter.Err())
-	return n
+	return n, iter.Err()
 }
 
 // TestClampAdoptsHandshake: a flow whose handshake the programs never saw
@@ -93,7 +105,8 @@ func TestAdoptedHandshakeDefaults(t *testing.T) {
 	d := loadDetached(t, true, 0)
 	s := freshPorts(segment{})
 	local, remote := s.ends()
-	// conntrack knows no MSS; a scale above RFC 7323's 14 counts as 14
+	// conntrack knows no MSS, nor does a detached datapath its link's
+	// MTU; a scale above RFC 7323's 14 counts as 14
 	_, err := d.AdoptHandshakes([]handshakes.Handshake{{Local: local, Remote: remote, WScale: 15}})
 	require.NoError(t, err)
 	require.NoError(t, d.SetClamp(1, time.Now().Add(time.Minute)))
@@ -102,6 +115,52 @@ func TestAdoptedHandshakeDefaults(t *testing.T) {
 	f := flowAt(t, d, local)
 	assert.Equal(t, uint8(14), f.WScale)
 	assert.Equal(t, uint16(536), f.MSS)
+}
+
+// TestAdoptedHandshakeLinkMSS: a handshake without an MSS takes the
+// largest segment of the link's MTU as its floor; one with an MSS keeps it.
+func TestAdoptedHandshakeLinkMSS(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	d.linkMTU = 1400
+	v4, v6, known := freshPorts(segment{}), freshPorts(segment{ipv6: true}), freshPorts(segment{})
+	var hs []handshakes.Handshake
+	for _, s := range []segment{v4, v6} {
+		local, remote := s.ends()
+		hs = append(hs, handshakes.Handshake{Local: local, Remote: remote, Source: handshakes.FromConntrack})
+	}
+	local, remote := known.ends()
+	hs = append(hs, handshakes.Handshake{Local: local, Remote: remote, MSS: 1448, Source: handshakes.FromSocket})
+	_, err := d.AdoptHandshakes(hs)
+	require.NoError(t, err)
+	require.NoError(t, d.SetClamp(1, time.Now().Add(time.Minute)))
+	for _, tc := range []struct {
+		s   segment
+		mss uint16
+	}{{v4, 1400 - 40}, {v6, 1400 - 60}, {known, 1448}} {
+		// scale 0: the floor is the MSS itself
+		expectWindow(t, d, hostACK(tc.s, 50000, 0), tc.mss)
+		local, _ := tc.s.ends()
+		assert.Equal(t, tc.mss, flowAt(t, d, local).MSS)
+	}
+}
+
+func TestLargestSegment(t *testing.T) {
+	tests := []struct {
+		mtu  int
+		ipv4 bool
+		want uint16
+	}{
+		{mtu: 1500, ipv4: true, want: 1460},
+		{mtu: 1500, want: 1440},
+		{mtu: 1280, want: 1220},
+		{mtu: 68, ipv4: true, want: 28},
+		{mtu: 40, ipv4: true, want: 0},
+		{mtu: 0, want: 0},
+		{mtu: 1 << 20, ipv4: true, want: 0xffff},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, largestSegment(tt.mtu, tt.ipv4), "MTU %d, IPv4 %v", tt.mtu, tt.ipv4)
+	}
 }
 
 // TestSeenHandshakeWins: a flow whose handshake the programs saw keeps
@@ -184,4 +243,64 @@ func TestEvictedFlowKeepsHandshake(t *testing.T) {
 	assert.Zero(t, c.NoWScale)
 	local, _ := idle.ends()
 	assert.Equal(t, uint16(hostMSS), flowAt(t, d, local).MSS)
+}
+
+// syncBuffer is a log destination that the datapath's timers and the test
+// may use at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestHandshakeRescanStopsAtClose holds a connection in its handshake (the
+// server drops its SYNs), opens a datapath, which finds it under way and
+// looks for it again after a second, then closes the datapath: the rescan
+// due a further two seconds later does not come.
+func TestHandshakeRescanStopsAtClose(t *testing.T) {
+	server, ue := vethPair(t)
+	server.Nft(t, "add table inet m2ho_drop; "+
+		"add chain inet m2ho_drop in { type filter hook input priority 0; }; "+
+		"add rule inet m2ho_drop in tcp flags & (syn | ack) == syn drop")
+	require.NoError(t, ue.Do(func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		to := &unix.SockaddrInet4{Addr: netip.MustParseAddr(serverAddr).As4(), Port: uePort}
+		if err := unix.Connect(fd, to); !errors.Is(err, unix.EINPROGRESS) {
+			return fmt.Errorf("non-blocking connect: %w", err)
+		}
+		return nil
+	}))
+
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var dp *Datapath
+	require.NoError(t, ue.Do(func() error {
+		var err error
+		dp, err = Open(Options{Iface: "veth0", MaxFlows: 1024, Logger: logger})
+		return err
+	}))
+	t.Cleanup(func() { _ = dp.Close() })
+	assert.Contains(t, logs.String(), "under_way=1")
+	const rescan = "under way at attach"
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), rescan) },
+		3*firstHandshakeRescan, 50*time.Millisecond, "the first rescan")
+	assert.Contains(t, logs.String(), "round=1 stored=0 still_under_way=1")
+	require.NoError(t, dp.Close())
+	time.Sleep(3 * firstHandshakeRescan)
+	assert.Equal(t, 1, strings.Count(logs.String(), rescan), "rescans after Close:\n%s", logs.String())
 }

@@ -85,6 +85,8 @@ type Datapath struct {
 	attachment attachment
 	log        *slog.Logger
 	iface      string
+	// linkMTU is the interface's MTU when opened; 0 when detached.
+	linkMTU int
 	// pins is the directory holding the pinned flow state; nil when
 	// nothing is pinned.
 	pins *pinDir
@@ -164,6 +166,7 @@ func Open(opts Options) (*Datapath, error) {
 		_ = d.Close()
 		return nil, fmt.Errorf("datapath: attach to %s: %w", opts.Iface, err)
 	}
+	d.linkMTU = link.Attrs().MTU
 	logger.Info("datapath attached", "iface", opts.Iface, "mode", d.attachment.mode(), "raw_ip", rawIP,
 		"burst_gap", opts.BurstGap, "max_flows", opts.MaxFlows, "pinned", d.pins != nil)
 	d.adoptOpenConnections()

@@ -203,15 +203,29 @@ func startBulkServerWrites(t testing.TB, ns *nstest.NS, addr string, writeSize i
 // ends. The returned function reports bytes received so far.
 func download(t testing.TB, ctx context.Context, ns *nstest.NS, addr string) (received func() uint64, conn *net.TCPConn) {
 	t.Helper()
+	conn, err := dialCubic(ctx, ns, addr)
+	require.NoError(t, err)
+	return countReceived(ctx, conn), conn
+}
+
+// dialCubic connects from ns to addr with CUBIC.
+func dialCubic(ctx context.Context, ns *nstest.NS, addr string) (*net.TCPConn, error) {
 	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, c syscall.RawConn) error { return setCongestion(c, "cubic") }}
-	require.NoError(t, ns.Do(func() error {
+	var conn *net.TCPConn
+	err := ns.Do(func() error {
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return err
 		}
 		conn = c.(*net.TCPConn)
 		return nil
-	}))
+	})
+	return conn, err
+}
+
+// countReceived reads conn until ctx ends, then closes it. The returned
+// function reports bytes received so far.
+func countReceived(ctx context.Context, conn *net.TCPConn) func() uint64 {
 	var total atomic.Uint64
 	go func() {
 		defer conn.Close()
@@ -227,7 +241,7 @@ func download(t testing.TB, ctx context.Context, ns *nstest.NS, addr string) (re
 			}
 		}
 	}()
-	return total.Load, conn
+	return total.Load
 }
 
 // rate measures bytes per second delivered over window.
@@ -243,6 +257,12 @@ func receivedIn(received func() uint64, window time.Duration) (bytes uint64, ela
 	time.Sleep(window)
 	return received() - start, time.Since(begin)
 }
+
+// TCP header flags.
+const (
+	tcpFlagSYN = 0x02
+	tcpFlagACK = 0x10
+)
 
 // tcpSegment is the part of an IPv4 TCP packet the link hooks look at.
 type tcpSegment struct {

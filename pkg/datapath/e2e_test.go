@@ -363,56 +363,163 @@ func TestE2EBigTCP(t *testing.T) {
 	}
 }
 
+// The clients of the adoption tests: the ue host itself, and a LAN client
+// that the ue host masquerades, as a CPE router does.
+const (
+	ueHostClient = "ue host"
+	lanClient    = "lan client behind NAT"
+)
+
+// adoptionClient returns the namespace client downloads from.
+func adoptionClient(t *testing.T, m *modemLink, client string) *nstest.NS {
+	t.Helper()
+	if client == ueHostClient {
+		return m.ue
+	}
+	lan := m.addLAN(t)
+	m.ue.Nft(t, "add table ip m2ho_nat; "+
+		"add chain ip m2ho_nat post { type nat hook postrouting priority srcnat; }; "+
+		"add rule ip m2ho_nat post oifname wwan0 masquerade")
+	return lan
+}
+
+// expectAdoptedClamp sets a clamp on a download whose handshake dp did not
+// see and checks that it holds the download near clamp/RTT, through the
+// handshake dp adopted: the scale, and the MSS of the socket, or for the
+// LAN client, whose handshake conntrack found, the largest segment of
+// wwan0's MTU of 1500 bytes.
+func expectAdoptedClamp(t *testing.T, dp *Datapath, received func() uint64, client string) {
+	t.Helper()
+	const clampBytes = 32 << 10
+	free := rate(received, 500*time.Millisecond)
+	require.NoError(t, dp.SetClamp(clampBytes, time.Now().Add(time.Minute)))
+	time.Sleep(500 * time.Millisecond)
+	clamped := rate(received, time.Second)
+
+	// behind NAT too, the flow on the link is the ue host's address
+	flow := flowFrom(t, dp, ueAddr)
+	assert.True(t, flow.WScaleKnown)
+	require.Positive(t, flow.RTTSamples)
+	expected := clampBytes / flow.SRTT.Seconds()
+	t.Logf("%s: %.2f MB/s before the clamp, %.2f MB/s clamped (clamp/RTT %.2f MB/s, scale %d, MSS %d)",
+		client, free/1e6, clamped/1e6, expected/1e6, flow.WScale, flow.MSS)
+	ratio := clamped / expected
+	assert.True(t, ratio > 0.5 && ratio < 1.6, "clamped rate %.0f B/s vs clamp/RTT %.0f B/s", clamped, expected)
+	assert.Less(t, clamped, free/2, "the clamp slows the download")
+	if client == lanClient {
+		assert.Equal(t, uint16(1500-40), flow.MSS)
+	} else {
+		assert.Positive(t, flow.MSS)
+	}
+
+	c, err := dp.Counters()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), c.WScaleAdopted)
+	assert.Zero(t, c.NoWScale)
+	assert.Positive(t, c.ClampApplied)
+}
+
 // TestE2EAdoptOpenConnections starts a CUBIC download before the programs
-// are attached, from the ue host itself and from a LAN client that the ue
-// host masquerades, as a CPE router does. Open then finds the connection's
-// handshake (through sock_diag for the host's socket, through conntrack
-// for the LAN client's) and a clamp holds the download near clamp/RTT, as
-// for a connection whose SYN the programs saw.
+// are attached, from the ue host and from a LAN client. Open then finds
+// the connection's handshake (through sock_diag for the host's socket,
+// through conntrack for the LAN client's) and a clamp holds the download
+// near clamp/RTT, as for a connection whose SYN the programs saw.
 func TestE2EAdoptOpenConnections(t *testing.T) {
-	const (
-		oneWay     = 10 * time.Millisecond
-		clampBytes = 32 << 10
-	)
-	for _, client := range []string{"ue host", "lan client behind NAT"} {
+	for _, client := range []string{ueHostClient, lanClient} {
 		t.Run(client, func(t *testing.T) {
-			m := newModemLink(t, oneWay)
-			clientNS := m.ue
-			if client == "lan client behind NAT" {
-				clientNS = m.addLAN(t)
-				m.ue.Nft(t, "add table ip m2ho_nat; "+
-					"add chain ip m2ho_nat post { type nat hook postrouting priority srcnat; }; "+
-					"add rule ip m2ho_nat post oifname wwan0 masquerade")
-			}
-			server := startBulkServer(t, m.server, fmt.Sprintf("%s:%d", serverAddr, uePort))
+			m := newModemLink(t, 10*time.Millisecond)
+			clientNS := adoptionClient(t, m, client)
+			addr := fmt.Sprintf("%s:%d", serverAddr, uePort)
+			server := startBulkServer(t, m.server, addr)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			received, _ := download(t, ctx, clientNS, fmt.Sprintf("%s:%d", serverAddr, uePort))
+			received, _ := download(t, ctx, clientNS, addr)
 			<-server.conns
 			time.Sleep(300 * time.Millisecond)
 
 			dp := openIn(t, m.ue, Options{Iface: "wwan0"})
-			free := rate(received, 500*time.Millisecond)
-			require.NoError(t, dp.SetClamp(clampBytes, time.Now().Add(time.Minute)))
-			time.Sleep(500 * time.Millisecond)
-			clamped := rate(received, time.Second)
+			expectAdoptedClamp(t, dp, received, client)
+		})
+	}
+}
 
-			// behind NAT too, the flow on the link is the ue host's address
-			flow := flowFrom(t, dp, ueAddr)
-			assert.True(t, flow.WScaleKnown)
-			require.Positive(t, flow.RTTSamples)
-			expected := clampBytes / flow.SRTT.Seconds()
-			t.Logf("%s: %.2f MB/s before the clamp, %.2f MB/s clamped (clamp/RTT %.2f MB/s, scale %d, MSS %d)",
-				client, free/1e6, clamped/1e6, expected/1e6, flow.WScale, flow.MSS)
-			ratio := clamped / expected
-			assert.True(t, ratio > 0.5 && ratio < 1.6, "clamped rate %.0f B/s vs clamp/RTT %.0f B/s", clamped, expected)
-			assert.Less(t, clamped, free/2, "the clamp slows the download")
+// TestE2EAdoptHandshakeUnderWay starts a CUBIC download whose handshake is
+// under way when the programs are attached: the link holds the server's
+// SYN-ACK until Open has returned, so the programs never see the client's
+// SYN, and the first scan finds the connection in its handshake. A rescan
+// finds its handshake once it has settled, and a clamp holds the download
+// near clamp/RTT.
+func TestE2EAdoptHandshakeUnderWay(t *testing.T) {
+	for _, client := range []string{ueHostClient, lanClient} {
+		t.Run(client, func(t *testing.T) {
+			m := newModemLink(t, 10*time.Millisecond)
+			clientNS := adoptionClient(t, m, client)
+			addr := fmt.Sprintf("%s:%d", serverAddr, uePort)
+			server := startBulkServer(t, m.server, addr)
+			held := make(chan []byte, 1)
+			m.setDownlinkHook(func(pkt []byte) [][]byte {
+				seg, ok := parseIPv4TCP(pkt)
+				if ok && seg.fromServer && seg.flags&(tcpFlagSYN|tcpFlagACK) == tcpFlagSYN|tcpFlagACK {
+					select {
+					case held <- pkt:
+					default: // a SYN-ACK sent again is lost
+					}
+					return nil
+				}
+				return [][]byte{pkt}
+			})
+			var syns atomic.Int32
+			countSYNs := func(pkt []byte) {
+				if seg, ok := parseIPv4TCP(pkt); ok && !seg.fromServer && seg.flags&tcpFlagSYN != 0 {
+					syns.Add(1)
+				}
+			}
+			m.uplinkSeen.Store(&countSYNs)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			type dialed struct {
+				conn *net.TCPConn
+				err  error
+			}
+			dialDone := make(chan dialed, 1)
+			go func() {
+				conn, err := dialCubic(ctx, clientNS, addr)
+				dialDone <- dialed{conn, err}
+			}()
+			var synACK []byte
+			select {
+			case synACK = <-held:
+			case <-time.After(5 * time.Second):
+				require.Fail(t, "no SYN-ACK from the server")
+			}
 
-			c, err := dp.Counters()
+			opened := time.Now()
+			dp := openIn(t, m.ue, Options{Iface: "wwan0"})
+			openTook := time.Since(opened)
+			m.setDownlinkHook(nil)
+			_, err := m.ueTun.Write(synACK)
 			require.NoError(t, err)
-			assert.Equal(t, uint64(1), c.WScaleAdopted)
-			assert.Zero(t, c.NoWScale)
-			assert.Positive(t, c.ClampApplied)
+			var d dialed
+			select {
+			case d = <-dialDone:
+			case <-time.After(5 * time.Second):
+				require.Fail(t, "the connection did not complete")
+			}
+			require.NoError(t, d.err)
+			if n := syns.Load(); n != 1 {
+				t.Skipf("the client sent %d SYNs: Open took %v, longer than the SYN's retransmission timeout, and the programs may have seen the SYN", n, openTook)
+			}
+			t.Logf("%s: Open took %v with the SYN-ACK held", client, openTook)
+			received := countReceived(ctx, d.conn)
+			<-server.conns
+			stored := func() bool {
+				n, err := storedHandshakeCount(dp)
+				return err == nil && n > 0
+			}
+			require.Eventually(t, stored, 5*time.Second, 50*time.Millisecond, "the rescan stores the settled handshake")
+			// the download is a second old: let it reach its full rate
+			time.Sleep(time.Second)
+			expectAdoptedClamp(t, dp, received, client)
 		})
 	}
 }

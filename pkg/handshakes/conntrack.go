@@ -2,7 +2,6 @@ package handshakes
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 
@@ -39,16 +38,21 @@ const (
 	// IP_CT_TCP_FLAG_WINDOW_SCALE: that direction's SYN offered a scale.
 	ctTCPFlagWindowScale = 0x01
 
+	tcpConntrackSynSent     = 1
+	tcpConntrackSynRecv     = 2
 	tcpConntrackEstablished = 3
 	tcpConntrackFinWait     = 4
 	tcpConntrackCloseWait   = 5
+	// tcpConntrackSynSent2 is a simultaneous open.
+	tcpConntrackSynSent2 = 9
 )
 
 // Conntrack lists the handshakes of the TCP connections conntrack tracks
-// that may still carry data, IPv4 and IPv6. Only connections whose SYNs
-// both offered a window scale count: conntrack then keeps each side's
-// scale, while an entry without the offers may be one it picked up
-// mid-stream, whose scale it never saw (these count as Unknown).
+// that may still carry data, and the ends of those still in their
+// handshake, IPv4 and IPv6. Only connections whose SYNs both offered a
+// window scale count: conntrack then keeps each side's scale, while an
+// entry without the offers may be one it picked up mid-stream, whose scale
+// it never saw (these count as Unknown).
 //
 // An entry cannot tell which side's ACKs leave through the modem link, so
 // each yields two handshakes: the originator's, keyed as its packets look
@@ -56,26 +60,15 @@ const (
 // as the original tuple reversed. Only the one matching a flow on the link
 // is ever used. Conntrack is active only in a namespace whose rules use it
 // (NAT, state matches); elsewhere the list is empty.
-func Conntrack() (Found, error) {
-	return dumpFamilies("conntrack", unix.NETLINK_NETFILTER, unix.NFNL_SUBSYS_CTNETLINK<<8|ipctnlMsgCTGet,
+func (s *Scanner) Conntrack() (Found, error) {
+	return s.dumpFamilies("conntrack", unix.NETLINK_NETFILTER, unix.NFNL_SUBSYS_CTNETLINK<<8|ipctnlMsgCTGet,
 		func(family uint8) []byte { return []byte{family, unix.NFNETLINK_V0, 0, 0} }, parseConntrackInto)
 }
 
 func parseConntrackInto(msg []byte, into *Found) {
-	hs, err := parseConntrack(msg)
-	switch {
-	case errors.Is(err, errUnknownScale):
-		into.Unknown++
-	case err != nil:
-		into.Malformed++
-	default:
-		into.Handshakes = append(into.Handshakes, hs...)
-	}
+	hs, o, err := parseConntrack(msg)
+	into.record(o, hs, err)
 }
-
-// errUnknownScale marks an open TCP entry whose scales conntrack did not
-// see.
-var errUnknownScale = errors.New("window scales not seen")
 
 // ctTuple is one direction of a conntrack entry.
 type ctTuple struct {
@@ -91,12 +84,13 @@ type ctTCP struct {
 	hasState              bool
 }
 
-// parseConntrack reads one conntrack entry. It returns no handshake and no
-// error for an entry that is not an open TCP connection or stays on the
-// host, and errUnknownScale for one whose scales went unseen.
-func parseConntrack(msg []byte) ([]Handshake, error) {
+// parseConntrack reads one conntrack entry: the two handshakes it yields,
+// settled, or under way with only their ends known; nothing for an entry
+// that is not an open TCP connection, stays on the host, or whose scales
+// went unseen (unknownScale).
+func parseConntrack(msg []byte) ([]Handshake, outcome, error) {
 	if len(msg) < nfgenMsgLen {
-		return nil, fmt.Errorf("%w: conntrack message of %d bytes", errMalformed, len(msg))
+		return nil, ignored, fmt.Errorf("%w: conntrack message of %d bytes", errMalformed, len(msg))
 	}
 	var orig, reply ctTuple
 	var tcp ctTCP
@@ -116,32 +110,34 @@ func parseConntrack(msg []byte) ([]Handshake, error) {
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, ignored, err
 	}
 	if !origSeen || !replySeen {
-		return nil, fmt.Errorf("%w: conntrack entry without both tuples", errMalformed)
+		return nil, ignored, fmt.Errorf("%w: conntrack entry without both tuples", errMalformed)
 	}
 	if orig.proto != unix.IPPROTO_TCP {
-		return nil, nil
+		return nil, ignored, nil
 	}
 	if !orig.src.IsValid() || !reply.src.IsValid() || !tcp.hasState {
-		return nil, fmt.Errorf("%w: TCP conntrack entry without addresses or state", errMalformed)
-	}
-	switch tcp.state {
-	case tcpConntrackEstablished, tcpConntrackFinWait, tcpConntrackCloseWait:
-	default:
-		return nil, nil
+		return nil, ignored, fmt.Errorf("%w: TCP conntrack entry without addresses or state", errMalformed)
 	}
 	if onLoopback(orig.src, orig.dst) || onLoopback(reply.src, reply.dst) {
-		return nil, nil
+		return nil, ignored, nil
+	}
+	originator := Handshake{Local: reply.dst, Remote: reply.src, Source: FromConntrack}
+	responder := Handshake{Local: orig.dst, Remote: orig.src, Source: FromConntrack}
+	switch tcp.state {
+	case tcpConntrackSynSent, tcpConntrackSynRecv, tcpConntrackSynSent2:
+		return []Handshake{originator, responder}, underWay, nil
+	case tcpConntrackEstablished, tcpConntrackFinWait, tcpConntrackCloseWait:
+	default:
+		return nil, ignored, nil
 	}
 	if tcp.flagsOrig&ctTCPFlagWindowScale == 0 || tcp.flagsReply&ctTCPFlagWindowScale == 0 {
-		return nil, errUnknownScale
+		return nil, unknownScale, nil
 	}
-	return []Handshake{
-		{Local: reply.dst, Remote: reply.src, WScale: tcp.scaleOrig, Source: FromConntrack},
-		{Local: orig.dst, Remote: orig.src, WScale: tcp.scaleReply, Source: FromConntrack},
-	}, nil
+	originator.WScale, responder.WScale = tcp.scaleOrig, tcp.scaleReply
+	return []Handshake{originator, responder}, settled, nil
 }
 
 // parseTuple reads a CTA_TUPLE_ORIG or CTA_TUPLE_REPLY. Its addresses stay

@@ -11,6 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+
+	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Source names where a handshake was found.
@@ -24,11 +28,17 @@ const (
 	FromConntrack Source = "conntrack"
 )
 
+// Ends names a connection by its two ends as the host's ACKs carry it out
+// of the modem link: Local is the host's side (for a connection forwarded
+// through NAT, the address and port after translation), Remote the peer's.
+type Ends struct {
+	Local, Remote netip.AddrPort
+}
+
 // Handshake is one connection as the host's ACKs carry it out of the modem
 // link.
 type Handshake struct {
-	// Local is the host's side (for a connection forwarded through NAT,
-	// the address and port after translation), Remote the peer's.
+	// Local and Remote are the connection's ends, as in Ends.
 	Local, Remote netip.AddrPort
 	// WScale is the shift the ACK sender applies to the window it
 	// advertises (0 when the handshake did not agree on scaling).
@@ -39,9 +49,17 @@ type Handshake struct {
 	Source Source
 }
 
+// Ends returns the connection's ends.
+func (h Handshake) Ends() Ends { return Ends{Local: h.Local, Remote: h.Remote} }
+
 // Found is what a scan found.
 type Found struct {
 	Handshakes []Handshake
+	// Pending names the connections still in their handshake, whose
+	// scale is not settled yet. A SYN or SYN-ACK they send again shows
+	// the programs their handshake; a connection whose handshake ends
+	// without one is found by a later scan.
+	Pending []Ends
 	// Unknown counts connections whose handshake the source did not see
 	// whole (conntrack picks up connections mid-stream); they are left
 	// out.
@@ -53,18 +71,107 @@ type Found struct {
 
 func (f *Found) add(other Found) {
 	f.Handshakes = append(f.Handshakes, other.Handshakes...)
+	f.Pending = append(f.Pending, other.Pending...)
 	f.Unknown += other.Unknown
 	f.Malformed += other.Malformed
 }
 
-// Scan asks both sources, in the calling thread's network namespace. A
-// source that cannot answer (conntrack not in the kernel) costs only its
-// own handshakes: Scan returns what the other found with the error.
-func Scan() (Found, error) {
+// outcome is what one entry of a source tells of its connection.
+type outcome int
+
+const (
+	// ignored: not an open TCP connection over a link (closing, other
+	// protocols, loopback).
+	ignored outcome = iota
+	// settled: the handshake is over and its scale known.
+	settled
+	// underWay: the handshake is not over; only the ends are known.
+	underWay
+	// unknownScale: open, but the source did not see the handshake.
+	unknownScale
+)
+
+// record adds what a parser read from one entry: the handshakes of a
+// settled connection, the ends of one under way, or the count of an
+// entry it could not use.
+func (f *Found) record(o outcome, hs []Handshake, err error) {
+	if err != nil {
+		f.Malformed++
+		return
+	}
+	switch o {
+	case settled:
+		f.Handshakes = append(f.Handshakes, hs...)
+	case underWay:
+		for _, h := range hs {
+			f.Pending = append(f.Pending, h.Ends())
+		}
+	case unknownScale:
+		f.Unknown++
+	}
+}
+
+// Scanner asks both sources about the network namespace it was made in,
+// from whichever thread calls it: its netlink sockets stay in that
+// namespace. It is safe for concurrent use.
+type Scanner struct {
+	sockets map[int]*nl.SocketHandle
+	// socketErrs holds why a source's socket could not be opened
+	// (conntrack's, on a kernel without nfnetlink); that source then
+	// answers with the error.
+	socketErrs map[int]error
+}
+
+// NewScanner opens the netlink sockets of both sources in the calling
+// thread's network namespace. Without a sock_diag socket it fails;
+// without conntrack's, the scanner answers for sockets alone.
+func NewScanner() (*Scanner, error) {
+	s := &Scanner{sockets: map[int]*nl.SocketHandle{}, socketErrs: map[int]error{}}
+	for _, protocol := range []int{unix.NETLINK_INET_DIAG, unix.NETLINK_NETFILTER} {
+		socket, err := openSocket(protocol)
+		if err != nil {
+			s.socketErrs[protocol] = fmt.Errorf("netlink socket of protocol %d: %w", protocol, err)
+			continue
+		}
+		s.sockets[protocol] = &nl.SocketHandle{Socket: socket}
+	}
+	if err := s.socketErrs[unix.NETLINK_INET_DIAG]; err != nil {
+		s.Close()
+		return nil, fmt.Errorf("handshakes: %w", err)
+	}
+	return s, nil
+}
+
+// openSocket opens a netlink socket of protocol in the calling thread's
+// network namespace, with the timeouts the netlink package gives the
+// socket it opens for a single request.
+func openSocket(protocol int) (*nl.NetlinkSocket, error) {
+	socket, err := nl.GetNetlinkSocketAt(netns.None(), netns.None(), protocol)
+	if err != nil {
+		return nil, err
+	}
+	if err := errors.Join(socket.SetSendTimeout(&nl.SocketTimeoutTv), socket.SetReceiveTimeout(&nl.SocketTimeoutTv)); err != nil {
+		socket.Close()
+		return nil, err
+	}
+	return socket, nil
+}
+
+// Close closes the scanner's sockets.
+func (s *Scanner) Close() {
+	for _, socket := range s.sockets {
+		socket.Close()
+	}
+}
+
+// Scan asks both sources. A source that cannot answer (conntrack not in
+// the kernel) costs only its own handshakes: Scan returns what the other
+// found with the error.
+func (s *Scanner) Scan() (Found, error) {
 	var found Found
-	sockets, socketErr := Sockets()
+	sockets, socketErr := s.Sockets()
 	found.add(sockets)
-	tracked, conntrackErr := Conntrack()
+	tracked, conntrackErr := s.Conntrack()
 	found.add(tracked)
 	return found, errors.Join(socketErr, conntrackErr)
 }

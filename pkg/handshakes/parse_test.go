@@ -2,7 +2,6 @@ package handshakes
 
 import (
 	"encoding/binary"
-	"errors"
 	"net/netip"
 	"testing"
 
@@ -69,7 +68,7 @@ func diagMsg(local, remote netip.AddrPort, attrs ...[]byte) []byte {
 	}
 	put(diagSrc, local.Addr())
 	put(diagDst, remote.Addr())
-	msg[1] = 1 // TCP_ESTABLISHED
+	msg[diagState] = tcpEstablished
 	for _, a := range attrs {
 		msg = append(msg, a...)
 	}
@@ -85,26 +84,37 @@ var (
 	loopback = netip.MustParseAddrPort("127.0.0.1:8080")
 )
 
+// inState sets a struct inet_diag_msg's TCP state.
+func inState(msg []byte, state uint8) []byte {
+	msg[diagState] = state
+	return msg
+}
+
 func TestParseSocket(t *testing.T) {
 	scaled := attr(inetDiagInfo, tcpInfo(tcpiOptWScale|1, 9, 7, 1460))
 	tests := []struct {
 		name    string
 		msg     []byte
 		want    Handshake
-		skipped bool
+		outcome outcome
 		wantErr bool
 	}{
 		{name: "IPv4", msg: diagMsg(hostV4, peerV4, scaled),
-			want: Handshake{Local: hostV4, Remote: peerV4, WScale: 7, MSS: 1460, Source: FromSocket}},
+			want: Handshake{Local: hostV4, Remote: peerV4, WScale: 7, MSS: 1460, Source: FromSocket}, outcome: settled},
 		{name: "IPv6", msg: diagMsg(hostV6, peerV6, scaled),
-			want: Handshake{Local: hostV6, Remote: peerV6, WScale: 7, MSS: 1460, Source: FromSocket}},
+			want: Handshake{Local: hostV6, Remote: peerV6, WScale: 7, MSS: 1460, Source: FromSocket}, outcome: settled},
 		{name: "IPv6 socket talking IPv4", msg: diagMsg(mappedV4, netip.AddrPortFrom(netip.AddrFrom16(peerV4.Addr().As16()), 443), scaled),
-			want: Handshake{Local: hostV4, Remote: peerV4, WScale: 7, MSS: 1460, Source: FromSocket}},
+			want: Handshake{Local: hostV4, Remote: peerV4, WScale: 7, MSS: 1460, Source: FromSocket}, outcome: settled},
 		{name: "scaling not agreed: a shift left over is ignored", msg: diagMsg(hostV4, peerV4, attr(inetDiagInfo, tcpInfo(1, 0, 7, 1400))),
-			want: Handshake{Local: hostV4, Remote: peerV4, WScale: 0, MSS: 1400, Source: FromSocket}},
+			want: Handshake{Local: hostV4, Remote: peerV4, WScale: 0, MSS: 1400, Source: FromSocket}, outcome: settled},
 		{name: "other attributes around the info", msg: diagMsg(hostV4, peerV4, attr(1, []byte{1, 2, 3, 4, 5}), scaled, attr(8, []byte{0})),
-			want: Handshake{Local: hostV4, Remote: peerV4, WScale: 7, MSS: 1460, Source: FromSocket}},
-		{name: "loopback", msg: diagMsg(loopback, netip.MustParseAddrPort("127.0.0.1:50000"), scaled), skipped: true},
+			want: Handshake{Local: hostV4, Remote: peerV4, WScale: 7, MSS: 1460, Source: FromSocket}, outcome: settled},
+		{name: "handshake under way: the ends alone", msg: inState(diagMsg(hostV4, peerV4, scaled), tcpSynSent),
+			want: Handshake{Local: hostV4, Remote: peerV4, Source: FromSocket}, outcome: underWay},
+		{name: "request socket: no info", msg: inState(diagMsg(hostV6, peerV6), tcpSynRecv),
+			want: Handshake{Local: hostV6, Remote: peerV6, Source: FromSocket}, outcome: underWay},
+		{name: "loopback", msg: diagMsg(loopback, netip.MustParseAddrPort("127.0.0.1:50000"), scaled), outcome: ignored},
+		{name: "loopback under way", msg: inState(diagMsg(loopback, netip.MustParseAddrPort("127.0.0.1:50000")), tcpSynSent), outcome: ignored},
 		{name: "short message", msg: diagMsg(hostV4, peerV4)[:inetDiagMsgLen-1], wantErr: true},
 		{name: "no info", msg: diagMsg(hostV4, peerV4), wantErr: true},
 		{name: "info too short", msg: diagMsg(hostV4, peerV4, attr(inetDiagInfo, make([]byte, tcpInfoMinLen-1))), wantErr: true},
@@ -113,14 +123,14 @@ func TestParseSocket(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, ok, err := parseSocket(tt.msg)
+			h, o, err := parseSocket(tt.msg)
 			if tt.wantErr {
 				require.ErrorIs(t, err, errMalformed)
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, !tt.skipped, ok)
-			if ok {
+			assert.Equal(t, tt.outcome, o)
+			if o != ignored {
 				assert.Equal(t, tt.want, h)
 			}
 		})
@@ -173,26 +183,36 @@ func TestParseConntrack(t *testing.T) {
 		name    string
 		msg     []byte
 		want    []Handshake
-		unknown bool
+		outcome outcome
 		wantErr bool
 	}{
 		{name: "NAT: the originator's ACKs leave translated", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, established...),
 			want: []Handshake{
 				{Local: hostV4, Remote: peerV4, WScale: 8, Source: FromConntrack},
 				{Local: peerV4, Remote: lanClient, WScale: 7, Source: FromConntrack},
-			}},
+			}, outcome: settled},
 		{name: "IPv6 without NAT", msg: ctEntry(afInet6, [2]netip.AddrPort{hostV6, peerV6}, [2]netip.AddrPort{peerV6, hostV6}, unix.IPPROTO_TCP, established...),
 			want: []Handshake{
 				{Local: hostV6, Remote: peerV6, WScale: 8, Source: FromConntrack},
 				{Local: peerV6, Remote: hostV6, WScale: 7, Source: FromConntrack},
-			}},
+			}, outcome: settled},
 		{name: "FIN_WAIT still carries data", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackFinWait, 8, 7, sackAndScale, sackAndScale)...),
 			want: []Handshake{
 				{Local: hostV4, Remote: peerV4, WScale: 8, Source: FromConntrack},
 				{Local: peerV4, Remote: lanClient, WScale: 7, Source: FromConntrack},
-			}},
-		{name: "picked up mid-stream", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackEstablished, 0, 0, 0x0a, 0x0a)...), unknown: true},
-		{name: "one side offered no scale", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackEstablished, 0, 0, sackAndScale, 0x02)...), unknown: true},
+			}, outcome: settled},
+		{name: "SYN sent: the ends alone", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackSynSent, 8, 0, sackAndScale, 0)...),
+			want: []Handshake{
+				{Local: hostV4, Remote: peerV4, Source: FromConntrack},
+				{Local: peerV4, Remote: lanClient, Source: FromConntrack},
+			}, outcome: underWay},
+		{name: "SYN-ACK sent", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackSynRecv, 8, 7, sackAndScale, sackAndScale)...),
+			want: []Handshake{
+				{Local: hostV4, Remote: peerV4, Source: FromConntrack},
+				{Local: peerV4, Remote: lanClient, Source: FromConntrack},
+			}, outcome: underWay},
+		{name: "picked up mid-stream", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackEstablished, 0, 0, 0x0a, 0x0a)...), outcome: unknownScale},
+		{name: "one side offered no scale", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackEstablished, 0, 0, sackAndScale, 0x02)...), outcome: unknownScale},
 		{name: "TIME_WAIT", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(7, 8, 7, sackAndScale, sackAndScale)...)},
 		{name: "UDP", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_UDP)},
 		{name: "loopback", msg: ctEntry(afInet, [2]netip.AddrPort{loopback, loopback}, [2]netip.AddrPort{loopback, loopback}, unix.IPPROTO_TCP, established...)},
@@ -215,16 +235,14 @@ func TestParseConntrack(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseConntrack(tt.msg)
-			switch {
-			case tt.wantErr:
+			got, o, err := parseConntrack(tt.msg)
+			if tt.wantErr {
 				require.ErrorIs(t, err, errMalformed)
-			case tt.unknown:
-				require.ErrorIs(t, err, errUnknownScale)
-			default:
-				require.NoError(t, err)
-				assert.Equal(t, tt.want, got)
+				return
 			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.outcome, o)
+			assert.Equal(t, tt.want, got)
 		})
 	}
 }
@@ -237,7 +255,11 @@ func TestParseIntoCounts(t *testing.T) {
 	parseConntrackInto([]byte{1}, &found)
 	parseConntrackInto(ctEntry(afInet, [2]netip.AddrPort{hostV4, peerV4}, [2]netip.AddrPort{peerV4, hostV4}, unix.IPPROTO_TCP,
 		tcpInfoAttrs(tcpConntrackEstablished, 0, 0, 0, 0)...), &found)
+	parseSocketInto(inState(diagMsg(hostV6, peerV6), tcpSynSent), &found)
+	parseConntrackInto(ctEntry(afInet, [2]netip.AddrPort{hostV4, peerV4}, [2]netip.AddrPort{peerV4, hostV4}, unix.IPPROTO_TCP,
+		tcpInfoAttrs(tcpConntrackSynSent, 0, 0, 0, 0)...), &found)
 	assert.Len(t, found.Handshakes, 1)
+	assert.Equal(t, []Ends{{hostV6, peerV6}, {hostV4, peerV4}, {peerV4, hostV4}}, found.Pending)
 	assert.Equal(t, 2, found.Malformed)
 	assert.Equal(t, 1, found.Unknown)
 }
@@ -278,14 +300,15 @@ func TestWalkAttrs(t *testing.T) {
 func FuzzParseSocket(f *testing.F) {
 	f.Add(diagMsg(hostV4, peerV4, attr(inetDiagInfo, tcpInfo(tcpiOptWScale, 0, 7, 1460))))
 	f.Add(diagMsg(hostV6, peerV6, attr(1, []byte{1}), attr(inetDiagInfo, tcpInfo(0, 0, 0, 1220))))
+	f.Add(inState(diagMsg(hostV4, peerV4), tcpSynRecv))
 	f.Fuzz(func(t *testing.T, msg []byte) {
-		h, ok, err := parseSocket(msg)
+		h, o, err := parseSocket(msg)
 		if err != nil {
-			assert.False(t, ok)
+			assert.Equal(t, ignored, o)
 			assert.ErrorIs(t, err, errMalformed)
 			return
 		}
-		if ok {
+		if o != ignored {
 			assert.LessOrEqual(t, h.WScale, uint8(15))
 			assert.True(t, h.Local.IsValid() && h.Remote.IsValid())
 		}
@@ -298,12 +321,20 @@ func FuzzParseConntrack(f *testing.F) {
 		tcpInfoAttrs(tcpConntrackEstablished, 7, 7, flags, flags)...))
 	f.Add(ctEntry(afInet6, [2]netip.AddrPort{hostV6, peerV6}, [2]netip.AddrPort{peerV6, hostV6}, unix.IPPROTO_TCP,
 		tcpInfoAttrs(tcpConntrackEstablished, 14, 2, flags, flags)...))
+	f.Add(ctEntry(afInet, [2]netip.AddrPort{hostV4, peerV4}, [2]netip.AddrPort{peerV4, hostV4}, unix.IPPROTO_TCP,
+		tcpInfoAttrs(tcpConntrackSynSent, 7, 0, flags, 0)...))
 	f.Fuzz(func(t *testing.T, msg []byte) {
-		hs, err := parseConntrack(msg)
+		hs, o, err := parseConntrack(msg)
 		if err != nil {
 			assert.Empty(t, hs)
-			assert.True(t, errors.Is(err, errMalformed) || errors.Is(err, errUnknownScale), "unexpected error %v", err)
+			assert.ErrorIs(t, err, errMalformed)
 			return
+		}
+		switch o {
+		case settled, underWay:
+			assert.Len(t, hs, 2)
+		default:
+			assert.Empty(t, hs)
 		}
 		for _, h := range hs {
 			assert.True(t, h.Local.IsValid() && h.Remote.IsValid())

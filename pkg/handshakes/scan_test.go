@@ -1,10 +1,13 @@
 package handshakes
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -84,10 +87,24 @@ func byEnds(t *testing.T, hs []Handshake) map[connection]Handshake {
 	return m
 }
 
+// scannerIn makes a scanner of ns's connections.
+func scannerIn(t *testing.T, ns *nstest.NS) *Scanner {
+	t.Helper()
+	var scanner *Scanner
+	require.NoError(t, ns.Do(func() error {
+		var err error
+		scanner, err = NewScanner()
+		return err
+	}))
+	t.Cleanup(scanner.Close)
+	return scanner
+}
+
 // TestScanOpenConnections opens real connections, IPv4 (one end an IPv6
 // socket talking IPv4) and IPv6, whose two ends scale differently, and
 // finds each end's own scale through sock_diag and, with conntrack
-// following the namespace, the same through conntrack.
+// following the namespace, the same through conntrack. The scanner, made
+// in the namespace, is called from outside it.
 func TestScanOpenConnections(t *testing.T) {
 	nstest.RequireRoot(t)
 	ns := nstest.NewNS(t, "hs")
@@ -102,16 +119,13 @@ func TestScanOpenConnections(t *testing.T) {
 	// a loopback connection, left out
 	connect(t, ns, netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.1"))
 
-	var sockets, tracked Found
-	require.NoError(t, ns.Do(func() error {
-		var err error
-		if sockets, err = Sockets(); err != nil {
-			return err
-		}
-		tracked, err = Conntrack()
-		return err
-	}))
+	scanner := scannerIn(t, ns)
+	sockets, err := scanner.Sockets()
+	require.NoError(t, err)
+	tracked, err := scanner.Conntrack()
+	require.NoError(t, err)
 	assert.Zero(t, sockets.Malformed)
+	assert.Empty(t, sockets.Pending)
 	bySocket := byEnds(t, sockets.Handshakes)
 	require.Len(t, bySocket, 4, "two ends of two connections: %+v", sockets.Handshakes)
 	for _, client := range []connection{v4Client, v6Client} {
@@ -131,6 +145,7 @@ func TestScanOpenConnections(t *testing.T) {
 
 	assert.Zero(t, tracked.Malformed)
 	assert.Zero(t, tracked.Unknown)
+	assert.Empty(t, tracked.Pending)
 	byConntrack := byEnds(t, tracked.Handshakes)
 	require.Len(t, byConntrack, 4)
 	for ends, h := range bySocket {
@@ -141,11 +156,58 @@ func TestScanOpenConnections(t *testing.T) {
 		}
 	}
 
-	var both Found
-	require.NoError(t, ns.Do(func() error {
-		var err error
-		both, err = Scan()
-		return err
-	}))
+	both, err := scanner.Scan()
+	require.NoError(t, err)
 	assert.Len(t, both.Handshakes, 8, "both sources")
+}
+
+// TestScanHandshakesUnderWay holds a connection in its handshake, its
+// SYN-ACK dropped, and finds both its ends pending: the client's socket
+// in SYN_SENT, the listener's request socket, and the conntrack entry.
+func TestScanHandshakesUnderWay(t *testing.T) {
+	nstest.RequireRoot(t)
+	ns := nstest.NewNS(t, "hs")
+	ns.TrackConnections(t)
+	const serverPort = 7777
+	client := netip.MustParseAddrPort("10.99.0.2:40001")
+	server := netip.AddrPortFrom(netip.MustParseAddr("10.99.0.1"), serverPort)
+	for _, a := range []netip.AddrPort{client, server} {
+		require.NoError(t, ns.AddAddr("lo", netip.PrefixFrom(a.Addr(), 32).String()))
+	}
+	ns.Nft(t, "add table inet m2ho_hold; "+
+		"add chain inet m2ho_hold in { type filter hook input priority 0; }; "+
+		fmt.Sprintf("add rule inet m2ho_hold in tcp sport %d tcp flags & (syn | ack) == syn | ack drop", serverPort))
+	require.NoError(t, ns.Do(func() error {
+		ln, err := net.Listen("tcp4", server.String())
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { ln.Close() })
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: client.Addr().As4(), Port: int(client.Port())}); err != nil {
+			return err
+		}
+		if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: server.Addr().As4(), Port: serverPort}); !errors.Is(err, unix.EINPROGRESS) {
+			return fmt.Errorf("non-blocking connect: %w", err)
+		}
+		return nil
+	}))
+
+	scanner := scannerIn(t, ns)
+	clientSide, serverSide := Ends{client, server}, Ends{server, client}
+	// the listener takes the SYN a moment after the connect returns
+	var found Found
+	require.Eventually(t, func() bool {
+		var err error
+		found, err = scanner.Scan()
+		return err == nil && len(found.Pending) == 4
+	}, 5*time.Second, 10*time.Millisecond, "pending: %+v", found.Pending)
+	assert.ElementsMatch(t, []Ends{clientSide, serverSide, clientSide, serverSide}, found.Pending,
+		"each end from sock_diag, both candidates from conntrack")
+	assert.Empty(t, found.Handshakes)
+	assert.Zero(t, found.Malformed)
 }
