@@ -285,6 +285,19 @@ func TestSystemdUnit(t *testing.T) {
 			d.waitHealthy(15 * time.Second)
 			d.waitLog(5*time.Second, "took over pinned flows")
 			assert.Contains(t, d.log.String(), "flows=1")
+			// Each start asked the kernel for the handshakes of open
+			// connections, through the sockets the unit allows: none at
+			// the first, the download's at the restart.
+			adoptions := linesWith(d.log.String(), "adopted the handshakes of open connections")
+			if assert.Len(t, adoptions, 2) {
+				for _, want := range []string{"scan_err=<nil>", "store_err=<nil>", "malformed=0"} {
+					assert.Contains(t, adoptions[0], want)
+					assert.Contains(t, adoptions[1], want)
+				}
+				assert.Contains(t, adoptions[0], "stored=0")
+				assert.Contains(t, adoptions[1], "sockets=1")
+				assert.Contains(t, adoptions[1], "stored=1")
+			}
 			d.send(measReport(diag.EventA3, sub6A, sub6B))
 			d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
 			dl.waitWindow(time.Second, "clamped", clampedTo(targetBuffer))
@@ -302,6 +315,17 @@ func TestSystemdUnit(t *testing.T) {
 			assert.Contains(t, state, "cells.db", "the cell history stays in the state directory")
 		})
 	}
+}
+
+// linesWith returns the lines of log that contain substr.
+func linesWith(log, substr string) []string {
+	var lines []string
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, substr) {
+			lines = append(lines, line)
+		}
+	}
+	return lines
 }
 
 // assertServiceProcess checks the identity the unit gives the daemon and
