@@ -37,6 +37,9 @@ const (
 
 	// IP_CT_TCP_FLAG_WINDOW_SCALE: that direction's SYN offered a scale.
 	ctTCPFlagWindowScale = 0x01
+	// IP_CT_TCP_FLAG_BE_LIBERAL: conntrack does not check that
+	// direction's windows, as for a connection it picked up mid-stream.
+	ctTCPFlagBeLiberal = 0x08
 
 	tcpConntrackSynSent     = 1
 	tcpConntrackSynRecv     = 2
@@ -49,10 +52,12 @@ const (
 
 // Conntrack lists the handshakes of the TCP connections conntrack tracks
 // that may still carry data, and the ends of those still in their
-// handshake, IPv4 and IPv6. Only connections whose SYNs both offered a
-// window scale count: conntrack then keeps each side's scale, while an
-// entry without the offers may be one it picked up mid-stream, whose scale
-// it never saw (these count as Unknown).
+// handshake, IPv4 and IPv6. Conntrack keeps each side's scale when both
+// SYNs offered one; when either did not, the handshake agreed on no
+// scaling. A connection conntrack picked up mid-stream, whose SYNs it never
+// saw, is marked liberal instead: it counts as Unknown, unless both offers
+// are there all the same (conntrack also marks liberal a connection it
+// saw from the start, for flow offload).
 //
 // An entry cannot tell which side's ACKs leave through the modem link, so
 // each yields two handshakes: the originator's, keyed as its packets look
@@ -133,10 +138,12 @@ func parseConntrack(msg []byte) ([]Handshake, outcome, error) {
 	default:
 		return nil, ignored, nil
 	}
-	if tcp.flagsOrig&ctTCPFlagWindowScale == 0 || tcp.flagsReply&ctTCPFlagWindowScale == 0 {
+	bothOffered := tcp.flagsOrig&tcp.flagsReply&ctTCPFlagWindowScale != 0
+	if bothOffered {
+		originator.WScale, responder.WScale = tcp.scaleOrig, tcp.scaleReply
+	} else if (tcp.flagsOrig|tcp.flagsReply)&ctTCPFlagBeLiberal != 0 {
 		return nil, unknownScale, nil
 	}
-	originator.WScale, responder.WScale = tcp.scaleOrig, tcp.scaleReply
 	return []Handshake{originator, responder}, settled, nil
 }
 

@@ -211,8 +211,19 @@ func TestParseConntrack(t *testing.T) {
 				{Local: hostV4, Remote: peerV4, Source: FromConntrack},
 				{Local: peerV4, Remote: lanClient, Source: FromConntrack},
 			}, outcome: underWay},
+		// as the kernel marks a pickup: SACK permitted, liberal
 		{name: "picked up mid-stream", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackEstablished, 0, 0, 0x0a, 0x0a)...), outcome: unknownScale},
-		{name: "one side offered no scale", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackEstablished, 0, 0, sackAndScale, 0x02)...), outcome: unknownScale},
+		{name: "one side offered no scale: no scaling", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackEstablished, 0, 0, sackAndScale, 0x02)...),
+			want: []Handshake{
+				{Local: hostV4, Remote: peerV4, Source: FromConntrack},
+				{Local: peerV4, Remote: lanClient, Source: FromConntrack},
+			}, outcome: settled},
+		{name: "liberal, one offer missing", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackEstablished, 0, 0, sackAndScale|ctTCPFlagBeLiberal, 0x02)...), outcome: unknownScale},
+		{name: "liberal with both offers (flow offload)", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackEstablished, 8, 7, sackAndScale|ctTCPFlagBeLiberal, sackAndScale|ctTCPFlagBeLiberal)...),
+			want: []Handshake{
+				{Local: hostV4, Remote: peerV4, WScale: 8, Source: FromConntrack},
+				{Local: peerV4, Remote: lanClient, WScale: 7, Source: FromConntrack},
+			}, outcome: settled},
 		{name: "TIME_WAIT", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(7, 8, 7, sackAndScale, sackAndScale)...)},
 		{name: "UDP", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_UDP)},
 		{name: "loopback", msg: ctEntry(afInet, [2]netip.AddrPort{loopback, loopback}, [2]netip.AddrPort{loopback, loopback}, unix.IPPROTO_TCP, established...)},
@@ -254,7 +265,7 @@ func TestParseIntoCounts(t *testing.T) {
 	parseSocketInto(diagMsg(loopback, loopback, attr(inetDiagInfo, tcpInfo(0, 0, 0, 1460))), &found)
 	parseConntrackInto([]byte{1}, &found)
 	parseConntrackInto(ctEntry(afInet, [2]netip.AddrPort{hostV4, peerV4}, [2]netip.AddrPort{peerV4, hostV4}, unix.IPPROTO_TCP,
-		tcpInfoAttrs(tcpConntrackEstablished, 0, 0, 0, 0)...), &found)
+		tcpInfoAttrs(tcpConntrackEstablished, 0, 0, ctTCPFlagBeLiberal, ctTCPFlagBeLiberal)...), &found)
 	parseSocketInto(inState(diagMsg(hostV6, peerV6), tcpSynSent), &found)
 	parseConntrackInto(ctEntry(afInet, [2]netip.AddrPort{hostV4, peerV4}, [2]netip.AddrPort{peerV4, hostV4}, unix.IPPROTO_TCP,
 		tcpInfoAttrs(tcpConntrackSynSent, 0, 0, 0, 0)...), &found)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -35,9 +36,10 @@ type connection struct {
 
 // connect opens a connection from client to a listener on server (a
 // dual-stack one for an IPv4 server: its accepted socket is an IPv6 socket
-// talking IPv4) and returns both ends as each socket sees them. The
-// client's receive buffer is small; the server's is the default.
-func connect(t *testing.T, ns *nstest.NS, client, server netip.Addr) (clientEnd, serverEnd connection) {
+// talking IPv4) and returns both ends as each socket sees them, and the
+// client's socket. The client's receive buffer is small; the server's is
+// the default.
+func connect(t *testing.T, ns *nstest.NS, client, server netip.Addr) (clientEnd, serverEnd connection, clientConn net.Conn) {
 	t.Helper()
 	require.NoError(t, ns.Do(func() error {
 		listenAddr := netip.AddrPortFrom(server, 0).String()
@@ -69,10 +71,10 @@ func connect(t *testing.T, ns *nstest.NS, client, server netip.Addr) (clientEnd,
 		end := func(conn net.Conn) connection {
 			return connection{unmapped(conn.LocalAddr()), unmapped(conn.RemoteAddr())}
 		}
-		clientEnd, serverEnd = end(c), end(s)
+		clientEnd, serverEnd, clientConn = end(c), end(s), c
 		return nil
 	}))
-	return clientEnd, serverEnd
+	return clientEnd, serverEnd, clientConn
 }
 
 // byEnds indexes handshakes by their local and remote ends.
@@ -114,8 +116,8 @@ func TestScanOpenConnections(t *testing.T) {
 	for _, cidr := range []string{"10.99.0.1/32", "10.99.0.2/32", "fd99::1/128", "fd99::2/128"} {
 		require.NoError(t, ns.AddAddr("lo", cidr))
 	}
-	v4Client, v4Server := connect(t, ns, netip.MustParseAddr("10.99.0.2"), netip.MustParseAddr("10.99.0.1"))
-	v6Client, v6Server := connect(t, ns, netip.MustParseAddr("fd99::2"), netip.MustParseAddr("fd99::1"))
+	v4Client, v4Server, _ := connect(t, ns, netip.MustParseAddr("10.99.0.2"), netip.MustParseAddr("10.99.0.1"))
+	v6Client, v6Server, _ := connect(t, ns, netip.MustParseAddr("fd99::2"), netip.MustParseAddr("fd99::1"))
 	// a loopback connection, left out
 	connect(t, ns, netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.1"))
 
@@ -159,6 +161,53 @@ func TestScanOpenConnections(t *testing.T) {
 	both, err := scanner.Scan()
 	require.NoError(t, err)
 	assert.Len(t, both.Handshakes, 8, "both sources")
+}
+
+// TestScanConntrackUnscaledAndPickedUp: conntrack settles a connection
+// whose handshake agreed on no scaling at scale 0, as sock_diag does, and
+// leaves out as Unknown one it picked up mid-stream.
+func TestScanConntrackUnscaledAndPickedUp(t *testing.T) {
+	nstest.RequireRoot(t)
+	ns := nstest.NewNS(t, "hs")
+	for _, cidr := range []string{"10.99.0.1/32", "10.99.0.2/32", "10.99.0.3/32"} {
+		require.NoError(t, ns.AddAddr("lo", cidr))
+	}
+	server := netip.MustParseAddr("10.99.0.1")
+	// opened before conntrack follows the namespace: picked up with its
+	// first packet after
+	_, _, pickedUp := connect(t, ns, netip.MustParseAddr("10.99.0.2"), server)
+	ns.TrackConnections(t)
+	_, err := pickedUp.Write([]byte("picked up"))
+	require.NoError(t, err)
+	require.NoError(t, ns.Do(func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/tcp_window_scaling", []byte("0"), 0o644)
+	}))
+	unscaledClient, unscaledServer, _ := connect(t, ns, netip.MustParseAddr("10.99.0.3"), server)
+
+	scanner := scannerIn(t, ns)
+	var tracked Found
+	// the written bytes reach conntrack a moment after the write returns
+	require.Eventually(t, func() bool {
+		tracked, err = scanner.Conntrack()
+		return err == nil && tracked.Unknown == 1
+	}, 5*time.Second, 10*time.Millisecond, "the picked-up connection counts as Unknown: %+v", tracked)
+	byConntrack := byEnds(t, tracked.Handshakes)
+	require.Len(t, byConntrack, 2, "the unscaled connection's two ends alone: %+v", tracked.Handshakes)
+	for _, end := range []connection{unscaledClient, unscaledServer} {
+		h, ok := byConntrack[end]
+		if assert.True(t, ok, "conntrack has %v", end) {
+			assert.Zero(t, h.WScale)
+		}
+	}
+	sockets, err := scanner.Sockets()
+	require.NoError(t, err)
+	bySocket := byEnds(t, sockets.Handshakes)
+	for _, end := range []connection{unscaledClient, unscaledServer} {
+		h, ok := bySocket[end]
+		if assert.True(t, ok, "sock_diag has %v", end) {
+			assert.Zero(t, h.WScale)
+		}
+	}
 }
 
 // TestScanHandshakesUnderWay holds a connection in its handshake, its
