@@ -1,13 +1,11 @@
 package datapath
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/m2ho/m2ho/internal/logbuf"
 	"github.com/m2ho/m2ho/pkg/handshakes"
 )
 
@@ -245,25 +244,6 @@ func TestEvictedFlowKeepsHandshake(t *testing.T) {
 	assert.Equal(t, uint16(hostMSS), flowAt(t, d, local).MSS)
 }
 
-// syncBuffer is a log destination that the datapath's timers and the test
-// may use at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestHandshakeRescanStopsAtClose holds a connection in its handshake (the
 // server drops its SYNs), opens a datapath, which finds it under way and
 // looks for it again after a second, then closes the datapath: the rescan
@@ -286,7 +266,7 @@ func TestHandshakeRescanStopsAtClose(t *testing.T) {
 		return nil
 	}))
 
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var dp *Datapath
 	require.NoError(t, ue.Do(func() error {

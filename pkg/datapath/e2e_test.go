@@ -370,17 +370,27 @@ const (
 	lanClient    = "lan client behind NAT"
 )
 
-// adoptionClient returns the namespace client downloads from.
-func adoptionClient(t *testing.T, m *modemLink, client string) *nstest.NS {
+// adoptionBed is the modem link of an adoption test, with a bulk server
+// at addr behind it and the namespace the client downloads from.
+type adoptionBed struct {
+	*modemLink
+	client *nstest.NS
+	server *bulkServer
+	addr   string
+}
+
+func newAdoptionBed(t *testing.T, client string) adoptionBed {
 	t.Helper()
-	if client == ueHostClient {
-		return m.ue
+	m := newModemLink(t, 10*time.Millisecond)
+	b := adoptionBed{modemLink: m, client: m.ue, addr: fmt.Sprintf("%s:%d", serverAddr, uePort)}
+	if client == lanClient {
+		b.client = m.addLAN(t)
+		m.ue.Nft(t, "add table ip m2ho_nat; "+
+			"add chain ip m2ho_nat post { type nat hook postrouting priority srcnat; }; "+
+			"add rule ip m2ho_nat post oifname wwan0 masquerade")
 	}
-	lan := m.addLAN(t)
-	m.ue.Nft(t, "add table ip m2ho_nat; "+
-		"add chain ip m2ho_nat post { type nat hook postrouting priority srcnat; }; "+
-		"add rule ip m2ho_nat post oifname wwan0 masquerade")
-	return lan
+	b.server = startBulkServer(t, m.server, b.addr)
+	return b
 }
 
 // expectAdoptedClamp sets a clamp on a download whose handshake dp did not
@@ -427,17 +437,14 @@ func expectAdoptedClamp(t *testing.T, dp *Datapath, received func() uint64, clie
 func TestE2EAdoptOpenConnections(t *testing.T) {
 	for _, client := range []string{ueHostClient, lanClient} {
 		t.Run(client, func(t *testing.T) {
-			m := newModemLink(t, 10*time.Millisecond)
-			clientNS := adoptionClient(t, m, client)
-			addr := fmt.Sprintf("%s:%d", serverAddr, uePort)
-			server := startBulkServer(t, m.server, addr)
+			b := newAdoptionBed(t, client)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			received, _ := download(t, ctx, clientNS, addr)
-			<-server.conns
+			received, _ := download(t, ctx, b.client, b.addr)
+			<-b.server.conns
 			time.Sleep(300 * time.Millisecond)
 
-			dp := openIn(t, m.ue, Options{Iface: "wwan0"})
+			dp := openIn(t, b.ue, Options{Iface: "wwan0"})
 			expectAdoptedClamp(t, dp, received, client)
 		})
 	}
@@ -452,12 +459,9 @@ func TestE2EAdoptOpenConnections(t *testing.T) {
 func TestE2EAdoptHandshakeUnderWay(t *testing.T) {
 	for _, client := range []string{ueHostClient, lanClient} {
 		t.Run(client, func(t *testing.T) {
-			m := newModemLink(t, 10*time.Millisecond)
-			clientNS := adoptionClient(t, m, client)
-			addr := fmt.Sprintf("%s:%d", serverAddr, uePort)
-			server := startBulkServer(t, m.server, addr)
+			b := newAdoptionBed(t, client)
 			held := make(chan []byte, 1)
-			m.setDownlinkHook(func(pkt []byte) [][]byte {
+			b.setDownlinkHook(func(pkt []byte) [][]byte {
 				seg, ok := parseIPv4TCP(pkt)
 				if ok && seg.fromServer && seg.flags&(tcpFlagSYN|tcpFlagACK) == tcpFlagSYN|tcpFlagACK {
 					select {
@@ -474,7 +478,7 @@ func TestE2EAdoptHandshakeUnderWay(t *testing.T) {
 					syns.Add(1)
 				}
 			}
-			m.uplinkSeen.Store(&countSYNs)
+			b.uplinkSeen.Store(&countSYNs)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			type dialed struct {
@@ -483,7 +487,7 @@ func TestE2EAdoptHandshakeUnderWay(t *testing.T) {
 			}
 			dialDone := make(chan dialed, 1)
 			go func() {
-				conn, err := dialCubic(ctx, clientNS, addr)
+				conn, err := dialCubic(ctx, b.client, b.addr)
 				dialDone <- dialed{conn, err}
 			}()
 			var synACK []byte
@@ -494,10 +498,10 @@ func TestE2EAdoptHandshakeUnderWay(t *testing.T) {
 			}
 
 			opened := time.Now()
-			dp := openIn(t, m.ue, Options{Iface: "wwan0"})
+			dp := openIn(t, b.ue, Options{Iface: "wwan0"})
 			openTook := time.Since(opened)
-			m.setDownlinkHook(nil)
-			_, err := m.ueTun.Write(synACK)
+			b.setDownlinkHook(nil)
+			_, err := b.ueTun.Write(synACK)
 			require.NoError(t, err)
 			var d dialed
 			select {
@@ -506,12 +510,13 @@ func TestE2EAdoptHandshakeUnderWay(t *testing.T) {
 				require.Fail(t, "the connection did not complete")
 			}
 			require.NoError(t, d.err)
+			defer d.conn.Close()
 			if n := syns.Load(); n != 1 {
 				t.Skipf("the client sent %d SYNs: Open took %v, longer than the SYN's retransmission timeout, and the programs may have seen the SYN", n, openTook)
 			}
 			t.Logf("%s: Open took %v with the SYN-ACK held", client, openTook)
 			received := countReceived(ctx, d.conn)
-			<-server.conns
+			<-b.server.conns
 			stored := func() bool {
 				n, err := storedHandshakeCount(dp)
 				return err == nil && n > 0

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -26,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/m2ho/m2ho/internal/logbuf"
 	"github.com/m2ho/m2ho/internal/nstest"
 	"github.com/m2ho/m2ho/pkg/cellstore"
 	"github.com/m2ho/m2ho/pkg/diag"
@@ -96,24 +96,6 @@ func seedCells(t testing.TB, dir string, cells ...estimator.CellRecord) {
 	require.NoError(t, store.Close())
 }
 
-// lockedBuffer collects the daemon's log.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // daemonProc is m2hod running in the ue namespace.
 type daemonProc struct {
 	t   testing.TB
@@ -134,7 +116,7 @@ func (b *bed) startDaemon(t testing.TB, stateDir string, extra ...string) *daemo
 	t.Helper()
 	args := append([]string{"--iface", modemIface, "--diag", "udp://" + diagAddr, "--listen", httpAddr,
 		"--state-dir", stateDir, "--pin-dir", b.pinDir, "--log-level", "debug"}, extra...)
-	log := &lockedBuffer{}
+	log := &logbuf.Buffer{}
 	d := &daemonProc{t: t, log: log, exited: make(chan struct{}), stateDir: stateDir}
 	d.cmd = b.ue.Command(context.Background(), m2hodBin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = log, log

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/m2ho/m2ho/internal/logbuf"
 	"github.com/m2ho/m2ho/internal/nstest"
 	"github.com/m2ho/m2ho/pkg/diag"
 )
@@ -85,7 +86,7 @@ func startSystemd(t *testing.T, b *bed, stateDir, nss string) *systemdContainer 
 		UseCgroupFD: true,
 		CgroupFD:    int(cgroupDir.Fd()),
 	}
-	output := &lockedBuffer{}
+	output := &logbuf.Buffer{}
 	sd.cmd.Stdout, sd.cmd.Stderr = output, output
 	require.NoError(t, sd.cmd.Start())
 	go func() {
