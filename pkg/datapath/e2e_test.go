@@ -393,16 +393,24 @@ func newAdoptionBed(t *testing.T, client string) adoptionBed {
 	return b
 }
 
+// adoptedClamp is what expectAdoptedClamp checks: the client of the
+// download, the clamp it sets, and whether the client's handshake offered
+// no window scale.
+type adoptedClamp struct {
+	client     string
+	clampBytes uint32
+	unscaled   bool
+}
+
 // expectAdoptedClamp sets a clamp on a download whose handshake dp did not
 // see and checks that it holds the download near clamp/RTT, through the
 // handshake dp adopted: the scale, and the MSS of the socket, or for the
 // LAN client, whose handshake conntrack found, the largest segment of
 // wwan0's MTU of 1500 bytes.
-func expectAdoptedClamp(t *testing.T, dp *Datapath, received func() uint64, client string) {
+func expectAdoptedClamp(t *testing.T, dp *Datapath, received func() uint64, c adoptedClamp) {
 	t.Helper()
-	const clampBytes = 32 << 10
 	free := rate(received, 500*time.Millisecond)
-	require.NoError(t, dp.SetClamp(clampBytes, time.Now().Add(time.Minute)))
+	require.NoError(t, dp.SetClamp(c.clampBytes, time.Now().Add(time.Minute)))
 	time.Sleep(500 * time.Millisecond)
 	clamped := rate(received, time.Second)
 
@@ -410,34 +418,55 @@ func expectAdoptedClamp(t *testing.T, dp *Datapath, received func() uint64, clie
 	flow := flowFrom(t, dp, ueAddr)
 	assert.True(t, flow.WScaleKnown)
 	require.Positive(t, flow.RTTSamples)
-	expected := clampBytes / flow.SRTT.Seconds()
+	expected := float64(c.clampBytes) / flow.SRTT.Seconds()
 	t.Logf("%s: %.2f MB/s before the clamp, %.2f MB/s clamped (clamp/RTT %.2f MB/s, scale %d, MSS %d)",
-		client, free/1e6, clamped/1e6, expected/1e6, flow.WScale, flow.MSS)
+		c.client, free/1e6, clamped/1e6, expected/1e6, flow.WScale, flow.MSS)
 	ratio := clamped / expected
 	assert.True(t, ratio > 0.5 && ratio < 1.6, "clamped rate %.0f B/s vs clamp/RTT %.0f B/s", clamped, expected)
 	assert.Less(t, clamped, free/2, "the clamp slows the download")
-	if client == lanClient {
+	if c.unscaled {
+		assert.Zero(t, flow.WScale, "a handshake without the window scale option agrees on scale 0")
+	} else {
+		assert.Positive(t, flow.WScale)
+	}
+	if c.client == lanClient {
 		assert.Equal(t, uint16(1500-40), flow.MSS)
 	} else {
 		assert.Positive(t, flow.MSS)
 	}
 
-	c, err := dp.Counters()
+	counters, err := dp.Counters()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(1), c.WScaleAdopted)
-	assert.Zero(t, c.NoWScale)
-	assert.Positive(t, c.ClampApplied)
+	assert.Equal(t, uint64(1), counters.WScaleAdopted)
+	assert.Zero(t, counters.NoWScale)
+	assert.Positive(t, counters.ClampApplied)
 }
 
 // TestE2EAdoptOpenConnections starts a CUBIC download before the programs
 // are attached, from the ue host and from a LAN client. Open then finds
 // the connection's handshake (through sock_diag for the host's socket,
 // through conntrack for the LAN client's) and a clamp holds the download
-// near clamp/RTT, as for a connection whose SYN the programs saw.
+// near clamp/RTT, as for a connection whose SYN the programs saw. A client
+// whose kernel does not offer the window scale option has a window in
+// bytes, at most 64 KiB, which a clamp of 16 KiB still slows: the scan
+// settles its handshake at scale 0, from the socket's options or from
+// conntrack's flags, instead of leaving the download unclamped.
 func TestE2EAdoptOpenConnections(t *testing.T) {
+	var cases []adoptedClamp
 	for _, client := range []string{ueHostClient, lanClient} {
-		t.Run(client, func(t *testing.T) {
-			b := newAdoptionBed(t, client)
+		cases = append(cases, adoptedClamp{client: client, clampBytes: 32 << 10},
+			adoptedClamp{client: client, clampBytes: 16 << 10, unscaled: true})
+	}
+	for _, c := range cases {
+		name := c.client
+		if c.unscaled {
+			name += ", no window scale"
+		}
+		t.Run(name, func(t *testing.T) {
+			b := newAdoptionBed(t, c.client)
+			if c.unscaled {
+				require.NoError(t, b.client.SetSysctl("net.ipv4.tcp_window_scaling", "0"))
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			received, _ := download(t, ctx, b.client, b.addr)
@@ -445,7 +474,7 @@ func TestE2EAdoptOpenConnections(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 
 			dp := openIn(t, b.ue, Options{Iface: "wwan0"})
-			expectAdoptedClamp(t, dp, received, client)
+			expectAdoptedClamp(t, dp, received, c)
 		})
 	}
 }
@@ -524,7 +553,7 @@ func TestE2EAdoptHandshakeUnderWay(t *testing.T) {
 			require.Eventually(t, stored, 5*time.Second, 50*time.Millisecond, "the rescan stores the settled handshake")
 			// the download is a second old: let it reach its full rate
 			time.Sleep(time.Second)
-			expectAdoptedClamp(t, dp, received, client)
+			expectAdoptedClamp(t, dp, received, adoptedClamp{client: client, clampBytes: 32 << 10})
 		})
 	}
 }
