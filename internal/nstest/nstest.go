@@ -28,6 +28,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/m2ho/m2ho/internal/nsexec"
 	"golang.org/x/sys/unix"
 )
 
@@ -172,27 +174,7 @@ func (n *NS) Netlink() *netlink.Handle { return n.nl }
 // Do runs fn on an OS thread that has joined the namespace. Sockets opened
 // inside fn stay in the namespace and may be used from any goroutine after
 // fn returns. Goroutines started by fn do not inherit the namespace.
-func (n *NS) Do(fn func() error) error {
-	runtime.LockOSThread()
-	origin, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("current namespace: %w", err)
-	}
-	defer origin.Close()
-	if err := netns.Set(n.handle); err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("enter namespace %s: %w", n.Name, err)
-	}
-	fnErr := fn()
-	if err := netns.Set(origin); err != nil {
-		// Leave the thread locked: the runtime terminates it when this
-		// goroutine exits instead of reusing a thread in the wrong namespace.
-		return errors.Join(fnErr, fmt.Errorf("leave namespace %s: %w", n.Name, err))
-	}
-	runtime.UnlockOSThread()
-	return fnErr
-}
+func (n *NS) Do(fn func() error) error { return nsexec.Run(n.handle, fn) }
 
 // Command prepares cmd to run inside the namespace ("ip netns exec").
 func (n *NS) Command(ctx context.Context, name string, args ...string) *exec.Cmd {

@@ -146,6 +146,7 @@ func (d *Daemon) datapathSnapshot() (metrics.DatapathSnapshot, error) {
 		return metrics.DatapathSnapshot{}, fmt.Errorf("rtt histogram: %w", err)
 	}
 	return metrics.DatapathSnapshot{
+		Attached:          d.dp.AttachMode() != datapath.AttachNone,
 		AcksRewritten:     c.ClampApplied,
 		DupAcksSuppressed: c.DupACKsSuppressed,
 		PolicyExpired:     c.ClampExpired + c.SuppressExpired,

@@ -25,6 +25,9 @@ import (
 // default of 536 bytes would let a small clamp hold the window below one
 // full segment and stall the sender.
 func (d *Datapath) AdoptHandshakes(hs []handshakes.Handshake) (int, error) {
+	d.attachMu.Lock()
+	mtu := d.linkMTU
+	d.attachMu.Unlock()
 	seen := make(map[m2hoFlowKey]bool, len(hs))
 	var kept keptHandshakes
 	for _, h := range hs {
@@ -35,7 +38,7 @@ func (d *Datapath) AdoptHandshakes(hs []handshakes.Handshake) (int, error) {
 		seen[key] = true
 		mss := h.MSS
 		if mss == 0 {
-			mss = largestSegment(d.linkMTU, h.Remote.Addr().Is4())
+			mss = largestSegment(mtu, h.Remote.Addr().Is4())
 		}
 		kept.add(&key, mss, h.WScale)
 	}

@@ -17,6 +17,9 @@ type attachment interface {
 	mode() string
 	// detach removes exactly what the attachment added.
 	detach() error
+	// forget releases what the attachment holds once its interface is
+	// gone, with the hooks on it.
+	forget() error
 }
 
 // attach hooks ingress and egress with TCX, or with clsact + cls_bpf when
@@ -58,6 +61,9 @@ func attachTCX(ifindex int, ingress, egress *ebpf.Program) (*tcxAttachment, erro
 }
 
 func (a *tcxAttachment) mode() string { return AttachTCX }
+
+// forget closes the links, which the kernel has already detached.
+func (a *tcxAttachment) forget() error { return a.detach() }
 
 func (a *tcxAttachment) detach() error {
 	var errs []error
@@ -188,6 +194,13 @@ func (a *clsactAttachment) freePriority(parent uint32) (uint16, error) {
 
 func (a *clsactAttachment) mode() string { return AttachClsact }
 
+// forget closes the netlink handle: the filters and the qdisc went with
+// the interface.
+func (a *clsactAttachment) forget() error {
+	a.filters, a.createdQdisc = nil, nil
+	return a.detach()
+}
+
 func (a *clsactAttachment) detach() error {
 	var errs []error
 	for _, f := range a.filters {
@@ -226,5 +239,6 @@ func (a *clsactAttachment) removeQdiscIfUnused() error {
 // detached is the attachment of a datapath not (or no longer) attached: loaded for BPF_PROG_RUN, or before Open attaches it.
 type detached struct{}
 
-func (detached) mode() string  { return "none" }
+func (detached) mode() string  { return AttachNone }
 func (detached) detach() error { return nil }
+func (detached) forget() error { return nil }

@@ -167,3 +167,59 @@ func TestCloseStopsReadBursts(t *testing.T) {
 		t.Fatal("ReadBursts still running after Close")
 	}
 }
+
+// TestFollowsTheInterface deletes the interface the programs are attached
+// to, as a modem that resets takes its interface with it, and makes a new
+// one of the same name: the programs leave the first and attach to the
+// second by themselves, with the maps, and so the policy in force, kept,
+// and Close still leaves nothing behind.
+func TestFollowsTheInterface(t *testing.T) {
+	for _, mode := range []string{AttachTCX, AttachClsact} {
+		t.Run(mode, func(t *testing.T) {
+			server, ue := vethPair(t)
+			serverEndpoint := net.JoinHostPort(serverAddr, fmt.Sprint(uePort))
+			srv := startBulkServer(t, server, serverEndpoint)
+			dp := openIn(t, ue, Options{Iface: "veth0", Attach: mode})
+			require.NoError(t, dp.SetClamp(32<<10, time.Now().Add(time.Minute)))
+			// clampedDownload runs a short download and returns how many
+			// ACKs the clamp rewrote meanwhile
+			clampedDownload := func() uint64 {
+				before, err := dp.Counters()
+				require.NoError(t, err)
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				defer cancel()
+				received, _ := download(t, ctx, ue, serverEndpoint)
+				<-srv.conns
+				<-ctx.Done()
+				assert.Positive(t, received())
+				after, err := dp.Counters()
+				require.NoError(t, err)
+				return after.ClampApplied - before.ClampApplied
+			}
+			assert.Positive(t, clampedDownload())
+			firstIndex := ifindexIn(t, ue, "veth0")
+
+			link, err := ue.Netlink().LinkByName("veth0")
+			require.NoError(t, err)
+			require.NoError(t, ue.Netlink().LinkDel(link))
+			require.Eventually(t, func() bool { return dp.AttachMode() == AttachNone }, 5*time.Second, 10*time.Millisecond,
+				"the programs leave the interface that is gone")
+
+			nstest.Pair(t, server, ue, nstest.Link{AIfname: "veth0", BIfname: "veth0",
+				AAddrs: []string{serverAddr + "/24"}, BAddrs: []string{ueAddr + "/24"}})
+			require.Eventually(t, func() bool { return dp.AttachMode() == mode }, 5*time.Second, 10*time.Millisecond,
+				"the programs attach to the interface that took the name")
+			assert.NotEqual(t, firstIndex, ifindexIn(t, ue, "veth0"), "a new interface")
+			assert.Positive(t, clampedDownload(), "the clamp set before acts on the new interface")
+			if mode == AttachTCX {
+				assert.Equal(t, 2, tcxPrograms(t, ue, "veth0"))
+			} else {
+				assert.Contains(t, tcShow(t, ue, "filter", "show", "dev", "veth0", "egress"), "m2ho_egress")
+			}
+
+			require.NoError(t, dp.Close())
+			assert.Zero(t, tcxPrograms(t, ue, "veth0"))
+			assert.NotContains(t, tcShow(t, ue, "qdisc", "show", "dev", "veth0"), "clsact", "created qdisc removed")
+		})
+	}
+}

@@ -54,6 +54,9 @@ const MaxFlowsLimit = 1 << 24
 const (
 	AttachTCX    = "tcx"
 	AttachClsact = "clsact"
+	// AttachNone: the programs are loaded but attached nowhere, as while
+	// the interface is gone.
+	AttachNone = "none"
 )
 
 // Options configures Open.
@@ -80,13 +83,25 @@ type Options struct {
 
 // Datapath is the loaded and attached set of programs on one interface.
 type Datapath struct {
-	objs       m2hoObjects
-	table      flowTable
+	objs  m2hoObjects
+	table flowTable
+	log   *slog.Logger
+	iface string
+	// rawIP is how the programs were loaded: for links without a
+	// link-layer header.
+	rawIP bool
+
+	// attachMu guards the attachment, which the link follower replaces
+	// when the interface goes and comes back (see followLink).
+	attachMu   sync.Mutex
 	attachment attachment
-	log        *slog.Logger
-	iface      string
-	// linkMTU is the interface's MTU when opened; 0 when detached.
+	// ifindex is the index of the interface the programs are attached
+	// to; 0 when detached.
+	ifindex int
+	// linkMTU is that interface's MTU; 0 when detached.
 	linkMTU int
+	// following says the link follower may attach; Close ends it.
+	following bool
 	// pins is the directory holding the pinned flow state; nil when
 	// nothing is pinned.
 	pins *pinDir
@@ -166,9 +181,12 @@ func Open(opts Options) (*Datapath, error) {
 		_ = d.Close()
 		return nil, fmt.Errorf("datapath: attach to %s: %w", opts.Iface, err)
 	}
-	d.linkMTU = link.Attrs().MTU
+	d.ifindex, d.linkMTU, d.following = link.Attrs().Index, link.Attrs().MTU, true
 	logger.Info("datapath attached", "iface", opts.Iface, "mode", d.attachment.mode(), "raw_ip", rawIP,
 		"burst_gap", opts.BurstGap, "max_flows", opts.MaxFlows, "pinned", d.pins != nil)
+	if err := d.followLink(d.attachment.mode()); err != nil {
+		logger.Warn("the programs stay on this interface even if it goes and another takes its name", "iface", opts.Iface, "err", err)
+	}
 	d.adoptOpenConnections()
 	return d, nil
 }
@@ -255,7 +273,7 @@ func loadDatapath(rawIP bool, burstGap time.Duration, maxFlows uint32, pinPath s
 		objs.Close()
 		return nil, errors.Join(err, pins.release(false))
 	}
-	d := &Datapath{objs: objs, table: table, attachment: detached{}, log: logger, iface: iface, pins: pins}
+	d := &Datapath{objs: objs, table: table, attachment: detached{}, log: logger, iface: iface, rawIP: rawIP, pins: pins}
 	if takeover {
 		flows, err := d.Flows()
 		logger.Info("took over pinned flows", "dir", pins.path, "flows", len(flows), "err", err)
@@ -305,8 +323,13 @@ func load(rawIP bool, burstGap time.Duration, maxFlows uint32, pins *pinDir, log
 	}
 }
 
-// AttachMode returns AttachTCX or AttachClsact.
-func (d *Datapath) AttachMode() string { return d.attachment.mode() }
+// AttachMode returns AttachTCX or AttachClsact; AttachNone while the
+// interface is gone.
+func (d *Datapath) AttachMode() string {
+	d.attachMu.Lock()
+	defer d.attachMu.Unlock()
+	return d.attachment.mode()
+}
 
 // Close detaches the programs (only what Open attached) and frees the maps.
 // It is idempotent.
@@ -319,7 +342,10 @@ func (d *Datapath) Close() error {
 		d.closeHooks = nil
 		d.closed = true
 		d.hooksMu.Unlock()
+		d.attachMu.Lock()
 		detachErr := d.attachment.detach()
+		d.attachment, d.ifindex = detached{}, 0
+		d.attachMu.Unlock()
 		d.closeErr = errors.Join(detachErr, d.table.unmap(), d.pins.release(true), d.objs.Close())
 		d.log.Info("datapath detached", "iface", d.iface, "error", d.closeErr)
 	})

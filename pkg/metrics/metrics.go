@@ -43,6 +43,9 @@ type Log2Histogram struct {
 
 // DatapathSnapshot is what the datapath reports at scrape time.
 type DatapathSnapshot struct {
+	// Attached says the programs are on the modem interface; false
+	// while it is gone and m2hod waits for it to come back.
+	Attached          bool
 	AcksRewritten     uint64
 	DupAcksSuppressed uint64
 	PolicyExpired     uint64
@@ -214,6 +217,7 @@ var (
 	descDupAcksSuppressed = desc("dupacks_suppressed_total", "Duplicate ACKs dropped during Smoothing.")
 	descPolicyExpired     = desc("policy_expired_total", "Policies that the datapath ended at their deadline because the daemon did not renew them.")
 	descFlows             = desc("flows", "TCP flows tracked by the datapath.")
+	descAttached          = desc("datapath_attached", "1 while the programs are attached to the modem interface, 0 while it is gone and m2hod waits for an interface of its name.")
 	descFlowsUntracked    = desc("flows_untracked_total", "Segments left untouched because their flow is not tracked or its handshake was not seen.")
 	descMapFull           = desc("map_full_total", "Datapath map insertions that failed because the map was full.")
 	descRTT               = desc("rtt_seconds", "RTT samples measured by the datapath (TSval/TSecr matching); the sum is estimated from bucket midpoints.")
@@ -224,7 +228,7 @@ var (
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInfo, descClamp, descFreeze, descSuppressing, descAcksRewritten,
-		descDupAcksSuppressed, descPolicyExpired, descFlows, descFlowsUntracked, descMapFull, descRTT,
+		descDupAcksSuppressed, descPolicyExpired, descFlows, descAttached, descFlowsUntracked, descMapFull, descRTT,
 		descDiagEvents, descDiagErrors, descEstimatorSkipped} {
 		ch <- d
 	}
@@ -276,6 +280,7 @@ func (c *scrapeCollector) collectDatapath(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(cv.d, prometheus.CounterValue, float64(cv.v))
 	}
 	ch <- prometheus.MustNewConstMetric(descFlows, prometheus.GaugeValue, float64(dp.Flows))
+	ch <- prometheus.MustNewConstMetric(descAttached, prometheus.GaugeValue, boolValue(dp.Attached))
 	count, sum, buckets, err := dp.RTT.cumulative()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descRTT, err)

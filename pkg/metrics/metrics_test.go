@@ -112,7 +112,7 @@ func TestScrapeTimeMetrics(t *testing.T) {
 		Datapath: func() (DatapathSnapshot, error) {
 			reads++
 			return DatapathSnapshot{
-				AcksRewritten: 10, DupAcksSuppressed: 3, PolicyExpired: 1, FlowsUntracked: 7, MapFull: 2, Flows: 5,
+				AcksRewritten: 10, DupAcksSuppressed: 3, PolicyExpired: 1, FlowsUntracked: 7, MapFull: 2, Flows: 5, Attached: true,
 				RTT: Log2Histogram{Unit: time.Microsecond, Buckets: []uint64{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 6}},
 			}, nil
 		},
@@ -134,6 +134,7 @@ func TestScrapeTimeMetrics(t *testing.T) {
 		"m2hod_flows_untracked_total 7",
 		"m2hod_map_full_total 2",
 		"m2hod_flows 5",
+		"m2hod_datapath_attached 1",
 		"m2hod_rtt_seconds_count 6",
 		`m2hod_rtt_seconds_bucket{le="0.131072"} 6`,
 		`m2hod_rtt_seconds_bucket{le="0.065536"} 0`,

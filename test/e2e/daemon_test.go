@@ -389,3 +389,34 @@ func TestSIGTERMDetaches(t *testing.T) {
 		}
 	}
 }
+
+// TestModemInterfaceResetReattaches takes the modem interface away while
+// m2hod runs, as a modem that resets or drops off its bus does, and brings
+// back a new interface of the same name: m2hod keeps running, reports the
+// gap, and clamps a download through the new interface at the next
+// predicted handover.
+func TestModemInterfaceResetReattaches(t *testing.T) {
+	b := newBed(t)
+	d := b.startDaemon(t, stateDirWithHistory(t))
+	attachMode := d.status().AttachMode
+	require.Equal(t, 1.0, d.metric("m2hod_datapath_attached"))
+
+	link, err := b.ue.Netlink().LinkByName(modemIface)
+	require.NoError(t, err)
+	require.NoError(t, b.ue.Netlink().LinkDel(link))
+	d.waitStatus(5*time.Second, "detached", func(s status) bool { return s.AttachMode == "none" })
+	assert.Equal(t, 0.0, d.metric("m2hod_datapath_attached"))
+	d.waitLog(time.Second, "the interface is gone")
+	assert.True(t, d.running(), "m2hod keeps running without its interface")
+
+	b.linkModem(t)
+	d.waitStatus(5*time.Second, "attached again", func(s status) bool { return s.AttachMode == attachMode })
+	assert.Equal(t, 1.0, d.metric("m2hod_datapath_attached"))
+
+	dl := b.startDownload(t, pacing)
+	dl.waitWindow(5*time.Second, "open", unclamped)
+	d.send(measReport(diag.EventA3, sub6A, sub6B))
+	d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
+	w := dl.waitWindow(time.Second, "clamped through the new interface", clampedTo(targetBuffer))
+	t.Logf("sender's window: %d bytes under a %d-byte clamp after the interface came back", w, targetBuffer)
+}

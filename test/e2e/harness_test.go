@@ -69,13 +69,7 @@ func newBed(t testing.TB) *bed {
 	nstest.RequireRoot(t)
 	require.NotEmpty(t, m2hodBin, "TestMain built no binary")
 	b := &bed{server: nstest.NewNS(t, "e2e-srv"), ue: nstest.NewNS(t, "e2e-ue")}
-	nstest.Pair(t, b.server, b.ue, nstest.Link{AIfname: serverIface, BIfname: modemIface,
-		AAddrs: []string{serverIP + "/24"}, BAddrs: []string{ueIP + "/24"}})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	// MTU-sized segments on the wire, as on a modem link.
-	require.NoError(t, b.server.SetOffloads(ctx, serverIface, false))
-	require.NoError(t, b.ue.SetOffloads(ctx, modemIface, false))
+	b.linkModem(t)
 	pinDir, err := nstest.MountBPFFS(t)
 	if err != nil {
 		t.Logf("daemons run unpinned: %v", err)
@@ -86,6 +80,18 @@ func newBed(t testing.TB) *bed {
 
 // seedCells writes cell records into a state directory, as a previous run
 // of m2hod would have left them.
+// linkModem joins server and ue by the link that stands for the modem's.
+func (b *bed) linkModem(t testing.TB) {
+	t.Helper()
+	nstest.Pair(t, b.server, b.ue, nstest.Link{AIfname: serverIface, BIfname: modemIface,
+		AAddrs: []string{serverIP + "/24"}, BAddrs: []string{ueIP + "/24"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// MTU-sized segments on the wire, as on a modem link.
+	require.NoError(t, b.server.SetOffloads(ctx, serverIface, false))
+	require.NoError(t, b.ue.SetOffloads(ctx, modemIface, false))
+}
+
 func seedCells(t testing.TB, dir string, cells ...estimator.CellRecord) {
 	t.Helper()
 	store, err := cellstore.Open(dir, cellstore.Options{})

@@ -1,0 +1,190 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/m2ho/m2ho/internal/nsexec"
+)
+
+// A modem that resets, crashes or is re-enumerated on its bus takes its
+// interface with it, and the programs go with the interface; the one that
+// comes back under the same name is a new interface. followLink keeps the
+// programs on the interface of that name: it watches the namespace's
+// links, forgets the attachment of an interface that is gone, and attaches
+// again, as Open did, to the interface that takes its name. The maps, and
+// with them the flows and the policy in force, stay as they were.
+//
+// Its goroutine runs until the datapath closes. It works in the network
+// namespace Open ran in, whichever thread runs it.
+type linkFollower struct {
+	d  *Datapath
+	ns netns.NsHandle
+	// nl and updates are bound to ns.
+	nl      *netlink.Handle
+	updates chan netlink.LinkUpdate
+	done    chan struct{}
+}
+
+// resubscribeDelay spaces out subscriptions after the kernel dropped one
+// (its socket buffer overflowed under a burst of link messages).
+const resubscribeDelay = time.Second
+
+// followLink starts following the interface. It is called in the network
+// namespace of the interface, right after the first attach.
+func (d *Datapath) followLink(mode string) error {
+	ns, err := netns.Get()
+	if err != nil {
+		return fmt.Errorf("datapath: current network namespace: %w", err)
+	}
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		ns.Close()
+		return fmt.Errorf("datapath: netlink: %w", err)
+	}
+	f := &linkFollower{d: d, ns: ns, nl: h, done: make(chan struct{})}
+	if err := f.subscribe(); err != nil {
+		h.Close()
+		ns.Close()
+		return err
+	}
+	d.onClose(func() {
+		d.attachMu.Lock()
+		d.following = false
+		d.attachMu.Unlock()
+		close(f.done)
+	})
+	go f.run(mode)
+	return nil
+}
+
+func (f *linkFollower) subscribe() error {
+	f.updates = make(chan netlink.LinkUpdate, 64)
+	err := netlink.LinkSubscribeWithOptions(f.updates, f.done, netlink.LinkSubscribeOptions{
+		Namespace:     &f.ns,
+		ErrorCallback: func(err error) { f.d.log.Debug("link messages", "err", err) },
+	})
+	if err != nil {
+		return fmt.Errorf("datapath: watch the links of the namespace: %w", err)
+	}
+	return nil
+}
+
+func (f *linkFollower) run(mode string) {
+	defer f.ns.Close()
+	defer f.nl.Close()
+	for {
+		// an interface that went or came between two subscriptions is
+		// found by looking, not by its message
+		f.reconcile(mode)
+		for u := range f.updates {
+			if u.Attrs().Name == f.d.iface || int32(u.Attrs().Index) == f.attachedIndex() {
+				f.reconcile(mode)
+			}
+		}
+		select {
+		case <-f.done:
+			return
+		case <-time.After(resubscribeDelay):
+		}
+		if err := f.subscribe(); err != nil {
+			f.d.log.Warn("cannot follow the interface: the programs stay where they are", "iface", f.d.iface, "err", err)
+			<-f.done
+			return
+		}
+	}
+}
+
+func (f *linkFollower) attachedIndex() int32 {
+	f.d.attachMu.Lock()
+	defer f.d.attachMu.Unlock()
+	return int32(f.d.ifindex)
+}
+
+// reconcile brings the attachment in line with the namespace's links: it
+// drops an attachment whose interface is gone or whose name another
+// interface now has, and attaches to the interface of that name when
+// there is one and nothing is attached.
+func (f *linkFollower) reconcile(mode string) {
+	d := f.d
+	d.attachMu.Lock()
+	if !d.following {
+		d.attachMu.Unlock()
+		return
+	}
+	named, err := f.nl.LinkByName(d.iface)
+	var notFound netlink.LinkNotFoundError
+	if err != nil && !errors.As(err, &notFound) {
+		d.attachMu.Unlock()
+		d.log.Warn("cannot look up the interface", "iface", d.iface, "err", err)
+		return
+	}
+	if d.ifindex != 0 {
+		if named != nil && named.Attrs().Index == d.ifindex {
+			d.linkMTU = named.Attrs().MTU
+			d.attachMu.Unlock()
+			return
+		}
+		_, err := f.nl.LinkByIndex(d.ifindex)
+		gone := errors.As(err, &notFound)
+		switch {
+		case named == nil && !gone:
+			// renamed, still there: the programs stay on it
+			d.attachMu.Unlock()
+			return
+		case gone:
+			releaseErr := d.attachment.forget()
+			d.log.Warn("the interface is gone: the programs wait for one of its name", "iface", d.iface,
+				"ifindex", d.ifindex, "err", releaseErr)
+		default:
+			detachErr := d.attachment.detach()
+			d.log.Warn("another interface took the name: the programs move to it", "iface", d.iface,
+				"from_ifindex", d.ifindex, "err", detachErr)
+		}
+		d.attachment, d.ifindex, d.linkMTU = detached{}, 0, 0
+	}
+	if named == nil {
+		d.attachMu.Unlock()
+		return
+	}
+	attachErr := f.attach(named, mode)
+	d.attachMu.Unlock()
+	if attachErr != nil {
+		d.log.Error("cannot attach to the interface that took the name: the programs stay detached",
+			"iface", d.iface, "ifindex", named.Attrs().Index, "err", attachErr)
+		return
+	}
+	d.log.Info("datapath attached again", "iface", d.iface, "ifindex", named.Attrs().Index, "mode", d.AttachMode())
+	// connections opened through the new interface before the attach
+	if err := nsexec.Run(f.ns, func() error { d.adoptOpenConnections(); return nil }); err != nil {
+		d.log.Warn("cannot look for the handshakes of open connections", "err", err)
+	}
+}
+
+// attach hooks the programs to link, in the follower's namespace, with
+// d.attachMu held.
+func (f *linkFollower) attach(link netlink.Link, mode string) error {
+	d := f.d
+	rawIP, err := linkIsRawIP(link.Attrs())
+	if err != nil {
+		return err
+	}
+	if rawIP != d.rawIP {
+		return fmt.Errorf("%w: the programs were loaded for raw IP %v, the interface is raw IP %v",
+			ErrUnsupported, d.rawIP, rawIP)
+	}
+	var att attachment
+	err = nsexec.Run(f.ns, func() error {
+		att, err = attach(link.Attrs().Index, mode, d.objs.M2hoIngress, d.objs.M2hoEgress)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	d.attachment, d.ifindex, d.linkMTU = att, link.Attrs().Index, link.Attrs().MTU
+	return nil
+}
