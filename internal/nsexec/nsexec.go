@@ -14,7 +14,9 @@ import (
 
 // Run runs fn on an OS thread that has joined ns. Sockets opened inside fn
 // stay in ns and may be used from any goroutine after fn returns.
-// Goroutines started by fn do not inherit the namespace.
+// Goroutines started by fn do not inherit the namespace. A thread already
+// in ns runs fn as it is: a process confined to its namespace (systemd's
+// RestrictNamespaces=) may not call setns at all.
 func Run(ns netns.NsHandle, fn func() error) error {
 	runtime.LockOSThread()
 	origin, err := netns.Get()
@@ -23,6 +25,10 @@ func Run(ns netns.NsHandle, fn func() error) error {
 		return fmt.Errorf("current network namespace: %w", err)
 	}
 	defer origin.Close()
+	if origin.Equal(ns) {
+		defer runtime.UnlockOSThread()
+		return fn()
+	}
 	if err := netns.Set(ns); err != nil {
 		runtime.UnlockOSThread()
 		return fmt.Errorf("enter network namespace: %w", err)

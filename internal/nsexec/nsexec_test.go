@@ -46,4 +46,5 @@ func TestRunJoinsAndLeaves(t *testing.T) {
 
 	failure := errors.New("fn failed")
 	assert.ErrorIs(t, nsexec.Run(target, func() error { return failure }), failure)
+	assert.ErrorIs(t, nsexec.Run(origin, func() error { return failure }), failure, "in the namespace already")
 }

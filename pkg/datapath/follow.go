@@ -41,7 +41,8 @@ func (d *Datapath) followLink(mode string) error {
 	if err != nil {
 		return fmt.Errorf("datapath: current network namespace: %w", err)
 	}
-	h, err := netlink.NewHandleAt(ns)
+	// sockets made here are in this thread's namespace, without setns
+	h, err := netlink.NewHandle()
 	if err != nil {
 		ns.Close()
 		return fmt.Errorf("datapath: netlink: %w", err)
@@ -62,10 +63,11 @@ func (d *Datapath) followLink(mode string) error {
 	return nil
 }
 
+// subscribe subscribes to the link messages of the calling thread's
+// namespace.
 func (f *linkFollower) subscribe() error {
 	f.updates = make(chan netlink.LinkUpdate, 64)
 	err := netlink.LinkSubscribeWithOptions(f.updates, f.done, netlink.LinkSubscribeOptions{
-		Namespace:     &f.ns,
 		ErrorCallback: func(err error) { f.d.log.Debug("link messages", "err", err) },
 	})
 	if err != nil {
@@ -91,7 +93,7 @@ func (f *linkFollower) run(mode string) {
 			return
 		case <-time.After(resubscribeDelay):
 		}
-		if err := f.subscribe(); err != nil {
+		if err := nsexec.Run(f.ns, f.subscribe); err != nil {
 			f.d.log.Warn("cannot follow the interface: the programs stay where they are", "iface", f.d.iface, "err", err)
 			<-f.done
 			return

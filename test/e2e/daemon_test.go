@@ -401,9 +401,7 @@ func TestModemInterfaceResetReattaches(t *testing.T) {
 	attachMode := d.status().AttachMode
 	require.Equal(t, 1.0, d.metric("m2hod_datapath_attached"))
 
-	link, err := b.ue.Netlink().LinkByName(modemIface)
-	require.NoError(t, err)
-	require.NoError(t, b.ue.Netlink().LinkDel(link))
+	b.removeModem(t)
 	d.waitStatus(5*time.Second, "detached", func(s status) bool { return s.AttachMode == "none" })
 	assert.Equal(t, 0.0, d.metric("m2hod_datapath_attached"))
 	d.waitLog(time.Second, "the interface is gone")

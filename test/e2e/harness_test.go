@@ -92,6 +92,22 @@ func (b *bed) linkModem(t testing.TB) {
 	require.NoError(t, b.ue.SetOffloads(ctx, modemIface, false))
 }
 
+// removeModem deletes the modem interface, as a modem that resets or
+// drops off its bus takes its interface with it.
+func (b *bed) removeModem(t testing.TB) {
+	t.Helper()
+	link, err := b.ue.Netlink().LinkByName(modemIface)
+	require.NoError(t, err)
+	require.NoError(t, b.ue.Netlink().LinkDel(link))
+}
+
+// resetModem replaces the modem interface by a new one of the same name.
+func (b *bed) resetModem(t testing.TB) {
+	t.Helper()
+	b.removeModem(t)
+	b.linkModem(t)
+}
+
 func seedCells(t testing.TB, dir string, cells ...estimator.CellRecord) {
 	t.Helper()
 	store, err := cellstore.Open(dir, cellstore.Options{})

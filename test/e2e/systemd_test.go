@@ -304,6 +304,14 @@ func TestSystemdUnit(t *testing.T) {
 			dl.waitWindow(time.Second, "clamped", clampedTo(targetBuffer))
 			assert.Zero(t, d.status().Datapath.Counters["NoWScale"], "the window scale survived the restart")
 
+			// The modem resets: its interface goes and a new one takes
+			// its name. The confined daemon follows it without a restart.
+			b.resetModem(t)
+			d.waitLog(5*time.Second, "the interface is gone")
+			d.waitStatus(5*time.Second, "attached again", func(s status) bool { return s.AttachMode == "tcx" })
+			assert.Len(t, linesWith(d.log.String(), "datapath attached again"), 1)
+			assert.Equal(t, "1", sd.property("NRestarts"), "no restart for the interface")
+
 			sd.systemctl("stop", "m2hod.service")
 			assert.Equal(t, "inactive", sd.property("ActiveState"))
 			assert.Contains(t, d.log.String(), "stopping")
