@@ -107,10 +107,12 @@ func (f *linkFollower) attachedIndex() int32 {
 	return int32(f.d.ifindex)
 }
 
-// reconcile brings the attachment in line with the namespace's links: it
-// drops an attachment whose interface is gone or whose name another
-// interface now has, and attaches to the interface of that name when
-// there is one and nothing is attached.
+// reconcile brings the attachment in line with the namespace's links: the
+// programs are on the interface that has the name, whenever one has it.
+// It drops an attachment whose interface is gone or no longer has the
+// name (a new interface may carry a name for a moment, until udev
+// renames it), and attaches to the interface of that name when there is
+// one and nothing is attached.
 func (f *linkFollower) reconcile(mode string) {
 	d := f.d
 	d.attachMu.Lock()
@@ -131,21 +133,14 @@ func (f *linkFollower) reconcile(mode string) {
 			d.attachMu.Unlock()
 			return
 		}
-		_, err := f.nl.LinkByIndex(d.ifindex)
-		gone := errors.As(err, &notFound)
-		switch {
-		case named == nil && !gone:
-			// renamed, still there: the programs stay on it
-			d.attachMu.Unlock()
-			return
-		case gone:
+		if _, err := f.nl.LinkByIndex(d.ifindex); errors.As(err, &notFound) {
 			releaseErr := d.attachment.forget()
 			d.log.Warn("the interface is gone: the programs wait for one of its name", "iface", d.iface,
 				"ifindex", d.ifindex, "err", releaseErr)
-		default:
+		} else {
 			detachErr := d.attachment.detach()
-			d.log.Warn("another interface took the name: the programs move to it", "iface", d.iface,
-				"from_ifindex", d.ifindex, "err", detachErr)
+			d.log.Warn("the interface lost its name: the programs wait for one of that name", "iface", d.iface,
+				"ifindex", d.ifindex, "err", detachErr)
 		}
 		d.attachment, d.ifindex, d.linkMTU = detached{}, 0, 0
 	}
