@@ -3,6 +3,7 @@ package datapath
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/m2ho/m2ho/internal/logbuf"
 	"github.com/m2ho/m2ho/internal/nstest"
 )
 
@@ -240,4 +242,26 @@ func TestFollowsTheInterface(t *testing.T) {
 			assert.NotContains(t, tcShow(t, ue, "qdisc", "show", "dev", "veth0"), "clsact", "created qdisc removed")
 		})
 	}
+}
+
+// TestFollowRefusesOtherFraming replaces the Ethernet interface the
+// programs were loaded for by a raw-IP one of the same name: the programs
+// read their headers at fixed offsets for one framing, so they stay
+// detached, and the log says why.
+func TestFollowRefusesOtherFraming(t *testing.T) {
+	_, ue := vethPair(t)
+	var logs logbuf.Buffer
+	dp := openIn(t, ue, Options{Iface: "veth0", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	link, err := ue.Netlink().LinkByName("veth0")
+	require.NoError(t, err)
+	require.NoError(t, ue.Netlink().LinkDel(link))
+
+	tun, err := ue.OpenTun("veth0")
+	require.NoError(t, err)
+	defer tun.Close()
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "cannot attach to the interface") },
+		5*time.Second, 10*time.Millisecond, "the follower met the raw-IP interface")
+	assert.Contains(t, logs.String(), "loaded for Ethernet frames, the interface carries raw IP")
+	assert.Equal(t, AttachNone, dp.AttachMode())
+	assert.Zero(t, tcxPrograms(t, ue, "veth0"))
 }

@@ -171,8 +171,8 @@ func (f *linkFollower) attach(link netlink.Link, mode string) error {
 		return err
 	}
 	if rawIP != d.rawIP {
-		return fmt.Errorf("%w: the programs were loaded for raw IP %v, the interface is raw IP %v",
-			ErrUnsupported, d.rawIP, rawIP)
+		return fmt.Errorf("%w: the programs were loaded for %s frames, the interface carries %s",
+			ErrUnsupported, framingName(d.rawIP), framingName(rawIP))
 	}
 	var att attachment
 	err = nsexec.Run(f.ns, func() error {
@@ -184,4 +184,11 @@ func (f *linkFollower) attach(link netlink.Link, mode string) error {
 	}
 	d.attachment, d.ifindex, d.linkMTU = att, link.Attrs().Index, link.Attrs().MTU
 	return nil
+}
+
+func framingName(rawIP bool) string {
+	if rawIP {
+		return "raw IP"
+	}
+	return "Ethernet"
 }
