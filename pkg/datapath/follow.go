@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -24,10 +25,10 @@ import (
 type linkFollower struct {
 	d  *Datapath
 	ns netns.NsHandle
-	// nl and updates are bound to ns.
-	nl      *netlink.Handle
-	updates chan netlink.LinkUpdate
-	done    chan struct{}
+	// nl is bound to ns.
+	nl *netlink.Handle
+	// done closes when the datapath closes.
+	done chan struct{}
 }
 
 // resubscribeDelay spaces out subscriptions after the kernel dropped one
@@ -48,7 +49,8 @@ func (d *Datapath) followLink(mode string) error {
 		return fmt.Errorf("datapath: netlink: %w", err)
 	}
 	f := &linkFollower{d: d, ns: ns, nl: h, done: make(chan struct{})}
-	if err := f.subscribe(); err != nil {
+	updates, unsubscribe, err := f.subscribe()
+	if err != nil {
 		h.Close()
 		ns.Close()
 		return err
@@ -59,41 +61,60 @@ func (d *Datapath) followLink(mode string) error {
 		d.attachMu.Unlock()
 		close(f.done)
 	})
-	go f.run(mode)
+	go f.run(mode, updates, unsubscribe)
 	return nil
 }
 
 // subscribe subscribes to the link messages of the calling thread's
-// namespace.
-func (f *linkFollower) subscribe() error {
-	f.updates = make(chan netlink.LinkUpdate, 64)
-	err := netlink.LinkSubscribeWithOptions(f.updates, f.done, netlink.LinkSubscribeOptions{
+// namespace. The channel closes when the subscription ends: at
+// unsubscribe, when the datapath closes, or on an error.
+func (f *linkFollower) subscribe() (updates <-chan netlink.LinkUpdate, unsubscribe func(), err error) {
+	stop := make(chan struct{})
+	var once sync.Once
+	unsubscribe = func() { once.Do(func() { close(stop) }) }
+	go func() {
+		select {
+		case <-f.done:
+			unsubscribe()
+		case <-stop:
+		}
+	}()
+	ch := make(chan netlink.LinkUpdate, 64)
+	err = netlink.LinkSubscribeWithOptions(ch, stop, netlink.LinkSubscribeOptions{
 		ErrorCallback: func(err error) { f.d.log.Debug("link messages", "err", err) },
 	})
 	if err != nil {
-		return fmt.Errorf("datapath: watch the links of the namespace: %w", err)
+		unsubscribe()
+		return nil, nil, fmt.Errorf("datapath: watch the links of the namespace: %w", err)
 	}
-	return nil
+	return ch, unsubscribe, nil
 }
 
-func (f *linkFollower) run(mode string) {
+func (f *linkFollower) run(mode string, updates <-chan netlink.LinkUpdate, unsubscribe func()) {
 	defer f.ns.Close()
 	defer f.nl.Close()
 	for {
 		// an interface that went or came between two subscriptions is
 		// found by looking, not by its message
 		f.reconcile(mode)
-		for u := range f.updates {
+		for u := range updates {
 			if u.Attrs().Name == f.d.iface || int32(u.Attrs().Index) == f.attachedIndex() {
 				f.reconcile(mode)
 			}
 		}
+		// the subscription ended: its socket goes now, not at Close
+		unsubscribe()
 		select {
 		case <-f.done:
 			return
 		case <-time.After(resubscribeDelay):
 		}
-		if err := nsexec.Run(f.ns, f.subscribe); err != nil {
+		err := nsexec.Run(f.ns, func() error {
+			var err error
+			updates, unsubscribe, err = f.subscribe()
+			return err
+		})
+		if err != nil {
 			f.d.log.Warn("cannot follow the interface: the programs stay where they are", "iface", f.d.iface, "err", err)
 			<-f.done
 			return
