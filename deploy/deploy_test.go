@@ -258,7 +258,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	for _, name := range []string{"m2hod_state", "m2hod_clamp_bytes", "m2hod_handovers_total", "m2hod_predictions_total",
 		"m2hod_acks_rewritten_total", "m2hod_dupacks_suppressed_total", "m2hod_policy_expired_total", "m2hod_flows",
 		"m2hod_flows_untracked_total", "m2hod_rtt_seconds", "m2hod_burst_bytes", "m2hod_diag_events_total",
-		"m2hod_diag_errors_total", "m2hod_map_full_total"} {
+		"m2hod_diag_errors_total", "m2hod_map_full_total", "m2hod_datapath_attached"} {
 		assert.True(t, covered[name], "the dashboard shows %s", name)
 	}
 }
