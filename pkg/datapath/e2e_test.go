@@ -259,6 +259,23 @@ func TestE2EFlowsClose(t *testing.T) {
 	c, err := dp.Counters()
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), c.FlowsClosed)
+	// A closed connection still carries packets for a moment: window
+	// updates while its reader drains the receive buffer after the FIN,
+	// RSTs answering data in flight. One evicted before its last packet
+	// would come back as a new flow.
+	const quietFor = 100 * time.Millisecond
+	require.Eventually(t, func() bool {
+		flows, err := dp.Flows()
+		if err != nil {
+			return false
+		}
+		for _, f := range flows {
+			if f.Closed && time.Since(f.LastSeen) < quietFor {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 10*time.Millisecond, "the closed connections fall quiet")
 	evicted, err := dp.EvictIdle(time.Hour, 0)
 	require.NoError(t, err)
 	assert.Equal(t, 2, evicted, "the closed flows")
