@@ -265,3 +265,33 @@ func TestFollowRefusesOtherFraming(t *testing.T) {
 	assert.Equal(t, AttachNone, dp.AttachMode())
 	assert.Zero(t, tcxPrograms(t, ue, "veth0"))
 }
+
+// TestFollowAfterLostLinkMessages overflows the follower's subscription
+// while it is held up, so that the kernel drops the message that the
+// interface is gone: the follower subscribes again and finds out by
+// looking, and follows the interfaces that come after.
+func TestFollowAfterLostLinkMessages(t *testing.T) {
+	server, ue := vethPair(t)
+	var logs logbuf.Buffer
+	dp := openIn(t, ue, Options{Iface: "veth0", Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	lo, err := ue.Netlink().LinkByName("lo")
+	require.NoError(t, err)
+	veth, err := ue.Netlink().LinkByName("veth0")
+	require.NoError(t, err)
+
+	// the follower waits for the lock at its next message, and link
+	// messages pile up in its socket until the kernel drops them
+	dp.attachMu.Lock()
+	for i := range 2000 {
+		require.NoError(t, ue.Netlink().LinkSetAlias(lo, fmt.Sprintf("flood %d", i)))
+	}
+	require.NoError(t, ue.Netlink().LinkDel(veth))
+	dp.attachMu.Unlock()
+
+	require.Eventually(t, func() bool { return dp.AttachMode() == AttachNone }, 5*time.Second, 10*time.Millisecond,
+		"the follower finds the interface gone without its message")
+	assert.Contains(t, logs.String(), "no buffer space", "the kernel dropped link messages")
+	nstest.Pair(t, server, ue, nstest.Link{AIfname: "veth0", BIfname: "veth0"})
+	require.Eventually(t, func() bool { return dp.AttachMode() == AttachTCX }, 5*time.Second, 10*time.Millisecond,
+		"the new subscription sees the next interface")
+}
