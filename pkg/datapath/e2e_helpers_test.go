@@ -44,6 +44,9 @@ const (
 	lanNet      = "10.78.0.0/24"
 	lanAddr     = "10.78.0.2"
 	lanGateway  = "10.78.0.1"
+	lanNet6     = "fd78::/64"
+	lanAddr6    = "fd78::2"
+	lanGateway6 = "fd78::1"
 	uePort      = 5201
 )
 
@@ -130,6 +133,21 @@ func (m *modemLink) addLAN(t *testing.T) *nstest.NS {
 		AAddrs: []string{lanAddr + "/24"}, BAddrs: []string{lanGateway + "/24"}})
 	require.NoError(t, m.ue.EnableForwarding())
 	require.NoError(t, lan.AddRoute("default", lanGateway))
+	return lan
+}
+
+// addLAN6 is addLAN for IPv6, routed: the link and the lan carry IPv6
+// addresses, and the server reaches the lan's prefix through the link.
+func (m *modemLink) addLAN6(t *testing.T) *nstest.NS {
+	t.Helper()
+	lan := nstest.NewNS(t, "lan")
+	nstest.Pair(t, lan, m.ue, nstest.Link{AIfname: "eth0", BIfname: "lan0",
+		AAddrs: []string{lanAddr6 + "/64"}, BAddrs: []string{lanGateway6 + "/64"}})
+	require.NoError(t, m.ue.EnableForwarding())
+	require.NoError(t, lan.AddRoute("default6", lanGateway6))
+	require.NoError(t, m.server.AddAddr("srv0", serverAddr6+"/64"))
+	require.NoError(t, m.ue.AddAddr("wwan0", ueAddr6+"/64"))
+	require.NoError(t, m.server.AddDeviceRoute(lanNet6, "srv0"))
 	return lan
 }
 

@@ -380,11 +380,13 @@ func TestE2EBigTCP(t *testing.T) {
 	}
 }
 
-// The clients of the adoption tests: the ue host itself, and a LAN client
-// that the ue host masquerades, as a CPE router does.
+// The clients of the adoption tests: the ue host itself, a LAN client
+// that the ue host masquerades, as a CPE router does with IPv4, and one it
+// routes, as a CPE router does with IPv6, behind a stateful firewall.
 const (
-	ueHostClient = "ue host"
-	lanClient    = "lan client behind NAT"
+	ueHostClient    = "ue host"
+	lanClient       = "lan client behind NAT"
+	routedLANClient = "IPv6 lan client, routed"
 )
 
 // adoptionBed is the modem link of an adoption test, with a bulk server
@@ -398,16 +400,63 @@ type adoptionBed struct {
 
 func newAdoptionBed(t *testing.T, client string) adoptionBed {
 	t.Helper()
-	m := newModemLink(t, 10*time.Millisecond)
+	m := newModemLink(t, adoptionOneWay)
 	b := adoptionBed{modemLink: m, client: m.ue, addr: fmt.Sprintf("%s:%d", serverAddr, uePort)}
-	if client == lanClient {
+	switch client {
+	case lanClient:
 		b.client = m.addLAN(t)
 		m.ue.Nft(t, "add table ip m2ho_nat; "+
 			"add chain ip m2ho_nat post { type nat hook postrouting priority srcnat; }; "+
 			"add rule ip m2ho_nat post oifname wwan0 masquerade")
+	case routedLANClient:
+		b.client = m.addLAN6(t)
+		b.addr = net.JoinHostPort(serverAddr6, fmt.Sprint(uePort))
+		m.ue.Nft(t, "add table ip6 m2ho_firewall; "+
+			"add chain ip6 m2ho_firewall through { type filter hook forward priority filter; }; "+
+			"add rule ip6 m2ho_firewall through ct state established,related,new accept")
 	}
 	b.server = startBulkServer(t, m.server, b.addr)
 	return b
+}
+
+// adoptionOneWay is the one-way delay of the adoption tests' modem link.
+const adoptionOneWay = 10 * time.Millisecond
+
+// waitFullRate waits until the download runs well above the rate the
+// clamp of c allows. A CUBIC sender whose hybrid slow start took the
+// delay line's jitter for queueing leaves slow start early, with no loss,
+// and can crawl for seconds; a clamp would show no effect on it.
+func waitFullRate(t *testing.T, received func() uint64, c adoptedClamp) {
+	t.Helper()
+	rtt := (2 * adoptionOneWay).Seconds()
+	want := 4 * float64(c.clampBytes) / rtt
+	if c.unscaled {
+		// a window of at most 64 KiB, and a delay line that adds some
+		const unscaledWindow = 0xffff
+		want = min(want, 0.7*unscaledWindow/rtt)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for got := rate(received, 200*time.Millisecond); got < want; got = rate(received, 200*time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "the download ran at %.2f MB/s, not %.2f, after 10 s", got/1e6, want/1e6)
+	}
+}
+
+// flowLocal is the address of the client's flow on the link: the ue
+// host's, behind NAT too; the client's own where it is routed.
+func (c adoptedClamp) flowLocal() string {
+	if c.client == routedLANClient {
+		return lanAddr6
+	}
+	return ueAddr
+}
+
+// linkMSS is the MSS an adopted forwarded connection gets: the largest
+// segment of wwan0's MTU of 1500 bytes.
+func (c adoptedClamp) linkMSS() uint16 {
+	if c.client == routedLANClient {
+		return 1500 - 60
+	}
+	return 1500 - 40
 }
 
 // adoptedClamp is what expectAdoptedClamp checks: the client of the
@@ -421,9 +470,9 @@ type adoptedClamp struct {
 
 // expectAdoptedClamp sets a clamp on a download whose handshake dp did not
 // see and checks that it holds the download near clamp/RTT, through the
-// handshake dp adopted: the scale, and the MSS of the socket, or for the
+// handshake dp adopted: the scale, and the MSS of the socket, or for a
 // LAN client, whose handshake conntrack found, the largest segment of
-// wwan0's MTU of 1500 bytes.
+// wwan0's MTU.
 func expectAdoptedClamp(t *testing.T, dp *Datapath, received func() uint64, c adoptedClamp) {
 	t.Helper()
 	free := rate(received, 500*time.Millisecond)
@@ -431,8 +480,7 @@ func expectAdoptedClamp(t *testing.T, dp *Datapath, received func() uint64, c ad
 	time.Sleep(500 * time.Millisecond)
 	clamped := rate(received, time.Second)
 
-	// behind NAT too, the flow on the link is the ue host's address
-	flow := flowFrom(t, dp, ueAddr)
+	flow := flowFrom(t, dp, c.flowLocal())
 	assert.True(t, flow.WScaleKnown)
 	require.Positive(t, flow.RTTSamples)
 	expected := float64(c.clampBytes) / flow.SRTT.Seconds()
@@ -446,10 +494,10 @@ func expectAdoptedClamp(t *testing.T, dp *Datapath, received func() uint64, c ad
 	} else {
 		assert.Positive(t, flow.WScale)
 	}
-	if c.client == lanClient {
-		assert.Equal(t, uint16(1500-40), flow.MSS)
-	} else {
+	if c.client == ueHostClient {
 		assert.Positive(t, flow.MSS)
+	} else {
+		assert.Equal(t, c.linkMSS(), flow.MSS)
 	}
 
 	counters, err := dp.Counters()
@@ -474,6 +522,7 @@ func TestE2EAdoptOpenConnections(t *testing.T) {
 		cases = append(cases, adoptedClamp{client: client, clampBytes: 32 << 10},
 			adoptedClamp{client: client, clampBytes: 16 << 10, unscaled: true})
 	}
+	cases = append(cases, adoptedClamp{client: routedLANClient, clampBytes: 32 << 10})
 	for _, c := range cases {
 		name := c.client
 		if c.unscaled {
@@ -488,7 +537,7 @@ func TestE2EAdoptOpenConnections(t *testing.T) {
 			defer cancel()
 			received, _ := download(t, ctx, b.client, b.addr)
 			<-b.server.conns
-			time.Sleep(300 * time.Millisecond)
+			waitFullRate(t, received, c)
 
 			dp := openIn(t, b.ue, Options{Iface: "wwan0"})
 			expectAdoptedClamp(t, dp, received, c)
@@ -572,9 +621,9 @@ func TestE2EAdoptHandshakeUnderWay(t *testing.T) {
 				return err == nil && n > 0
 			}
 			require.Eventually(t, stored, 5*time.Second, 50*time.Millisecond, "the rescan stores the settled handshake")
-			// the download is a second old: let it reach its full rate
-			time.Sleep(time.Second)
-			expectAdoptedClamp(t, dp, received, adoptedClamp{client: client, clampBytes: 32 << 10})
+			c := adoptedClamp{client: client, clampBytes: 32 << 10}
+			waitFullRate(t, received, c)
+			expectAdoptedClamp(t, dp, received, c)
 		})
 	}
 }
