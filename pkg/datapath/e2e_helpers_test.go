@@ -128,26 +128,27 @@ func (m *modemLink) setDownlinkHook(hook func([]byte) [][]byte) {
 // wwan0 like a CPE router.
 func (m *modemLink) addLAN(t *testing.T) *nstest.NS {
 	t.Helper()
-	lan := nstest.NewNS(t, "lan")
-	nstest.Pair(t, lan, m.ue, nstest.Link{AIfname: "eth0", BIfname: "lan0",
-		AAddrs: []string{lanAddr + "/24"}, BAddrs: []string{lanGateway + "/24"}})
-	require.NoError(t, m.ue.EnableForwarding())
-	require.NoError(t, lan.AddRoute("default", lanGateway))
-	return lan
+	return m.pairLAN(t, lanAddr+"/24", lanGateway+"/24", "default", lanGateway)
 }
 
 // addLAN6 is addLAN for IPv6, routed: the link and the lan carry IPv6
 // addresses, and the server reaches the lan's prefix through the link.
 func (m *modemLink) addLAN6(t *testing.T) *nstest.NS {
 	t.Helper()
-	lan := nstest.NewNS(t, "lan")
-	nstest.Pair(t, lan, m.ue, nstest.Link{AIfname: "eth0", BIfname: "lan0",
-		AAddrs: []string{lanAddr6 + "/64"}, BAddrs: []string{lanGateway6 + "/64"}})
-	require.NoError(t, m.ue.EnableForwarding())
-	require.NoError(t, lan.AddRoute("default6", lanGateway6))
+	lan := m.pairLAN(t, lanAddr6+"/64", lanGateway6+"/64", "default6", lanGateway6)
 	require.NoError(t, m.server.AddAddr("srv0", serverAddr6+"/64"))
 	require.NoError(t, m.ue.AddAddr("wwan0", ueAddr6+"/64"))
 	require.NoError(t, m.server.AddDeviceRoute(lanNet6, "srv0"))
+	return lan
+}
+
+// pairLAN links a new lan namespace to ue, whose lan0 is its gateway.
+func (m *modemLink) pairLAN(t *testing.T, clientCIDR, gatewayCIDR, defaultRoute, gateway string) *nstest.NS {
+	lan := nstest.NewNS(t, "lan")
+	nstest.Pair(t, lan, m.ue, nstest.Link{AIfname: "eth0", BIfname: "lan0",
+		AAddrs: []string{clientCIDR}, BAddrs: []string{gatewayCIDR}})
+	require.NoError(t, m.ue.EnableForwarding())
+	require.NoError(t, lan.AddRoute(defaultRoute, gateway))
 	return lan
 }
 
