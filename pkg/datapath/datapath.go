@@ -126,9 +126,11 @@ type Datapath struct {
 }
 
 // Open loads the programs for opts.Iface and attaches them to its tc
-// ingress and egress hooks. It then adopts the handshakes of the
-// connections already open in the caller's network namespace (see
-// AdoptHandshakes), so that a clamp acts on them too.
+// ingress and egress hooks. From then on they follow the name: should the
+// interface go, they attach to the next interface of that name (see
+// followLink). Open then adopts the handshakes of the connections already
+// open in the caller's network namespace (see AdoptHandshakes), so that a
+// clamp acts on them too.
 func Open(opts Options) (*Datapath, error) {
 	logger := opts.Logger
 	if logger == nil {
