@@ -355,3 +355,36 @@ func assertServiceProcess(t *testing.T, proc map[string]string) int {
 	assert.Equal(t, "2", proc["Seccomp"], "a system call filter is in force")
 	return uid
 }
+
+// TestSystemdUnitWaitsForTheModem starts the unit before the modem
+// interface exists, as at a boot where the modem enumerates late: m2hod
+// exits for the missing interface, and systemd starts it again 2 s after
+// each exit (RestartSec=2s), which keeps the starts under its default
+// start limit of 5 in 10 s, until m2hod finds the interface and runs
+// attached.
+func TestSystemdUnitWaitsForTheModem(t *testing.T) {
+	b := newBed(t)
+	b.removeModem(t)
+	sd := startSystemd(t, b, t.TempDir(), "files")
+	sd.systemctl("start", "m2hod.service")
+	// the sixth start is the one a start limit would refuse
+	const restarts = 5
+	restarted := func() int {
+		n, err := strconv.Atoi(sd.property("NRestarts"))
+		require.NoError(t, err)
+		return n
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for restarted() < restarts {
+		require.True(t, time.Now().Before(deadline), "systemd stopped starting m2hod: %s, %s",
+			sd.property("ActiveState"), sd.property("Result"))
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	b.linkModem(t)
+	d := &daemonProc{t: t, log: serviceLog{sd}}
+	d.connect(b.ue)
+	assert.Equal(t, "tcx", d.status().AttachMode)
+	assert.Equal(t, "active", sd.property("ActiveState"))
+	assert.GreaterOrEqual(t, len(linesWith(d.log.String(), "interface wwan0 not found")), restarts)
+}
