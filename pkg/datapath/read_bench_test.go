@@ -2,12 +2,14 @@ package datapath
 
 import (
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/m2ho/m2ho/internal/nstest"
+	"github.com/m2ho/m2ho/pkg/handshakes"
 )
 
 // liveFlowCounts are the flow table fills the read benchmarks run at: a
@@ -108,4 +110,28 @@ func BenchmarkEvictIdle(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkAdoptHandshakes stores the handshakes a scan found on a busy CPE
+// router (two for each of 65,536 conntrack entries) in a table of the
+// default size, as Open does after each attach.
+func BenchmarkAdoptHandshakes(b *testing.B) {
+	nstest.RequireRoot(b)
+	d := loadDetached(b, true, DefaultMaxFlows)
+	const entries = 65536
+	hs := make([]handshakes.Handshake, 0, 2*entries)
+	for i := range entries {
+		lan := netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 168, byte(i >> 8), byte(i)}), 5000)
+		wan := netip.AddrPortFrom(netip.AddrFrom4([4]byte{100, 64, 0, 2}), uint16(10000+i%50000))
+		peer := netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}), 443)
+		hs = append(hs, handshakes.Handshake{Local: wan, Remote: peer, WScale: 8, Source: handshakes.FromConntrack},
+			handshakes.Handshake{Local: peer, Remote: lan, WScale: 7, Source: handshakes.FromConntrack})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		stored, err := d.AdoptHandshakes(hs)
+		require.NoError(b, err)
+		require.Equal(b, len(hs), stored)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(hs)), "ns/handshake")
 }
