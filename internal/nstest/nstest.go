@@ -28,9 +28,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/m2ho/m2ho/internal/nsexec"
-	"golang.org/x/sys/unix"
 )
 
 // maxPrefixLen keeps namespace names short enough to read in `ip netns list`.

@@ -100,8 +100,6 @@ type Datapath struct {
 	ifindex int
 	// linkMTU is that interface's MTU; 0 when detached.
 	linkMTU int
-	// following says the link follower may attach; Close ends it.
-	following bool
 	// pins is the directory holding the pinned flow state; nil when
 	// nothing is pinned.
 	pins *pinDir
@@ -177,13 +175,10 @@ func Open(opts Options) (*Datapath, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.attachment, err = attach(link.Attrs().Index, opts.Attach, d.objs.M2hoIngress, d.objs.M2hoEgress)
-	if err != nil {
-		d.attachment = detached{}
+	if err := d.attachTo(link, opts.Attach); err != nil {
 		_ = d.Close()
 		return nil, fmt.Errorf("datapath: attach to %s: %w", opts.Iface, err)
 	}
-	d.ifindex, d.linkMTU, d.following = link.Attrs().Index, link.Attrs().MTU, true
 	logger.Info("datapath attached", "iface", opts.Iface, "mode", d.attachment.mode(), "raw_ip", rawIP,
 		"burst_gap", opts.BurstGap, "max_flows", opts.MaxFlows, "pinned", d.pins != nil)
 	if err := d.followLink(d.attachment.mode()); err != nil {
@@ -191,6 +186,18 @@ func Open(opts Options) (*Datapath, error) {
 	}
 	d.adoptOpenConnections()
 	return d, nil
+}
+
+// attachTo hooks the programs to link, in the calling thread's network
+// namespace, and records where they are. Callers other than Open hold
+// attachMu.
+func (d *Datapath) attachTo(link netlink.Link, mode string) error {
+	att, err := attach(link.Attrs().Index, mode, d.objs.M2hoIngress, d.objs.M2hoEgress)
+	if err != nil {
+		return err
+	}
+	d.attachment, d.ifindex, d.linkMTU = att, link.Attrs().Index, link.Attrs().MTU
+	return nil
 }
 
 // linkIsRawIP tells whether frames on the link start with the IP header.

@@ -55,12 +55,10 @@ func (d *Datapath) followLink(mode string) error {
 		ns.Close()
 		return err
 	}
-	d.onClose(func() {
-		d.attachMu.Lock()
-		d.following = false
-		d.attachMu.Unlock()
-		close(f.done)
-	})
+	// Close runs its hooks before it takes attachMu to detach: a
+	// reconcile that found done open has attached by then, and Close
+	// detaches that; one after finds done closed and attaches nothing.
+	d.onClose(func() { close(f.done) })
 	go f.run(mode, updates, unsubscribe)
 	return nil
 }
@@ -137,7 +135,7 @@ func (f *linkFollower) attachedIndex() int32 {
 func (f *linkFollower) reconcile(mode string) {
 	d := f.d
 	d.attachMu.Lock()
-	if !d.following {
+	if f.closing() {
 		d.attachMu.Unlock()
 		return
 	}
@@ -183,6 +181,15 @@ func (f *linkFollower) reconcile(mode string) {
 	}
 }
 
+func (f *linkFollower) closing() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // attach hooks the programs to link, in the follower's namespace, with
 // d.attachMu held.
 func (f *linkFollower) attach(link netlink.Link, mode string) error {
@@ -195,16 +202,7 @@ func (f *linkFollower) attach(link netlink.Link, mode string) error {
 		return fmt.Errorf("%w: the programs were loaded for %s frames, the interface carries %s",
 			ErrUnsupported, framingName(d.rawIP), framingName(rawIP))
 	}
-	var att attachment
-	err = nsexec.Run(f.ns, func() error {
-		att, err = attach(link.Attrs().Index, mode, d.objs.M2hoIngress, d.objs.M2hoEgress)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	d.attachment, d.ifindex, d.linkMTU = att, link.Attrs().Index, link.Attrs().MTU
-	return nil
+	return nsexec.Run(f.ns, func() error { return d.attachTo(link, mode) })
 }
 
 func framingName(rawIP bool) string {
