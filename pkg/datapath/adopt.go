@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/m2ho/m2ho/pkg/handshakes"
 )
 
@@ -16,8 +18,8 @@ import (
 // it meets the flow (Counters.WScaleAdopted); without them it leaves the
 // flow alone (Counters.NoWScale). A handshake that matches no flow on the
 // link only takes room: the store holds as many as the flow table, and
-// forgets the least recently stored to make room. The first of several
-// handshakes for one connection stands. It returns how many it stored.
+// forgets the least recently stored to make room. Of several handshakes
+// for one connection, the last stands. It returns how many it stored.
 //
 // The MSS is the clamp's floor: the window never drops below one of the
 // peer's segments. A handshake without one (conntrack keeps none) takes
@@ -25,24 +27,20 @@ import (
 // default of 536 bytes would let a small clamp hold the window below one
 // full segment and stall the sender.
 func (d *Datapath) AdoptHandshakes(hs []handshakes.Handshake) (int, error) {
+	batch := d.adoption()
+	for _, h := range hs {
+		batch.adopt(h)
+	}
+	return batch.done()
+}
+
+// adoption starts a batch of handshakes to adopt, for the link the
+// programs are on.
+func (d *Datapath) adoption() *handshakeBatch {
 	d.attachMu.Lock()
 	mtu := d.linkMTU
 	d.attachMu.Unlock()
-	seen := make(map[m2hoFlowKey]bool, len(hs))
-	var kept keptHandshakes
-	for _, h := range hs {
-		key := flowKeyOf(h.Local, h.Remote)
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
-		mss := h.MSS
-		if mss == 0 {
-			mss = largestSegment(mtu, h.Remote.Addr().Is4())
-		}
-		kept.add(&key, mss, h.WScale)
-	}
-	return d.storeHandshakes(&kept)
+	return &handshakeBatch{hints: d.objs.HandshakeHints, linkMTU: mtu}
 }
 
 // Header lengths without options or extension headers.
@@ -66,29 +64,67 @@ func largestSegment(mtu int, ipv4 bool) uint16 {
 	return uint16(min(mtu-headers, 0xffff))
 }
 
-// keptHandshakes are handshakes to store, keys and values apart for a
-// batch update.
-type keptHandshakes struct {
-	keys  []m2hoFlowKey
-	hints []m2hoHandshakeHint
+// handshakeBatchSize bounds the handshakes a handshakeBatch holds before
+// it stores them.
+const handshakeBatchSize = 4096
+
+// handshakeBatch stores handshakes in the programs' store, up to
+// handshakeBatchSize in one system call, so that a scan's tens of
+// thousands never sit in memory at once.
+type handshakeBatch struct {
+	hints *ebpf.Map
+	// linkMTU gives the MSS of a handshake without one (see
+	// AdoptHandshakes).
+	linkMTU int
+	keys    []m2hoFlowKey
+	values  []m2hoHandshakeHint
+	// stored, adopted and err are the outcome so far: stored counts what
+	// the store took, adopted what adopt was handed, by source.
+	stored  int
+	adopted map[handshakes.Source]int
+	err     error
 }
 
-func (k *keptHandshakes) add(key *m2hoFlowKey, mss uint16, wscale uint8) {
-	k.keys = append(k.keys, *key)
-	k.hints = append(k.hints, m2hoHandshakeHint{Mss: mss, Wscale: wscale})
+// adopt adds a handshake found by a scan.
+func (b *handshakeBatch) adopt(h handshakes.Handshake) {
+	mss := h.MSS
+	if mss == 0 {
+		mss = largestSegment(b.linkMTU, h.Remote.Addr().Is4())
+	}
+	if b.adopted == nil {
+		b.adopted = map[handshakes.Source]int{}
+	}
+	b.adopted[h.Source]++
+	key := flowKeyOf(h.Local, h.Remote)
+	b.add(&key, mss, h.WScale)
 }
 
-// storeHandshakes stores kept handshakes in one system call and returns
-// how many it stored.
-func (d *Datapath) storeHandshakes(kept *keptHandshakes) (int, error) {
-	if len(kept.keys) == 0 {
-		return 0, nil
+// add adds a flow's handshake.
+func (b *handshakeBatch) add(key *m2hoFlowKey, mss uint16, wscale uint8) {
+	b.keys = append(b.keys, *key)
+	b.values = append(b.values, m2hoHandshakeHint{Mss: mss, Wscale: wscale})
+	if len(b.keys) == handshakeBatchSize {
+		b.flush()
 	}
-	stored, err := d.objs.HandshakeHints.BatchUpdate(kept.keys, kept.hints, nil)
-	if err != nil {
-		return stored, fmt.Errorf("datapath: store %d handshakes: %w", len(kept.keys), err)
+}
+
+func (b *handshakeBatch) flush() {
+	if len(b.keys) == 0 {
+		return
 	}
-	return stored, nil
+	stored, err := b.hints.BatchUpdate(b.keys, b.values, nil)
+	b.stored += stored
+	if err != nil && b.err == nil {
+		b.err = fmt.Errorf("datapath: store %d handshakes: %w", len(b.keys), err)
+	}
+	b.keys, b.values = b.keys[:0], b.values[:0]
+}
+
+// done stores what is left and returns how many handshakes the store
+// took, and the first error.
+func (b *handshakeBatch) done() (int, error) {
+	b.flush()
+	return b.stored, b.err
 }
 
 // Handshakes under way at attach are looked for again after
@@ -108,25 +144,25 @@ const (
 // handshakeRescan). What cannot be found or stored leaves those
 // connections unclamped, nothing more, so it is logged and not returned.
 func (d *Datapath) adoptOpenConnections() {
-	scanner, err := handshakes.NewScanner()
+	onLink, err := d.linkSide()
+	if err != nil {
+		d.log.Warn("cannot tell which connections go through the modem interface: the handshakes of all are adopted", "err", err)
+	}
+	scanner, err := handshakes.NewScanner(onLink)
 	if err != nil {
 		d.log.Warn("cannot look for the handshakes of open connections", "err", err)
 		return
 	}
-	found, scanErr := scanner.Scan()
-	stored, err := d.AdoptHandshakes(found.Handshakes)
+	a := d.adoptScan(scanner, nil)
+	found := a.found
 	level := slog.LevelInfo
-	if scanErr != nil || err != nil {
+	if a.scanErr != nil || a.storeErr != nil {
 		level = slog.LevelWarn
 	}
-	bySource := map[handshakes.Source]int{}
-	for _, h := range found.Handshakes {
-		bySource[h.Source]++
-	}
-	d.log.Log(context.Background(), level, "adopted the handshakes of open connections", "stored", stored,
-		"sockets", bySource[handshakes.FromSocket], "conntrack", bySource[handshakes.FromConntrack],
-		"under_way", len(found.Pending), "unknown_scale", found.Unknown, "malformed", found.Malformed,
-		"scan_err", scanErr, "store_err", err)
+	d.log.Log(context.Background(), level, "adopted the handshakes of open connections", "stored", a.stored,
+		"sockets", a.adopted[handshakes.FromSocket], "conntrack", a.adopted[handshakes.FromConntrack],
+		"off_link", found.OffLink, "under_way", len(found.Pending), "unknown_scale", found.Unknown,
+		"malformed", found.Malformed, "scan_err", a.scanErr, "store_err", a.storeErr)
 	if len(found.Pending) == 0 {
 		scanner.Close()
 		return
@@ -137,6 +173,29 @@ func (d *Datapath) adoptOpenConnections() {
 	r.timer = time.AfterFunc(r.delay, r.run)
 	r.mu.Unlock()
 	d.onClose(r.stop)
+}
+
+// scanAdoption is the outcome of a scan and its store.
+type scanAdoption struct {
+	found  handshakes.Found
+	stored int
+	// adopted counts the handshakes handed to the store, by source.
+	adopted           map[handshakes.Source]int
+	scanErr, storeErr error
+}
+
+// adoptScan scans with scanner and adopts the settled handshakes of the
+// connections want accepts, or of all when want is nil, in batches as the
+// scan reads them.
+func (d *Datapath) adoptScan(scanner *handshakes.Scanner, want func(handshakes.Ends) bool) scanAdoption {
+	batch := d.adoption()
+	found, scanErr := scanner.ScanEach(func(h handshakes.Handshake) {
+		if want == nil || want(h.Ends()) {
+			batch.adopt(h)
+		}
+	})
+	stored, storeErr := batch.done()
+	return scanAdoption{found: found, stored: stored, adopted: batch.adopted, scanErr: scanErr, storeErr: storeErr}
 }
 
 // handshakeRescan looks again for the handshakes that were under way when
@@ -171,16 +230,9 @@ func (r *handshakeRescan) run() {
 		return
 	}
 	r.rounds++
-	found, scanErr := r.scanner.Scan()
-	var settled []handshakes.Handshake
-	for _, h := range found.Handshakes {
-		if r.pending[h.Ends()] {
-			settled = append(settled, h)
-		}
-	}
-	stored, err := r.d.AdoptHandshakes(settled)
+	a := r.d.adoptScan(r.scanner, func(e handshakes.Ends) bool { return r.pending[e] })
 	stillPending := make(map[handshakes.Ends]bool, len(r.pending))
-	for _, e := range found.Pending {
+	for _, e := range a.found.Pending {
 		if r.pending[e] {
 			stillPending[e] = true
 		}
@@ -188,13 +240,13 @@ func (r *handshakeRescan) run() {
 	r.pending = stillPending
 	level := slog.LevelDebug
 	switch {
-	case scanErr != nil || err != nil:
+	case a.scanErr != nil || a.storeErr != nil:
 		level = slog.LevelWarn
-	case stored > 0:
+	case a.stored > 0:
 		level = slog.LevelInfo
 	}
 	r.d.log.Log(context.Background(), level, "adopted the handshakes that were under way at attach",
-		"round", r.rounds, "stored", stored, "still_under_way", len(stillPending), "scan_err", scanErr, "store_err", err)
+		"round", r.rounds, "stored", a.stored, "still_under_way", len(stillPending), "scan_err", a.scanErr, "store_err", a.storeErr)
 	if len(stillPending) == 0 || r.rounds == handshakeRescans {
 		r.finish()
 		return

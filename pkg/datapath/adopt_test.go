@@ -66,14 +66,15 @@ func TestClampAdoptsHandshake(t *testing.T) {
 			other := freshPorts(s)
 			otherLocal, otherRemote := other.ends()
 			stored, err := d.AdoptHandshakes([]handshakes.Handshake{
-				{Local: local, Remote: remote, WScale: 5, MSS: 1400, Source: handshakes.FromSocket},
-				// a second report of the same connection does not replace the first
 				{Local: local, Remote: remote, WScale: 9, Source: handshakes.FromConntrack},
+				// a later report of the same connection replaces the
+				// earlier, as a socket's follows conntrack's in a scan
+				{Local: local, Remote: remote, WScale: 5, MSS: 1400, Source: handshakes.FromSocket},
 				// a connection whose flow never shows up
 				{Local: otherLocal, Remote: otherRemote, WScale: 3, Source: handshakes.FromConntrack},
 			})
 			require.NoError(t, err)
-			assert.Equal(t, 2, stored)
+			assert.Equal(t, 3, stored)
 
 			// before any clamp, nothing is adopted
 			expectWindow(t, d, hostACK(s, 50000, 0), 50000)

@@ -204,7 +204,7 @@ func (d *Datapath) EvictIdle(idle, closedIdle time.Duration) (int, error) {
 	now := monotonicNow()
 	cutoff := func(idle time.Duration) uint64 { return now - min(now, uint64(idle)) }
 	openCutoff, closedCutoff := cutoff(idle), cutoff(closedIdle)
-	var kept keptHandshakes
+	kept := handshakeBatch{hints: d.objs.HandshakeHints}
 	evicted, err := d.eachFlow(func(k *m2hoFlowKey, s *m2hoFlowState) bool {
 		if s.Flags&uint32(m2hoFlowFlagsFLOW_CLOSED) != 0 {
 			return s.LastSeenNs < closedCutoff
@@ -221,6 +221,6 @@ func (d *Datapath) EvictIdle(idle, closedIdle time.Duration) (int, error) {
 		}
 		return true
 	})
-	_, storeErr := d.storeHandshakes(&kept)
+	_, storeErr := kept.done()
 	return evicted, errors.Join(err, storeErr)
 }

@@ -63,17 +63,28 @@ const (
 // each yields two handshakes: the originator's, keyed as its packets look
 // once translated (the reply tuple reversed), and the responder's, keyed
 // as the original tuple reversed. Only the one matching a flow on the link
-// is ever used. Conntrack is active only in a namespace whose rules use it
+// is ever used; the scanner's onLink, when set, leaves the other out.
+// Conntrack is active only in a namespace whose rules use it
 // (NAT, state matches); elsewhere the list is empty.
 func (s *Scanner) Conntrack() (Found, error) {
-	return s.dumpFamilies("conntrack", unix.NETLINK_NETFILTER, unix.NFNL_SUBSYS_CTNETLINK<<8|ipctnlMsgCTGet,
-		func(family uint8) []byte { return []byte{family, unix.NFNETLINK_V0, 0, 0} }, parseConntrackInto)
+	var found Found
+	err := s.conntrackInto(collector{found: &found, onLink: s.onLink})
+	return found, err
 }
 
-func parseConntrackInto(msg []byte, into *Found) {
-	hs, o, err := parseConntrack(msg)
-	into.record(o, hs, err)
+func (s *Scanner) conntrackInto(into collector) error {
+	return s.dumpFamilies("conntrack", unix.NETLINK_NETFILTER, unix.NFNL_SUBSYS_CTNETLINK<<8|ipctnlMsgCTGet,
+		func(family uint8) []byte { return []byte{family, unix.NFNETLINK_V0, 0, 0} }, parseConntrackInto, into)
 }
+
+func parseConntrackInto(msg []byte, into collector) {
+	sides, o, err := parseConntrack(msg)
+	into.record(o, err, sides[:]...)
+}
+
+// entrySides are the two handshakes of a conntrack entry: the
+// originator's, then the responder's.
+type entrySides [2]Handshake
 
 // ctTuple is one direction of a conntrack entry.
 type ctTuple struct {
@@ -90,12 +101,12 @@ type ctTCP struct {
 }
 
 // parseConntrack reads one conntrack entry: the two handshakes it yields,
-// settled, or under way with only their ends known; nothing for an entry
-// that is not an open TCP connection, stays on the host, or whose scales
-// went unseen (unknownScale).
-func parseConntrack(msg []byte) ([]Handshake, outcome, error) {
+// settled, or under way with only their ends known; nothing (zero) for an
+// entry that is not an open TCP connection, stays on the host, or whose
+// scales went unseen (unknownScale).
+func parseConntrack(msg []byte) (entrySides, outcome, error) {
 	if len(msg) < nfgenMsgLen {
-		return nil, ignored, fmt.Errorf("%w: conntrack message of %d bytes", errMalformed, len(msg))
+		return entrySides{}, ignored, fmt.Errorf("%w: conntrack message of %d bytes", errMalformed, len(msg))
 	}
 	var orig, reply ctTuple
 	var tcp ctTCP
@@ -115,36 +126,36 @@ func parseConntrack(msg []byte) ([]Handshake, outcome, error) {
 		return err
 	})
 	if err != nil {
-		return nil, ignored, err
+		return entrySides{}, ignored, err
 	}
 	if !origSeen || !replySeen {
-		return nil, ignored, fmt.Errorf("%w: conntrack entry without both tuples", errMalformed)
+		return entrySides{}, ignored, fmt.Errorf("%w: conntrack entry without both tuples", errMalformed)
 	}
 	if orig.proto != unix.IPPROTO_TCP {
-		return nil, ignored, nil
+		return entrySides{}, ignored, nil
 	}
 	if !orig.src.IsValid() || !reply.src.IsValid() || !tcp.hasState {
-		return nil, ignored, fmt.Errorf("%w: TCP conntrack entry without addresses or state", errMalformed)
+		return entrySides{}, ignored, fmt.Errorf("%w: TCP conntrack entry without addresses or state", errMalformed)
 	}
 	if onLoopback(orig.src, orig.dst) || onLoopback(reply.src, reply.dst) {
-		return nil, ignored, nil
+		return entrySides{}, ignored, nil
 	}
 	originator := Handshake{Local: reply.dst, Remote: reply.src, Source: FromConntrack}
 	responder := Handshake{Local: orig.dst, Remote: orig.src, Source: FromConntrack}
 	switch tcp.state {
 	case tcpConntrackSynSent, tcpConntrackSynRecv, tcpConntrackSynSent2:
-		return []Handshake{originator, responder}, underWay, nil
+		return entrySides{originator, responder}, underWay, nil
 	case tcpConntrackEstablished, tcpConntrackFinWait, tcpConntrackCloseWait:
 	default:
-		return nil, ignored, nil
+		return entrySides{}, ignored, nil
 	}
 	bothOffered := tcp.flagsOrig&tcp.flagsReply&ctTCPFlagWindowScale != 0
 	if bothOffered {
 		originator.WScale, responder.WScale = tcp.scaleOrig, tcp.scaleReply
 	} else if (tcp.flagsOrig|tcp.flagsReply)&ctTCPFlagBeLiberal != 0 {
-		return nil, unknownScale, nil
+		return entrySides{}, unknownScale, nil
 	}
-	return []Handshake{originator, responder}, settled, nil
+	return entrySides{originator, responder}, settled, nil
 }
 
 // parseTuple reads a CTA_TUPLE_ORIG or CTA_TUPLE_REPLY. Its addresses stay

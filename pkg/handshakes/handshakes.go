@@ -67,13 +67,9 @@ type Found struct {
 	// Malformed counts messages from the kernel that could not be read;
 	// they are skipped.
 	Malformed int
-}
-
-func (f *Found) add(other Found) {
-	f.Handshakes = append(f.Handshakes, other.Handshakes...)
-	f.Pending = append(f.Pending, other.Pending...)
-	f.Unknown += other.Unknown
-	f.Malformed += other.Malformed
+	// OffLink counts the handshakes, settled or under way, that the
+	// scanner's onLink turned down and left out.
+	OffLink int
 }
 
 // outcome is what one entry of a source tells of its connection.
@@ -91,20 +87,39 @@ const (
 	unknownScale
 )
 
+// collector adds what the parsers read to one Found as they read it, or
+// hands each settled handshake to visit when set: a busy router's
+// conntrack table holds tens of thousands of entries, and nothing is
+// copied or kept per entry on the way.
+type collector struct {
+	found  *Found
+	onLink func(Ends) bool
+	visit  func(Handshake)
+}
+
 // record adds what a parser read from one entry: the handshakes of a
 // settled connection, the ends of one under way, or the count of an
 // entry it could not use.
-func (f *Found) record(o outcome, hs []Handshake, err error) {
+func (c collector) record(o outcome, err error, hs ...Handshake) {
+	f := c.found
 	if err != nil {
 		f.Malformed++
 		return
 	}
 	switch o {
-	case settled:
-		f.Handshakes = append(f.Handshakes, hs...)
-	case underWay:
+	case settled, underWay:
 		for _, h := range hs {
-			f.Pending = append(f.Pending, h.Ends())
+			ends := h.Ends()
+			switch {
+			case c.onLink != nil && !c.onLink(ends):
+				f.OffLink++
+			case o == underWay:
+				f.Pending = append(f.Pending, ends)
+			case c.visit != nil:
+				c.visit(h)
+			default:
+				f.Handshakes = append(f.Handshakes, h)
+			}
 		}
 	case unknownScale:
 		f.Unknown++
@@ -120,13 +135,20 @@ type Scanner struct {
 	// (conntrack's, on a kernel without nfnetlink); that source then
 	// answers with the error.
 	socketErrs map[int]error
+	onLink     func(Ends) bool
 }
 
 // NewScanner opens the netlink sockets of both sources in the calling
 // thread's network namespace. Without a sock_diag socket it fails;
 // without conntrack's, the scanner answers for sockets alone.
-func NewScanner() (*Scanner, error) {
-	s := &Scanner{sockets: map[int]*nl.SocketHandle{}, socketErrs: map[int]error{}}
+//
+// onLink, when set, says whether a connection's ACKs may leave through the
+// link the handshakes are for; the scans leave out the connections it
+// turns down (Found.OffLink). A conntrack entry yields a handshake for
+// each of its two sides, of which at most one sends its ACKs out of the
+// link: onLink keeps the other from taking room.
+func NewScanner(onLink func(Ends) bool) (*Scanner, error) {
+	s := &Scanner{sockets: map[int]*nl.SocketHandle{}, socketErrs: map[int]error{}, onLink: onLink}
 	for _, protocol := range []int{unix.NETLINK_INET_DIAG, unix.NETLINK_NETFILTER} {
 		socket, err := openSocket(protocol)
 		if err != nil {
@@ -164,16 +186,30 @@ func (s *Scanner) Close() {
 	}
 }
 
-// Scan asks both sources. A source that cannot answer (conntrack not in
-// the kernel) costs only its own handshakes: Scan returns what the other
-// found with the error.
+// Scan asks both sources: conntrack, then sock_diag. A source that cannot
+// answer (conntrack not in the kernel) costs only its own handshakes: Scan
+// returns what the other found with the error.
 func (s *Scanner) Scan() (Found, error) {
 	var found Found
-	sockets, socketErr := s.Sockets()
-	found.add(sockets)
-	tracked, conntrackErr := s.Conntrack()
-	found.add(tracked)
-	return found, errors.Join(socketErr, conntrackErr)
+	err := s.scan(collector{found: &found, onLink: s.onLink})
+	return found, err
+}
+
+// ScanEach scans as Scan does, but hands each settled handshake to visit
+// as it is read instead of gathering them in Found.Handshakes, which stays
+// empty. A socket's handshake, which carries the MSS, comes after
+// conntrack's for the same connection. A dump that the kernel interrupts
+// is taken again, and visit may then see a handshake twice.
+func (s *Scanner) ScanEach(visit func(Handshake)) (Found, error) {
+	var found Found
+	err := s.scan(collector{found: &found, onLink: s.onLink, visit: visit})
+	return found, err
+}
+
+func (s *Scanner) scan(into collector) error {
+	conntrackErr := s.conntrackInto(into)
+	socketErr := s.socketsInto(into)
+	return errors.Join(conntrackErr, socketErr)
 }
 
 // addrFrom reads an address field of family: four bytes for AF_INET

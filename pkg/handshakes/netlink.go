@@ -32,46 +32,45 @@ func (r requestData) Len() int          { return len(r) }
 func (r requestData) Serialize() []byte { return r }
 
 // dumpFamilies dumps the table of what (sock_diag, conntrack) for IPv4,
-// then IPv6: a request of msgType with the payload request makes for the
-// family, on the scanner's netlink socket of protocol. It stops at the
-// first family that fails, with what the others found.
+// then IPv6, into into: a request of msgType with the payload request
+// makes for the family, on the scanner's netlink socket of protocol. It
+// stops at the first family that fails, with what the others found.
 func (s *Scanner) dumpFamilies(what string, protocol int, msgType uint16, request func(family uint8) []byte,
-	parse func(msg []byte, into *Found)) (Found, error) {
-	var found Found
+	parse func(msg []byte, into collector), into collector) error {
 	for _, family := range []uint8{afInet, afInet6} {
-		f, err := s.dump(protocol, msgType, request(family), parse)
-		found.add(f)
-		if err != nil {
-			return found, fmt.Errorf("%s dump of family %d: %w", what, family, err)
+		if err := s.dump(protocol, msgType, request(family), parse, into); err != nil {
+			return fmt.Errorf("%s dump of family %d: %w", what, family, err)
 		}
 	}
-	return found, nil
+	return nil
 }
 
 // dump sends a dump request of msgType with payload on the scanner's
 // netlink socket of protocol, and hands each reply's payload to parse,
-// which adds what it reads to a Found of the attempt. An interrupted dump
-// is taken again; the last attempt's result stands, with an error that
-// says so.
-func (s *Scanner) dump(protocol int, msgType uint16, payload []byte, parse func(msg []byte, into *Found)) (Found, error) {
+// which adds what it reads into the collector. An interrupted dump is
+// taken again, from what the collector's Found held before it; the last
+// attempt's result stands, with an error that says so.
+func (s *Scanner) dump(protocol int, msgType uint16, payload []byte, parse func(msg []byte, into collector), into collector) error {
 	if _, ok := s.sockets[protocol]; !ok {
 		// a request without the scanner's socket would open one in
 		// the calling thread's namespace
-		return Found{}, s.socketErrs[protocol]
+		return s.socketErrs[protocol]
 	}
+	found := into.found
+	before := *found
 	for attempt := 1; ; attempt++ {
-		var found Found
 		req := nl.NewNetlinkRequest(int(msgType), unix.NLM_F_DUMP)
 		req.Sockets = s.sockets
 		req.AddData(requestData(payload))
 		err := req.ExecuteIter(protocol, 0, func(msg []byte) bool {
-			parse(msg, &found)
+			parse(msg, into)
 			return true
 		})
 		if errors.Is(err, nl.ErrDumpInterrupted) && attempt < dumpAttempts {
+			*found = before
 			continue
 		}
-		return found, err
+		return err
 	}
 }
 

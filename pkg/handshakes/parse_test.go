@@ -182,45 +182,45 @@ func TestParseConntrack(t *testing.T) {
 	tests := []struct {
 		name    string
 		msg     []byte
-		want    []Handshake
+		want    entrySides
 		outcome outcome
 		wantErr bool
 	}{
 		{name: "NAT: the originator's ACKs leave translated", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, established...),
-			want: []Handshake{
+			want: entrySides{
 				{Local: hostV4, Remote: peerV4, WScale: 8, Source: FromConntrack},
 				{Local: peerV4, Remote: lanClient, WScale: 7, Source: FromConntrack},
 			}, outcome: settled},
 		{name: "IPv6 without NAT", msg: ctEntry(afInet6, [2]netip.AddrPort{hostV6, peerV6}, [2]netip.AddrPort{peerV6, hostV6}, unix.IPPROTO_TCP, established...),
-			want: []Handshake{
+			want: entrySides{
 				{Local: hostV6, Remote: peerV6, WScale: 8, Source: FromConntrack},
 				{Local: peerV6, Remote: hostV6, WScale: 7, Source: FromConntrack},
 			}, outcome: settled},
 		{name: "FIN_WAIT still carries data", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackFinWait, 8, 7, sackAndScale, sackAndScale)...),
-			want: []Handshake{
+			want: entrySides{
 				{Local: hostV4, Remote: peerV4, WScale: 8, Source: FromConntrack},
 				{Local: peerV4, Remote: lanClient, WScale: 7, Source: FromConntrack},
 			}, outcome: settled},
 		{name: "SYN sent: the ends alone", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackSynSent, 8, 0, sackAndScale, 0)...),
-			want: []Handshake{
+			want: entrySides{
 				{Local: hostV4, Remote: peerV4, Source: FromConntrack},
 				{Local: peerV4, Remote: lanClient, Source: FromConntrack},
 			}, outcome: underWay},
 		{name: "SYN-ACK sent", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackSynRecv, 8, 7, sackAndScale, sackAndScale)...),
-			want: []Handshake{
+			want: entrySides{
 				{Local: hostV4, Remote: peerV4, Source: FromConntrack},
 				{Local: peerV4, Remote: lanClient, Source: FromConntrack},
 			}, outcome: underWay},
 		// as the kernel marks a pickup: SACK permitted, liberal
 		{name: "picked up mid-stream", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackEstablished, 0, 0, 0x0a, 0x0a)...), outcome: unknownScale},
 		{name: "one side offered no scale: no scaling", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackEstablished, 0, 0, sackAndScale, 0x02)...),
-			want: []Handshake{
+			want: entrySides{
 				{Local: hostV4, Remote: peerV4, Source: FromConntrack},
 				{Local: peerV4, Remote: lanClient, Source: FromConntrack},
 			}, outcome: settled},
 		{name: "liberal, one offer missing", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackEstablished, 0, 0, sackAndScale|ctTCPFlagBeLiberal, 0x02)...), outcome: unknownScale},
 		{name: "liberal with both offers (flow offload)", msg: ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP, tcpInfoAttrs(tcpConntrackEstablished, 8, 7, sackAndScale|ctTCPFlagBeLiberal, sackAndScale|ctTCPFlagBeLiberal)...),
-			want: []Handshake{
+			want: entrySides{
 				{Local: hostV4, Remote: peerV4, WScale: 8, Source: FromConntrack},
 				{Local: peerV4, Remote: lanClient, WScale: 7, Source: FromConntrack},
 			}, outcome: settled},
@@ -259,20 +259,40 @@ func TestParseConntrack(t *testing.T) {
 }
 
 func TestParseIntoCounts(t *testing.T) {
-	var found Found
-	parseSocketInto(diagMsg(hostV4, peerV4, attr(inetDiagInfo, tcpInfo(tcpiOptWScale, 0, 7, 1460))), &found)
-	parseSocketInto([]byte{1, 2, 3}, &found)
-	parseSocketInto(diagMsg(loopback, loopback, attr(inetDiagInfo, tcpInfo(0, 0, 0, 1460))), &found)
-	parseConntrackInto([]byte{1}, &found)
+	var f Found
+	found := collector{found: &f}
+	parseSocketInto(diagMsg(hostV4, peerV4, attr(inetDiagInfo, tcpInfo(tcpiOptWScale, 0, 7, 1460))), found)
+	parseSocketInto([]byte{1, 2, 3}, found)
+	parseSocketInto(diagMsg(loopback, loopback, attr(inetDiagInfo, tcpInfo(0, 0, 0, 1460))), found)
+	parseConntrackInto([]byte{1}, found)
 	parseConntrackInto(ctEntry(afInet, [2]netip.AddrPort{hostV4, peerV4}, [2]netip.AddrPort{peerV4, hostV4}, unix.IPPROTO_TCP,
-		tcpInfoAttrs(tcpConntrackEstablished, 0, 0, ctTCPFlagBeLiberal, ctTCPFlagBeLiberal)...), &found)
-	parseSocketInto(inState(diagMsg(hostV6, peerV6), tcpSynSent), &found)
+		tcpInfoAttrs(tcpConntrackEstablished, 0, 0, ctTCPFlagBeLiberal, ctTCPFlagBeLiberal)...), found)
+	parseSocketInto(inState(diagMsg(hostV6, peerV6), tcpSynSent), found)
 	parseConntrackInto(ctEntry(afInet, [2]netip.AddrPort{hostV4, peerV4}, [2]netip.AddrPort{peerV4, hostV4}, unix.IPPROTO_TCP,
-		tcpInfoAttrs(tcpConntrackSynSent, 0, 0, 0, 0)...), &found)
-	assert.Len(t, found.Handshakes, 1)
-	assert.Equal(t, []Ends{{hostV6, peerV6}, {hostV4, peerV4}, {peerV4, hostV4}}, found.Pending)
-	assert.Equal(t, 2, found.Malformed)
-	assert.Equal(t, 1, found.Unknown)
+		tcpInfoAttrs(tcpConntrackSynSent, 0, 0, 0, 0)...), found)
+	assert.Len(t, f.Handshakes, 1)
+	assert.Equal(t, []Ends{{hostV6, peerV6}, {hostV4, peerV4}, {peerV4, hostV4}}, f.Pending)
+	assert.Equal(t, 2, f.Malformed)
+	assert.Equal(t, 1, f.Unknown)
+	assert.Zero(t, f.OffLink)
+}
+
+// TestCollectorLeavesOutOffLink: of a NATted entry's two sides, the LAN
+// client's, whose peer is on the LAN, is left out, settled or under way.
+func TestCollectorLeavesOutOffLink(t *testing.T) {
+	lanClient := netip.MustParseAddrPort("192.168.1.10:5000")
+	lan := netip.MustParsePrefix("192.168.0.0/16")
+	natted := [2][2]netip.AddrPort{{lanClient, peerV4}, {peerV4, hostV4}}
+	scaled := uint8(ctTCPFlagWindowScale)
+	var f Found
+	into := collector{found: &f, onLink: func(e Ends) bool { return !lan.Contains(e.Remote.Addr()) }}
+	parseConntrackInto(ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP,
+		tcpInfoAttrs(tcpConntrackEstablished, 8, 7, scaled, scaled)...), into)
+	parseConntrackInto(ctEntry(afInet, [2]netip.AddrPort{lanClient, peerV4}, [2]netip.AddrPort{peerV4, hostV4}, unix.IPPROTO_TCP,
+		tcpInfoAttrs(tcpConntrackSynSent, 8, 0, scaled, 0)...), into)
+	assert.Equal(t, []Handshake{{Local: hostV4, Remote: peerV4, WScale: 8, Source: FromConntrack}}, f.Handshakes)
+	assert.Equal(t, []Ends{{hostV4, peerV4}}, f.Pending)
+	assert.Equal(t, 2, f.OffLink)
 }
 
 func TestWalkAttrs(t *testing.T) {
@@ -335,42 +355,58 @@ func FuzzParseConntrack(f *testing.F) {
 	f.Add(ctEntry(afInet, [2]netip.AddrPort{hostV4, peerV4}, [2]netip.AddrPort{peerV4, hostV4}, unix.IPPROTO_TCP,
 		tcpInfoAttrs(tcpConntrackSynSent, 7, 0, flags, 0)...))
 	f.Fuzz(func(t *testing.T, msg []byte) {
-		hs, o, err := parseConntrack(msg)
+		sides, o, err := parseConntrack(msg)
 		if err != nil {
-			assert.Empty(t, hs)
+			assert.Zero(t, sides)
 			assert.ErrorIs(t, err, errMalformed)
 			return
 		}
 		switch o {
 		case settled, underWay:
-			assert.Len(t, hs, 2)
+			for _, h := range sides {
+				assert.True(t, h.Local.IsValid() && h.Remote.IsValid())
+			}
 		default:
-			assert.Empty(t, hs)
-		}
-		for _, h := range hs {
-			assert.True(t, h.Local.IsValid() && h.Remote.IsValid())
+			assert.Zero(t, sides)
 		}
 	})
 }
 
 // BenchmarkParseConntrack reads the conntrack entries of a busy CPE router,
 // as each scan does at start and after the modem interface came back: one
-// NATted, established TCP entry after another.
+// NATted, established TCP entry after another. "every_side" keeps both
+// handshakes of each entry; "link_side" keeps only the one whose ACKs go
+// out to the Internet, turning down the side of the LAN client, as the
+// datapath's scanner does.
 func BenchmarkParseConntrack(b *testing.B) {
-	natted := [2][2]netip.AddrPort{{netip.MustParseAddrPort("192.168.1.10:5000"), peerV4}, {peerV4, hostV4}}
+	lanClient := netip.MustParseAddrPort("192.168.1.10:5000")
+	natted := [2][2]netip.AddrPort{{lanClient, peerV4}, {peerV4, hostV4}}
 	scaled := uint8(ctTCPFlagWindowScale)
 	msg := ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP,
 		tcpInfoAttrs(tcpConntrackEstablished, 8, 7, scaled, scaled)...)
+	lan := netip.MustParsePrefix("192.168.0.0/16")
 	const entries = 65536
-	b.ReportAllocs()
-	for b.Loop() {
-		var found Found
-		for range entries {
-			parseConntrackInto(msg, &found)
-		}
-		if len(found.Handshakes) != 2*entries {
-			b.Fatalf("%d handshakes from %d entries", len(found.Handshakes), entries)
-		}
+	for _, bc := range []struct {
+		name   string
+		onLink func(Ends) bool
+		kept   int
+	}{
+		{name: "every_side", kept: 2 * entries},
+		{name: "link_side", onLink: func(e Ends) bool { return !lan.Contains(e.Remote.Addr()) }, kept: entries},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var found Found
+				into := collector{found: &found, onLink: bc.onLink}
+				for range entries {
+					parseConntrackInto(msg, into)
+				}
+				if len(found.Handshakes) != bc.kept || len(found.Handshakes)+found.OffLink != 2*entries {
+					b.Fatalf("%d handshakes kept, %d off the link, from %d entries", len(found.Handshakes), found.OffLink, entries)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*entries), "ns/entry")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*entries), "ns/entry")
 }

@@ -95,7 +95,7 @@ func scannerIn(t *testing.T, ns *nstest.NS) *Scanner {
 	var scanner *Scanner
 	require.NoError(t, ns.Do(func() error {
 		var err error
-		scanner, err = NewScanner()
+		scanner, err = NewScanner(nil)
 		return err
 	}))
 	t.Cleanup(scanner.Close)
@@ -161,6 +161,36 @@ func TestScanOpenConnections(t *testing.T) {
 	both, err := scanner.Scan()
 	require.NoError(t, err)
 	assert.Len(t, both.Handshakes, 8, "both sources")
+	var visited []Handshake
+	each, err := scanner.ScanEach(func(h Handshake) { visited = append(visited, h) })
+	require.NoError(t, err)
+	assert.Empty(t, each.Handshakes)
+	assert.ElementsMatch(t, both.Handshakes, visited)
+	// the socket's handshake, with its MSS, comes last and stands
+	last := map[connection]Source{}
+	for _, h := range visited {
+		last[connection{h.Local, h.Remote}] = h.Source
+	}
+	for ends, source := range last {
+		assert.Equal(t, FromSocket, source, "the last handshake of %v", ends)
+	}
+
+	// the client ends' ACKs go to the servers; a scanner that places the
+	// servers elsewhere leaves them out
+	servers := map[netip.Addr]bool{v4Server.local.Addr(): true, v6Server.local.Addr(): true}
+	var placing *Scanner
+	require.NoError(t, ns.Do(func() error {
+		placing, err = NewScanner(func(e Ends) bool { return !servers[e.Remote.Addr()] })
+		return err
+	}))
+	t.Cleanup(placing.Close)
+	placed, err := placing.Scan()
+	require.NoError(t, err)
+	assert.Equal(t, 4, placed.OffLink, "the client ends, from both sources")
+	require.Len(t, placed.Handshakes, 4)
+	for _, h := range placed.Handshakes {
+		assert.Contains(t, []connection{v4Server, v6Server}, connection{h.Local, h.Remote})
+	}
 }
 
 // TestScanConntrackUnscaledAndPickedUp: conntrack settles a connection

@@ -51,7 +51,13 @@ const dumpedStates = 1<<tcpEstablished | 1<<tcpFinWait1 | 1<<tcpFinWait2 |
 // (an IPv6 socket talking IPv4 comes with its IPv4 addresses). Loopback
 // connections are left out.
 func (s *Scanner) Sockets() (Found, error) {
-	return s.dumpFamilies("sock_diag", unix.NETLINK_INET_DIAG, unix.SOCK_DIAG_BY_FAMILY, socketRequest, parseSocketInto)
+	var found Found
+	err := s.socketsInto(collector{found: &found, onLink: s.onLink})
+	return found, err
+}
+
+func (s *Scanner) socketsInto(into collector) error {
+	return s.dumpFamilies("sock_diag", unix.NETLINK_INET_DIAG, unix.SOCK_DIAG_BY_FAMILY, socketRequest, parseSocketInto, into)
 }
 
 // socketRequest is a struct inet_diag_req_v2 asking for every TCP socket
@@ -65,9 +71,9 @@ func socketRequest(family uint8) []byte {
 	return req
 }
 
-func parseSocketInto(msg []byte, into *Found) {
+func parseSocketInto(msg []byte, into collector) {
 	h, o, err := parseSocket(msg)
-	into.record(o, []Handshake{h}, err)
+	into.record(o, err, h)
 }
 
 // parseSocket reads one struct inet_diag_msg with its attributes: a socket
