@@ -132,15 +132,14 @@ func TestAdoptBusyRouter(t *testing.T) {
 func BenchmarkAdoptOpenConnections(b *testing.B) {
 	r := newBusyRouter(b, DefaultMaxFlows)
 	d := loadDetached(b, false, DefaultMaxFlows)
-	var onLink func(handshakes.Ends) bool
-	var scanners = map[string]*handshakes.Scanner{}
+	ifindex := ifindexIn(b, r.ue, "veth0")
+	scanners := map[string]*handshakes.Scanner{}
 	require.NoError(b, r.ue.Do(func() error {
-		ifindex := ifindexIn(b, r.ue, "veth0")
 		addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
 		if err != nil {
 			return err
 		}
-		onLink = offLinkPeersOf(addrs, ifindex).onLink
+		onLink := offLinkPeersOf(addrs, ifindex).onLink
 		for name, filter := range map[string]func(handshakes.Ends) bool{"every_side": nil, "link_side": onLink} {
 			if scanners[name], err = handshakes.NewScanner(filter); err != nil {
 				return err

@@ -32,9 +32,10 @@ func (r requestData) Len() int          { return len(r) }
 func (r requestData) Serialize() []byte { return r }
 
 // dumpFamilies dumps the table of what (sock_diag, conntrack) for IPv4,
-// then IPv6, into into: a request of msgType with the payload request
-// makes for the family, on the scanner's netlink socket of protocol. It
-// stops at the first family that fails, with what the others found.
+// then IPv6, to the collector: a request of msgType with the payload
+// request makes for the family, on the scanner's netlink socket of
+// protocol. It stops at the first family that fails, with what the others
+// found.
 func (s *Scanner) dumpFamilies(what string, protocol int, msgType uint16, request func(family uint8) []byte,
 	parse func(msg []byte, into collector), into collector) error {
 	for _, family := range []uint8{afInet, afInet6} {
