@@ -54,6 +54,8 @@ func (h Handshake) Ends() Ends { return Ends{Local: h.Local, Remote: h.Remote} }
 
 // Found is what a scan found.
 type Found struct {
+	// Handshakes are the settled handshakes found; ScanEach hands them
+	// on as it reads them instead, and leaves this empty.
 	Handshakes []Handshake
 	// Pending names the connections still in their handshake, whose
 	// scale is not settled yet. A SYN or SYN-ACK they send again shows
