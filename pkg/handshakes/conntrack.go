@@ -68,7 +68,7 @@ const (
 // (NAT, state matches); elsewhere the list is empty.
 func (s *Scanner) Conntrack() (Found, error) {
 	var found Found
-	err := s.conntrackInto(collector{found: &found, onLink: s.onLink})
+	err := s.conntrackInto(gathering(&found, s.onLink))
 	return found, err
 }
 

@@ -89,14 +89,22 @@ const (
 	unknownScale
 )
 
-// collector adds what the parsers read to one Found as they read it, or
-// hands each settled handshake to visit when set: a busy router's
-// conntrack table holds tens of thousands of entries, and nothing is
-// copied or kept per entry on the way.
+// collector counts what the parsers read in one Found as they read it,
+// and hands each settled handshake to visit: a busy router's conntrack
+// table holds tens of thousands of entries, and nothing is copied or kept
+// per entry on the way unless visit keeps it.
 type collector struct {
 	found  *Found
 	onLink func(Ends) bool
 	visit  func(Handshake)
+}
+
+// gathering is a collector that keeps the settled handshakes in
+// found.Handshakes.
+func gathering(found *Found, onLink func(Ends) bool) collector {
+	return collector{found: found, onLink: onLink, visit: func(h Handshake) {
+		found.Handshakes = append(found.Handshakes, h)
+	}}
 }
 
 // record adds what a parser read from one entry: the handshakes of a
@@ -117,10 +125,8 @@ func (c collector) record(o outcome, err error, hs ...Handshake) {
 				f.OffLink++
 			case o == underWay:
 				f.Pending = append(f.Pending, ends)
-			case c.visit != nil:
-				c.visit(h)
 			default:
-				f.Handshakes = append(f.Handshakes, h)
+				c.visit(h)
 			}
 		}
 	case unknownScale:
@@ -193,7 +199,7 @@ func (s *Scanner) Close() {
 // returns what the other found with the error.
 func (s *Scanner) Scan() (Found, error) {
 	var found Found
-	err := s.scan(collector{found: &found, onLink: s.onLink})
+	err := s.scan(gathering(&found, s.onLink))
 	return found, err
 }
 

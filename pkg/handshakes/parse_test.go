@@ -260,7 +260,7 @@ func TestParseConntrack(t *testing.T) {
 
 func TestParseIntoCounts(t *testing.T) {
 	var f Found
-	found := collector{found: &f}
+	found := gathering(&f, nil)
 	parseSocketInto(diagMsg(hostV4, peerV4, attr(inetDiagInfo, tcpInfo(tcpiOptWScale, 0, 7, 1460))), found)
 	parseSocketInto([]byte{1, 2, 3}, found)
 	parseSocketInto(diagMsg(loopback, loopback, attr(inetDiagInfo, tcpInfo(0, 0, 0, 1460))), found)
@@ -285,7 +285,7 @@ func TestCollectorLeavesOutOffLink(t *testing.T) {
 	natted := [2][2]netip.AddrPort{{lanClient, peerV4}, {peerV4, hostV4}}
 	scaled := uint8(ctTCPFlagWindowScale)
 	var f Found
-	into := collector{found: &f, onLink: func(e Ends) bool { return !lan.Contains(e.Remote.Addr()) }}
+	into := gathering(&f, func(e Ends) bool { return !lan.Contains(e.Remote.Addr()) })
 	parseConntrackInto(ctEntry(afInet, natted[0], natted[1], unix.IPPROTO_TCP,
 		tcpInfoAttrs(tcpConntrackEstablished, 8, 7, scaled, scaled)...), into)
 	parseConntrackInto(ctEntry(afInet, [2]netip.AddrPort{lanClient, peerV4}, [2]netip.AddrPort{peerV4, hostV4}, unix.IPPROTO_TCP,

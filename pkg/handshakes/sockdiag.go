@@ -52,7 +52,7 @@ const dumpedStates = 1<<tcpEstablished | 1<<tcpFinWait1 | 1<<tcpFinWait2 |
 // connections are left out.
 func (s *Scanner) Sockets() (Found, error) {
 	var found Found
-	err := s.socketsInto(collector{found: &found, onLink: s.onLink})
+	err := s.socketsInto(gathering(&found, s.onLink))
 	return found, err
 }
 
