@@ -200,6 +200,12 @@ func (d *Datapath) attachTo(link netlink.Link, mode string) error {
 	return nil
 }
 
+// recordDetached records that the programs are on no interface, as
+// attachTo records where they are. Callers hold attachMu.
+func (d *Datapath) recordDetached() {
+	d.attachment, d.ifindex, d.linkMTU = detached{}, 0, 0
+}
+
 // linkIsRawIP tells whether frames on the link start with the IP header.
 // Ethernet (and loopback, which carries an Ethernet header) is framed;
 // links without a hardware address (tun, ARPHRD_RAWIP modems such as rmnet
@@ -353,7 +359,7 @@ func (d *Datapath) Close() error {
 		d.hooksMu.Unlock()
 		d.attachMu.Lock()
 		detachErr := d.attachment.detach()
-		d.attachment, d.ifindex = detached{}, 0
+		d.recordDetached()
 		d.attachMu.Unlock()
 		d.closeErr = errors.Join(detachErr, d.table.unmap(), d.pins.release(true), d.objs.Close())
 		d.log.Info("datapath detached", "iface", d.iface, "error", d.closeErr)

@@ -161,7 +161,7 @@ func (f *linkFollower) reconcile(mode string) {
 			d.log.Warn("the interface lost its name: the programs wait for one of that name", "iface", d.iface,
 				"ifindex", d.ifindex, "err", detachErr)
 		}
-		d.attachment, d.ifindex, d.linkMTU = detached{}, 0, 0
+		d.recordDetached()
 	}
 	if named == nil {
 		d.attachMu.Unlock()
