@@ -112,9 +112,9 @@ func BenchmarkEvictIdle(b *testing.B) {
 	}
 }
 
-// BenchmarkAdoptHandshakes stores the handshakes a scan found on a busy CPE
-// router (two for each of 65,536 conntrack entries) in a table of the
-// default size, as Open does after each attach.
+// BenchmarkAdoptHandshakes stores 131,072 handshakes, both sides of each of
+// 65,536 conntrack entries of a busy CPE router, in a store of the default
+// size, through the batches that Open's scan also feeds.
 func BenchmarkAdoptHandshakes(b *testing.B) {
 	nstest.RequireRoot(b)
 	d := loadDetached(b, true, DefaultMaxFlows)

@@ -78,8 +78,6 @@ func newBed(t testing.TB) *bed {
 	return b
 }
 
-// seedCells writes cell records into a state directory, as a previous run
-// of m2hod would have left them.
 // linkModem joins server and ue by the link that stands for the modem's.
 func (b *bed) linkModem(t testing.TB) {
 	t.Helper()
@@ -108,6 +106,8 @@ func (b *bed) resetModem(t testing.TB) {
 	b.linkModem(t)
 }
 
+// seedCells writes cell records into a state directory, as a previous run
+// of m2hod would have left them.
 func seedCells(t testing.TB, dir string, cells ...estimator.CellRecord) {
 	t.Helper()
 	store, err := cellstore.Open(dir, cellstore.Options{})
