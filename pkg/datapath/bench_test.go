@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -651,7 +652,10 @@ var vethOrders = [...][vethStates]int{
 // round to the next, which a ratio of totals would fold in. The m2ho
 // windows over the detached ones are the overall cost; the empty
 // program's over the detached ones split off what the hooks themselves
-// cost, whatever runs in them. The total rates are reported too.
+// cost, whatever runs in them. The total rates are reported too, with
+// their ratio's 95% interval over the rounds: a 100 ms window's rate
+// varies by about 20% on this shared machine, so one run places the ratio
+// only within a few percent.
 func BenchmarkVethThroughput(b *testing.B) {
 	// minRounds is the least number of rounds, whatever b.N, so that the
 	// medians have noise to average over.
@@ -690,8 +694,7 @@ func BenchmarkVethThroughput(b *testing.B) {
 	}
 
 	var (
-		totalBytes [vethStates]float64
-		totalTime  [vethStates]time.Duration
+		rounds []vethRound
 		// per-round ratios: m2ho/detached, empty/detached, m2ho/empty
 		overall, hooks, programs []float64
 	)
@@ -702,13 +705,16 @@ func BenchmarkVethThroughput(b *testing.B) {
 	}
 	b.ResetTimer()
 	for round := range max(b.N, minRounds) {
-		var rates [vethStates]float64
+		var measured vethRound
 		for _, st := range vethOrders[round%len(vethOrders)] {
 			setState(st)
 			bytes, elapsed := settledWindow(received)
-			totalBytes[st] += bytes
-			totalTime[st] += elapsed
-			rates[st] = bytes / elapsed.Seconds()
+			measured[st] = vethWindowResult{bytes: bytes, seconds: elapsed.Seconds()}
+		}
+		rounds = append(rounds, measured)
+		var rates [vethStates]float64
+		for st, w := range measured {
+			rates[st] = w.bytes / w.seconds
 		}
 		ratio(&overall, rates[vethM2HO], rates[vethDetached])
 		ratio(&hooks, rates[vethEmpty], rates[vethDetached])
@@ -717,13 +723,13 @@ func BenchmarkVethThroughput(b *testing.B) {
 	b.StopTimer()
 	require.NotEmpty(b, overall, "the flow never moved")
 	require.NotEmpty(b, programs, "the flow never moved")
-	var rate [vethStates]float64
-	for st := range rate {
-		rate[st] = totalBytes[st] * 8 / totalTime[st].Seconds()
-	}
-	b.ReportMetric(rate[vethM2HO]/1e9, "attached_Gbit/s")
-	b.ReportMetric(rate[vethDetached]/1e9, "detached_Gbit/s")
-	b.ReportMetric(rate[vethM2HO]/rate[vethDetached], "attached/detached")
+	all := seq(len(rounds))
+	b.ReportMetric(totalRate(rounds, all, vethM2HO)*8/1e9, "attached_Gbit/s")
+	b.ReportMetric(totalRate(rounds, all, vethDetached)*8/1e9, "detached_Gbit/s")
+	b.ReportMetric(totalRatio(rounds, all, vethM2HO, vethDetached), "attached/detached")
+	low, high := totalRatioInterval(rounds, vethM2HO, vethDetached)
+	b.ReportMetric(low, "attached/detached_ci95_low")
+	b.ReportMetric(high, "attached/detached_ci95_high")
 	b.ReportMetric(quantile(overall, 0.5), "median_pair_ratio")
 	b.ReportMetric(quantile(overall, 0.25), "p25_pair_ratio")
 	b.ReportMetric(quantile(overall, 0.75), "p75_pair_ratio")
@@ -737,6 +743,137 @@ func BenchmarkVethThroughput(b *testing.B) {
 	c, err := dp.Counters()
 	require.NoError(b, err)
 	require.Positive(b, c.IngressPackets)
+}
+
+// vethWindowResult is what one window of BenchmarkVethThroughput moved.
+type vethWindowResult struct {
+	bytes, seconds float64
+}
+
+// vethRound holds a round's window of each state.
+type vethRound [vethStates]vethWindowResult
+
+// totalRate is the rate of state over the rounds listed in picks (a round
+// may be listed more than once): its bytes over its time.
+func totalRate(rounds []vethRound, picks []int, state int) float64 {
+	var bytes, seconds float64
+	for _, i := range picks {
+		bytes += rounds[i][state].bytes
+		seconds += rounds[i][state].seconds
+	}
+	return bytes / seconds
+}
+
+// totalRatio is the total rate of state num over that of state den, over
+// the rounds listed in picks.
+func totalRatio(rounds []vethRound, picks []int, num, den int) float64 {
+	return totalRate(rounds, picks, num) / totalRate(rounds, picks, den)
+}
+
+// seq returns the indices 0 to n-1, which list every round once.
+func seq(n int) []int {
+	indices := make([]int, n)
+	for i := range indices {
+		indices[i] = i
+	}
+	return indices
+}
+
+// totalRatioInterval returns the central 95% interval of totalRatio over
+// all rounds, by the percentile bootstrap: the ratio of many samples of
+// as many rounds, drawn with replacement. Whole rounds are drawn, so that
+// the windows of one round, which share the machine's load of the moment,
+// stay together. The fixed seed makes the interval a function of the
+// windows alone.
+func totalRatioInterval(rounds []vethRound, num, den int) (low, high float64) {
+	const samples = 2000
+	rng := rand.New(rand.NewPCG(1, 2))
+	picks := make([]int, len(rounds))
+	ratios := make([]float64, samples)
+	for s := range ratios {
+		for i := range picks {
+			picks[i] = rng.IntN(len(rounds))
+		}
+		ratios[s] = totalRatio(rounds, picks, num, den)
+	}
+	return quantile(ratios, 0.025), quantile(ratios, 0.975)
+}
+
+func TestTotalRatio(t *testing.T) {
+	// round builds a round from its m2ho and detached windows.
+	round := func(m2hoBytes, m2hoSeconds, detachedBytes, detachedSeconds float64) vethRound {
+		var r vethRound
+		r[vethM2HO] = vethWindowResult{bytes: m2hoBytes, seconds: m2hoSeconds}
+		r[vethDetached] = vethWindowResult{bytes: detachedBytes, seconds: detachedSeconds}
+		return r
+	}
+	tests := []struct {
+		name   string
+		rounds []vethRound
+		picks  []int
+		want   float64
+	}{
+		{name: "one round", rounds: []vethRound{round(90, 1, 100, 1)}, picks: []int{0}, want: 0.9},
+		// bytes over time of all windows (75 against 133.3 per second),
+		// not the mean of the rounds' ratios (1 and 1/3)
+		{name: "windows of unequal length",
+			rounds: []vethRound{round(100, 1, 100, 1), round(50, 1, 300, 2)}, picks: []int{0, 1}, want: 75 / (400.0 / 3)},
+		{name: "a round listed twice counts twice",
+			rounds: []vethRound{round(100, 1, 100, 1), round(50, 1, 100, 1)}, picks: []int{1, 1, 0}, want: 200.0 / 300},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.InDelta(t, tc.want, totalRatio(tc.rounds, tc.picks, vethM2HO, vethDetached), 1e-12)
+		})
+	}
+}
+
+func TestTotalRatioInterval(t *testing.T) {
+	// noisyRounds draws n rounds whose m2ho windows move trueRatio of the
+	// detached ones' rate, each window with its own noise of about 20%
+	// on top of a load that the windows of one round share.
+	noisyRounds := func(n int, trueRatio float64) []vethRound {
+		rng := rand.New(rand.NewPCG(7, uint64(n)))
+		noise := func() float64 { return math.Exp(0.2 * rng.NormFloat64()) }
+		rounds := make([]vethRound, n)
+		for i := range rounds {
+			load := 25e9 * noise()
+			for st := range rounds[i] {
+				rate := load * noise()
+				if st == vethM2HO {
+					rate *= trueRatio
+				}
+				rounds[i][st] = vethWindowResult{bytes: rate * 0.1, seconds: 0.1}
+			}
+		}
+		return rounds
+	}
+
+	t.Run("no noise", func(t *testing.T) {
+		var r vethRound
+		r[vethM2HO] = vethWindowResult{bytes: 97, seconds: 0.1}
+		r[vethDetached] = vethWindowResult{bytes: 100, seconds: 0.1}
+		low, high := totalRatioInterval([]vethRound{r, r, r}, vethM2HO, vethDetached)
+		assert.InDelta(t, 0.97, low, 1e-12)
+		assert.InDelta(t, 0.97, high, 1e-12)
+	})
+	t.Run("noisy windows", func(t *testing.T) {
+		const trueRatio = 0.97
+		few, many := noisyRounds(50, trueRatio), noisyRounds(800, trueRatio)
+		fewLow, fewHigh := totalRatioInterval(few, vethM2HO, vethDetached)
+		manyLow, manyHigh := totalRatioInterval(many, vethM2HO, vethDetached)
+		for _, interval := range [][2]float64{{fewLow, fewHigh}, {manyLow, manyHigh}} {
+			assert.Less(t, interval[0], trueRatio)
+			assert.Greater(t, interval[1], trueRatio)
+		}
+		// the interval narrows as the square root of the rounds: four
+		// times as narrow for sixteen times as many
+		assert.InDelta(t, 4, (fewHigh-fewLow)/(manyHigh-manyLow), 1.2)
+		// and lies around the estimate
+		estimate := totalRatio(many, seq(len(many)), vethM2HO, vethDetached)
+		assert.Less(t, manyLow, estimate)
+		assert.Greater(t, manyHigh, estimate)
+	})
 }
 
 // reportRunTime turns the kernel's per-program run-time statistics on for
