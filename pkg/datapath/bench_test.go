@@ -652,9 +652,9 @@ var vethOrders = [...][vethStates]int{
 // round to the next, which a ratio of totals would fold in. The m2ho
 // windows over the detached ones are the overall cost; the empty
 // program's over the detached ones split off what the hooks themselves
-// cost, whatever runs in them. The total rates are reported too, with
-// their ratio's 95% interval over the rounds: a 100 ms window's rate
-// varies by about 20% on this shared machine, so one run places the ratio
+// cost, whatever runs in them. The ratios of the total rates are reported
+// too, each with its 95% interval over the rounds: a 100 ms window's rate
+// varies by about 20% on this shared machine, so one run places a ratio
 // only within a few percent.
 func BenchmarkVethThroughput(b *testing.B) {
 	// minRounds is the least number of rounds, whatever b.N, so that the
@@ -726,10 +726,21 @@ func BenchmarkVethThroughput(b *testing.B) {
 	all := seq(len(rounds))
 	b.ReportMetric(totalRate(rounds, all, vethM2HO)*8/1e9, "attached_Gbit/s")
 	b.ReportMetric(totalRate(rounds, all, vethDetached)*8/1e9, "detached_Gbit/s")
-	b.ReportMetric(totalRatio(rounds, all, vethM2HO, vethDetached), "attached/detached")
-	low, high := totalRatioInterval(rounds, vethM2HO, vethDetached)
-	b.ReportMetric(low, "attached/detached_ci95_low")
-	b.ReportMetric(high, "attached/detached_ci95_high")
+	// the overall cost, then its two parts: the hooks, and the programs
+	// that run in them
+	for _, r := range []struct {
+		name     string
+		num, den int
+	}{
+		{"attached/detached", vethM2HO, vethDetached},
+		{"empty_hooks/detached", vethEmpty, vethDetached},
+		{"m2ho/empty_hooks", vethM2HO, vethEmpty},
+	} {
+		b.ReportMetric(totalRatio(rounds, all, r.num, r.den), r.name)
+		low, high := totalRatioInterval(rounds, r.num, r.den)
+		b.ReportMetric(low, r.name+"_ci95_low")
+		b.ReportMetric(high, r.name+"_ci95_high")
+	}
 	b.ReportMetric(quantile(overall, 0.5), "median_pair_ratio")
 	b.ReportMetric(quantile(overall, 0.25), "p25_pair_ratio")
 	b.ReportMetric(quantile(overall, 0.75), "p75_pair_ratio")
