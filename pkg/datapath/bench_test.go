@@ -693,16 +693,7 @@ func BenchmarkVethThroughput(b *testing.B) {
 		state = want
 	}
 
-	var (
-		rounds []vethRound
-		// per-round ratios: m2ho/detached, empty/detached, m2ho/empty
-		overall, hooks, programs []float64
-	)
-	ratio := func(list *[]float64, num, den float64) {
-		if den > 0 {
-			*list = append(*list, num/den)
-		}
-	}
+	var rounds []vethRound
 	b.ResetTimer()
 	for round := range max(b.N, minRounds) {
 		var measured vethRound
@@ -712,15 +703,10 @@ func BenchmarkVethThroughput(b *testing.B) {
 			measured[st] = vethWindowResult{bytes: bytes, seconds: elapsed.Seconds()}
 		}
 		rounds = append(rounds, measured)
-		var rates [vethStates]float64
-		for st, w := range measured {
-			rates[st] = w.bytes / w.seconds
-		}
-		ratio(&overall, rates[vethM2HO], rates[vethDetached])
-		ratio(&hooks, rates[vethEmpty], rates[vethDetached])
-		ratio(&programs, rates[vethM2HO], rates[vethEmpty])
 	}
 	b.StopTimer()
+	overall := roundRatios(rounds, vethM2HO, vethDetached)
+	programs := roundRatios(rounds, vethM2HO, vethEmpty)
 	require.NotEmpty(b, overall, "the flow never moved")
 	require.NotEmpty(b, programs, "the flow never moved")
 	all := seq(len(rounds))
@@ -744,7 +730,7 @@ func BenchmarkVethThroughput(b *testing.B) {
 	b.ReportMetric(quantile(overall, 0.5), "median_pair_ratio")
 	b.ReportMetric(quantile(overall, 0.25), "p25_pair_ratio")
 	b.ReportMetric(quantile(overall, 0.75), "p75_pair_ratio")
-	b.ReportMetric(quantile(hooks, 0.5), "empty_hooks_median_ratio")
+	b.ReportMetric(quantile(roundRatios(rounds, vethEmpty, vethDetached), 0.5), "empty_hooks_median_ratio")
 	b.ReportMetric(quantile(programs, 0.5), "m2ho_over_empty_median_ratio")
 	// The programs' own time per packet in this traffic, without
 	// BPF_PROG_RUN's harness, after the windows: the kernel's run-time
@@ -763,6 +749,18 @@ type vethWindowResult struct {
 
 // vethRound holds a round's window of each state.
 type vethRound [vethStates]vethWindowResult
+
+// roundRatios returns, for every round whose window of state den moved
+// anything, the rate of its window of state num over that of den.
+func roundRatios(rounds []vethRound, num, den int) []float64 {
+	var ratios []float64
+	for _, r := range rounds {
+		if r[den].bytes > 0 {
+			ratios = append(ratios, r[num].bytes/r[num].seconds/(r[den].bytes/r[den].seconds))
+		}
+	}
+	return ratios
+}
 
 // totalRate is the rate of state over the rounds listed in picks (a round
 // may be listed more than once): its bytes over its time.
@@ -837,6 +835,17 @@ func TestTotalRatio(t *testing.T) {
 			assert.InDelta(t, tc.want, totalRatio(tc.rounds, tc.picks, vethM2HO, vethDetached), 1e-12)
 		})
 	}
+}
+
+func TestRoundRatios(t *testing.T) {
+	var moved, still vethRound
+	moved[vethM2HO] = vethWindowResult{bytes: 50, seconds: 1}
+	moved[vethDetached] = vethWindowResult{bytes: 300, seconds: 2}
+	still[vethM2HO] = vethWindowResult{bytes: 50, seconds: 1}
+	still[vethDetached] = vethWindowResult{seconds: 1}
+	// rates, not bytes: 50 per second against 150; a detached window
+	// that moved nothing leaves its round out
+	assert.InDeltaSlice(t, []float64{1.0 / 3}, roundRatios([]vethRound{moved, still}, vethM2HO, vethDetached), 1e-12)
 }
 
 func TestTotalRatioInterval(t *testing.T) {
