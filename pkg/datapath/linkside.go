@@ -33,6 +33,12 @@ func (d *Datapath) linkSide() (func(handshakes.Ends) bool, error) {
 	d.attachMu.Lock()
 	ifindex := d.ifindex
 	d.attachMu.Unlock()
+	return linkSideOf(ifindex)
+}
+
+// linkSideOf is linkSide for the interface at ifindex of the calling
+// thread's network namespace.
+func linkSideOf(ifindex int) (func(handshakes.Ends) bool, error) {
 	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, fmt.Errorf("datapath: list the host's addresses: %w", err)

@@ -135,11 +135,10 @@ func BenchmarkAdoptOpenConnections(b *testing.B) {
 	ifindex := ifindexIn(b, r.ue, "veth0")
 	scanners := map[string]*handshakes.Scanner{}
 	require.NoError(b, r.ue.Do(func() error {
-		addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+		onLink, err := linkSideOf(ifindex)
 		if err != nil {
 			return err
 		}
-		onLink := offLinkPeersOf(addrs, ifindex).onLink
 		for name, filter := range map[string]func(handshakes.Ends) bool{"every_side": nil, "link_side": onLink} {
 			if scanners[name], err = handshakes.NewScanner(filter); err != nil {
 				return err
