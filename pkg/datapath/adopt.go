@@ -167,12 +167,22 @@ func (d *Datapath) adoptOpenConnections() {
 		scanner.Close()
 		return
 	}
-	r := &handshakeRescan{d: d, scanner: scanner, pending: endsSet(found.Pending), delay: firstHandshakeRescan}
-	// the timer's first run waits for the timer to be in place
+	d.startHandshakeRescan(scanner, found.Pending)
+}
+
+// startHandshakeRescan looks for the pending handshakes again with scanner,
+// which it closes when done.
+func (d *Datapath) startHandshakeRescan(scanner *handshakes.Scanner, pending []handshakes.Ends) *handshakeRescan {
+	r := &handshakeRescan{d: d, scanner: scanner, pending: endsSet(pending), delay: firstHandshakeRescan}
+	// A datapath closed in the meantime stops the rescan here, before its
+	// timer exists; one closed later stops it through the hook.
+	r.unregister = d.onClose(r.stop)
 	r.mu.Lock()
-	r.timer = time.AfterFunc(r.delay, r.run)
+	if !r.stopped {
+		r.timer = time.AfterFunc(r.delay, r.run)
+	}
 	r.mu.Unlock()
-	d.onClose(r.stop)
+	return r
 }
 
 // scanAdoption is the outcome of a scan and its store.
@@ -207,6 +217,12 @@ type handshakeRescan struct {
 	d       *Datapath
 	scanner *handshakes.Scanner
 
+	// unregister removes the close hook of a rescan that has finished, so
+	// that a modem reset after another does not pile them up. It takes
+	// the datapath's hook lock, which Close holds while it waits for mu
+	// in stop: it is called with mu released.
+	unregister func()
+
 	mu      sync.Mutex
 	timer   *time.Timer
 	pending map[handshakes.Ends]bool
@@ -224,10 +240,17 @@ func endsSet(ends []handshakes.Ends) map[handshakes.Ends]bool {
 }
 
 func (r *handshakeRescan) run() {
+	if r.rescan() {
+		r.unregister()
+	}
+}
+
+// rescan runs one round and reports whether the rescans have finished.
+func (r *handshakeRescan) rescan() (finished bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
-		return
+		return false
 	}
 	r.rounds++
 	a := r.d.adoptScan(r.scanner, func(e handshakes.Ends) bool { return r.pending[e] })
@@ -249,10 +272,11 @@ func (r *handshakeRescan) run() {
 		"round", r.rounds, "stored", a.stored, "still_under_way", len(stillPending), "scan_err", a.scanErr, "store_err", a.storeErr)
 	if len(stillPending) == 0 || r.rounds == handshakeRescans {
 		r.finish()
-		return
+		return true
 	}
 	r.delay *= 2
 	r.timer.Reset(r.delay)
+	return false
 }
 
 // stop ends the rescans; the datapath closes.
@@ -267,6 +291,8 @@ func (r *handshakeRescan) finish() {
 		return
 	}
 	r.stopped = true
-	r.timer.Stop()
+	if r.timer != nil {
+		r.timer.Stop()
+	}
 	r.scanner.Close()
 }

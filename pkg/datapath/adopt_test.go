@@ -43,6 +43,13 @@ func hintCount(t *testing.T, d *Datapath) int {
 	return n
 }
 
+// closeHookCount is how many hooks wait for the datapath to close.
+func closeHookCount(d *Datapath) int {
+	d.hooksMu.Lock()
+	defer d.hooksMu.Unlock()
+	return len(d.closeHooks)
+}
+
 func storedHandshakeCount(d *Datapath) (int, error) {
 	var key m2hoFlowKey
 	var hint m2hoHandshakeHint
@@ -243,6 +250,23 @@ func TestEvictedFlowKeepsHandshake(t *testing.T) {
 	assert.Zero(t, c.NoWScale)
 	local, _ := idle.ends()
 	assert.Equal(t, uint16(hostMSS), flowAt(t, d, local).MSS)
+}
+
+// TestHandshakeRescanOnClosedDatapath starts a rescan on a datapath that
+// has closed in the meantime, as a re-attach racing with Close may: it
+// stops at once, with no timer to fire on closed maps, and registers no
+// close hook.
+func TestHandshakeRescanOnClosedDatapath(t *testing.T) {
+	// what Close leaves for the hooks
+	d := &Datapath{closed: true}
+	scanner, err := handshakes.NewScanner(nil)
+	require.NoError(t, err)
+	r := d.startHandshakeRescan(scanner, []handshakes.Ends{{}})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	assert.True(t, r.stopped)
+	assert.Nil(t, r.timer)
+	assert.Zero(t, closeHookCount(d))
 }
 
 // TestHandshakeRescanStopsAtClose holds a connection in its handshake (the

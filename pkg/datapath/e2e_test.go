@@ -621,6 +621,7 @@ func TestE2EAdoptHandshakeUnderWay(t *testing.T) {
 			opened := time.Now()
 			dp := openIn(t, b.ue, Options{Iface: "wwan0"})
 			openTook := time.Since(opened)
+			hooksWithRescan := closeHookCount(dp)
 			b.setDownlinkHook(nil)
 			_, err := b.ueTun.Write(synACK)
 			require.NoError(t, err)
@@ -641,6 +642,8 @@ func TestE2EAdoptHandshakeUnderWay(t *testing.T) {
 				return err == nil && n > 0
 			}
 			require.Eventually(t, stored, 5*time.Second, 50*time.Millisecond, "the rescan stores the settled handshake")
+			assert.Eventually(t, func() bool { return closeHookCount(dp) == hooksWithRescan-1 },
+				time.Second, 10*time.Millisecond, "the finished rescan leaves no close hook behind")
 			c := adoptedClamp{client: client, clampBytes: 32 << 10}
 			waitFullRate(t, received, c)
 			expectAdoptedClamp(t, dp, received, c)
