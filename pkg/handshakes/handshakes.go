@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/vishvananda/netlink/nl"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -138,7 +136,7 @@ func (c collector) record(o outcome, err error, hs ...Handshake) {
 // from whichever thread calls it: its netlink sockets stay in that
 // namespace. It is safe for concurrent use.
 type Scanner struct {
-	sockets map[int]*nl.SocketHandle
+	sockets map[int]*dumpSocket
 	// socketErrs holds why a source's socket could not be opened
 	// (conntrack's, on a kernel without nfnetlink); that source then
 	// answers with the error.
@@ -156,35 +154,20 @@ type Scanner struct {
 // each of its two sides, of which at most one sends its ACKs out of the
 // link: onLink keeps the other from taking room.
 func NewScanner(onLink func(Ends) bool) (*Scanner, error) {
-	s := &Scanner{sockets: map[int]*nl.SocketHandle{}, socketErrs: map[int]error{}, onLink: onLink}
+	s := &Scanner{sockets: map[int]*dumpSocket{}, socketErrs: map[int]error{}, onLink: onLink}
 	for _, protocol := range []int{unix.NETLINK_INET_DIAG, unix.NETLINK_NETFILTER} {
-		socket, err := openSocket(protocol)
+		socket, err := openDumpSocket(protocol)
 		if err != nil {
 			s.socketErrs[protocol] = fmt.Errorf("netlink socket of protocol %d: %w", protocol, err)
 			continue
 		}
-		s.sockets[protocol] = &nl.SocketHandle{Socket: socket}
+		s.sockets[protocol] = socket
 	}
 	if err := s.socketErrs[unix.NETLINK_INET_DIAG]; err != nil {
 		s.Close()
 		return nil, fmt.Errorf("handshakes: %w", err)
 	}
 	return s, nil
-}
-
-// openSocket opens a netlink socket of protocol in the calling thread's
-// network namespace, with the timeouts the netlink package gives the
-// socket it opens for a single request.
-func openSocket(protocol int) (*nl.NetlinkSocket, error) {
-	socket, err := nl.GetNetlinkSocketAt(netns.None(), netns.None(), protocol)
-	if err != nil {
-		return nil, err
-	}
-	if err := errors.Join(socket.SetSendTimeout(&nl.SocketTimeoutTv), socket.SetReceiveTimeout(&nl.SocketTimeoutTv)); err != nil {
-		socket.Close()
-		return nil, err
-	}
-	return socket, nil
 }
 
 // Close closes the scanner's sockets.
