@@ -12,28 +12,6 @@ import (
 	"github.com/m2ho/m2ho/pkg/handshakes"
 )
 
-// AdoptHandshakes hands the programs what the handshakes of connections
-// opened before they were attached settled. The clamp of a flow whose own
-// handshake went unseen takes the scale and MSS from here the first time
-// it meets the flow (Counters.WScaleAdopted); without them it leaves the
-// flow alone (Counters.NoWScale). A handshake that matches no flow on the
-// link only takes room: the store holds as many as the flow table, and
-// forgets the least recently stored to make room. Of several handshakes
-// for one connection, the last stands. It returns how many it stored.
-//
-// The MSS is the clamp's floor: the window never drops below one of the
-// peer's segments. A handshake without one (conntrack keeps none) takes
-// the largest segment the link carries, which bounds the peer's; the RFC
-// default of 536 bytes would let a small clamp hold the window below one
-// full segment and stall the sender.
-func (d *Datapath) AdoptHandshakes(hs []handshakes.Handshake) (int, error) {
-	batch := d.adoption()
-	for _, h := range hs {
-		batch.adopt(h)
-	}
-	return batch.done()
-}
-
 // adoption starts a batch of handshakes to adopt, for the link the
 // programs are on.
 func (d *Datapath) adoption() *handshakeBatch {
@@ -68,13 +46,19 @@ func largestSegment(mtu int, ipv4 bool) uint16 {
 // it stores them.
 const handshakeBatchSize = 4096
 
-// handshakeBatch stores handshakes in the programs' store, up to
-// handshakeBatchSize in one system call, so that a scan's tens of
-// thousands never sit in memory at once.
+// handshakeBatch hands the programs what the handshakes of connections
+// opened before they were attached settled, up to handshakeBatchSize in
+// one system call, so that a scan's tens of thousands never sit in memory
+// at once. The clamp of a flow whose own handshake went unseen takes the
+// scale and MSS from the programs' store the first time it meets the flow
+// (Counters.WScaleAdopted); without them it leaves the flow alone
+// (Counters.NoWScale). A handshake that matches no flow on the link only
+// takes room: the store holds as many as the flow table, and forgets the
+// least recently stored to make room. Of several handshakes for one
+// connection, the last stands.
 type handshakeBatch struct {
 	hints *ebpf.Map
-	// linkMTU gives the MSS of a handshake without one (see
-	// AdoptHandshakes).
+	// linkMTU gives the MSS of a handshake without one (see adopt).
 	linkMTU int
 	keys    []m2hoFlowKey
 	values  []m2hoHandshakeHint
@@ -86,6 +70,12 @@ type handshakeBatch struct {
 }
 
 // adopt adds a handshake found by a scan.
+//
+// The MSS is the clamp's floor: the window never drops below one of the
+// peer's segments. A handshake without one (conntrack keeps none) takes
+// the largest segment the link carries, which bounds the peer's; the RFC
+// default of 536 bytes would let a small clamp hold the window below one
+// full segment and stall the sender.
 func (b *handshakeBatch) adopt(h handshakes.Handshake) {
 	mss := h.MSS
 	if mss == 0 {

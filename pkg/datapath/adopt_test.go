@@ -43,6 +43,16 @@ func hintCount(t *testing.T, d *Datapath) int {
 	return n
 }
 
+// adoptAll adopts hs in one batch, as a scan does, and returns how many
+// the store took.
+func adoptAll(d *Datapath, hs []handshakes.Handshake) (int, error) {
+	batch := d.adoption()
+	for _, h := range hs {
+		batch.adopt(h)
+	}
+	return batch.done()
+}
+
 // closeHookCount is how many hooks wait for the datapath to close.
 func closeHookCount(d *Datapath) int {
 	d.hooksMu.Lock()
@@ -72,7 +82,7 @@ func TestClampAdoptsHandshake(t *testing.T) {
 			local, remote := s.ends()
 			other := freshPorts(s)
 			otherLocal, otherRemote := other.ends()
-			stored, err := d.AdoptHandshakes([]handshakes.Handshake{
+			stored, err := adoptAll(d, []handshakes.Handshake{
 				{Local: local, Remote: remote, WScale: 9, Source: handshakes.FromConntrack},
 				// a later report of the same connection replaces the
 				// earlier, as a socket's follows conntrack's in a scan
@@ -114,7 +124,7 @@ func TestAdoptedHandshakeDefaults(t *testing.T) {
 	local, remote := s.ends()
 	// conntrack knows no MSS, nor does a detached datapath its link's
 	// MTU; a scale above RFC 7323's 14 counts as 14
-	_, err := d.AdoptHandshakes([]handshakes.Handshake{{Local: local, Remote: remote, WScale: 15}})
+	_, err := adoptAll(d, []handshakes.Handshake{{Local: local, Remote: remote, WScale: 15}})
 	require.NoError(t, err)
 	require.NoError(t, d.SetClamp(1, time.Now().Add(time.Minute)))
 	// the floor is the default MSS of IPv4, 536 bytes: one unit of 2^14
@@ -137,7 +147,7 @@ func TestAdoptedHandshakeLinkMSS(t *testing.T) {
 	}
 	local, remote := known.ends()
 	hs = append(hs, handshakes.Handshake{Local: local, Remote: remote, MSS: 1448, Source: handshakes.FromSocket})
-	_, err := d.AdoptHandshakes(hs)
+	_, err := adoptAll(d, hs)
 	require.NoError(t, err)
 	require.NoError(t, d.SetClamp(1, time.Now().Add(time.Minute)))
 	for _, tc := range []struct {
@@ -177,7 +187,7 @@ func TestSeenHandshakeWins(t *testing.T) {
 	s := freshPorts(segment{})
 	handshake(t, d, s, 7, 7)
 	local, remote := s.ends()
-	_, err := d.AdoptHandshakes([]handshakes.Handshake{{Local: local, Remote: remote, WScale: 2, MSS: 1400}})
+	_, err := adoptAll(d, []handshakes.Handshake{{Local: local, Remote: remote, WScale: 2, MSS: 1400}})
 	require.NoError(t, err)
 	require.NoError(t, d.SetClamp(8192, time.Now().Add(time.Minute)))
 	expectWindow(t, d, hostACK(s, 50000, 0), 8192>>7)
@@ -213,7 +223,7 @@ func TestAdoptHandshakesFull(t *testing.T) {
 			WScale: 7,
 		}
 	}
-	stored, err := d.AdoptHandshakes(hs)
+	stored, err := adoptAll(d, hs)
 	require.NoError(t, err)
 	assert.Equal(t, len(hs), stored)
 	assert.LessOrEqual(t, hintCount(t, d), maxFlows)

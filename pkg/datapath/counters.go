@@ -14,7 +14,7 @@ type Counters struct {
 	MapFull           uint64 // flow table full: flow left untracked
 	Untracked         uint64 // segments of flows not in the map: passed
 	NoWScale          uint64 // clamp skipped: handshake not seen
-	WScaleAdopted     uint64 // flows whose unseen handshake came from AdoptHandshakes
+	WScaleAdopted     uint64 // flows whose unseen handshake was adopted from a scan
 	ClampApplied      uint64 // windows rewritten (clamp or freeze)
 	ClampNotNeeded    uint64 // own window already within the clamp
 	RewriteFailed     uint64 // window rewrite helper failed: passed

@@ -192,8 +192,8 @@ func flowFromMap(k *m2hoFlowKey, s *m2hoFlowState, clock clockAnchor) Flow {
 // the closed ones (Flow.Closed) without a packet for longer than
 // closedIdle, and returns how many it deleted. The flow table is bounded:
 // without eviction, it fills up and new flows go untracked
-// (Counters.MapFull). An idle open flow leaves its handshake behind (see
-// AdoptHandshakes), so that its clamp still works if its connection
+// (Counters.MapFull). An idle open flow leaves its handshake behind in the
+// store of adopted ones (see handshakeBatch), so that its clamp still works if its connection
 // resumes. A closed flow needs only a short stay, for the last packets of
 // its connection; one that is evicted and then sees such a packet is
 // tracked afresh, without a handshake, which only its clamp needed.
