@@ -20,9 +20,7 @@ import (
 // is a BIG TCP GSO packet, whose IP length field is 0.
 func TestRandomSegmentsOnlyWindowChanges(t *testing.T) {
 	const segmentsPerFraming = 1500
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 0x6d32686f))
+	rng := seededRand(t, 0x6d32686f)
 
 	for _, f := range framings {
 		t.Run(f.name, func(t *testing.T) {
@@ -100,6 +98,14 @@ func TestRandomSegmentsOnlyWindowChanges(t *testing.T) {
 	}
 }
 
+// seededRand is a generator seeded from the clock, on stream; the seed is
+// logged, so that a failure can be replayed.
+func seededRand(t *testing.T, stream uint64) *rand.Rand {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	return rand.New(rand.NewPCG(seed, stream))
+}
+
 // withoutWindowAndChecksum copies frame with the TCP window and checksum
 // fields zeroed.
 func withoutWindowAndChecksum(frame []byte, l4 int) []byte {
@@ -118,9 +124,7 @@ func withoutWindowAndChecksum(frame []byte, l4 int) []byte {
 // holds, passes byte for byte.
 func TestCorruptedSegmentsPassUnchanged(t *testing.T) {
 	const segmentsPerFraming = 2000
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 0x636f7272))
+	rng := seededRand(t, 0x636f7272)
 
 	for _, f := range framings {
 		t.Run(f.name, func(t *testing.T) {
