@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -242,6 +244,60 @@ func TestFollowsTheInterface(t *testing.T) {
 			assert.NotContains(t, tcShow(t, ue, "qdisc", "show", "dev", "veth0"), "clsact", "created qdisc removed")
 		})
 	}
+}
+
+// TestModemResetsLeaveNothingBehind resets the modem many times, as a
+// vehicle gateway's may over months: each time its interface goes and a
+// new one takes its name, and the programs follow. What each attach opens
+// (links, netlink and scan sockets, goroutines, close hooks) goes with
+// it: the process holds no more after many resets than after the first few.
+func TestModemResetsLeaveNothingBehind(t *testing.T) {
+	const warmUpResets, resets = 3, 30
+	server, ue := vethPair(t)
+	dp := openIn(t, ue, Options{Iface: "veth0"})
+	reset := func() {
+		t.Helper()
+		link, err := ue.Netlink().LinkByName("veth0")
+		require.NoError(t, err)
+		require.NoError(t, ue.Netlink().LinkDel(link))
+		require.Eventually(t, func() bool { return dp.AttachMode() == AttachNone }, 5*time.Second, 5*time.Millisecond,
+			"the programs leave the interface that is gone")
+		nstest.Pair(t, server, ue, nstest.Link{AIfname: "veth0", BIfname: "veth0",
+			AAddrs: []string{serverAddr + "/24"}, BAddrs: []string{ueAddr + "/24"}})
+		require.Eventually(t, func() bool { return dp.AttachMode() == AttachTCX }, 5*time.Second, 5*time.Millisecond,
+			"the programs attach to the interface that took the name")
+	}
+	// what a process holds: its descriptors and goroutines, and the
+	// datapath's close hooks
+	type held struct{ fds, goroutines, hooks int }
+	holding := func() held {
+		fds, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		return held{len(fds), runtime.NumGoroutine(), closeHookCount(dp)}
+	}
+	// what the first resets start once (pools, the runtime's own
+	// goroutines) stays: the count starts after them
+	for range warmUpResets {
+		reset()
+	}
+	first := holding()
+	for range resets {
+		reset()
+	}
+	// The last attach's scan ends a moment after it. The wait polls on
+	// this goroutine: Eventually's condition runs on a goroutine of its
+	// own, which would count.
+	noMore := func(h held) bool {
+		return h.fds <= first.fds && h.goroutines <= first.goroutines && h.hooks <= first.hooks
+	}
+	last := holding()
+	for deadline := time.Now().Add(2 * time.Second); !noMore(last) && time.Now().Before(deadline); last = holding() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.LessOrEqual(t, last.fds, first.fds, "descriptors")
+	assert.LessOrEqual(t, last.goroutines, first.goroutines, "goroutines")
+	assert.LessOrEqual(t, last.hooks, first.hooks, "close hooks")
+	t.Logf("after %d resets: %+v; after %d more: %+v", warmUpResets, first, resets, last)
 }
 
 // TestFollowRefusesOtherFraming replaces the Ethernet interface the
