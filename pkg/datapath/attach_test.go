@@ -225,16 +225,7 @@ func TestFollowsTheInterface(t *testing.T) {
 			require.Eventually(t, func() bool { return dp.AttachMode() == mode }, 5*time.Second, 10*time.Millisecond,
 				"the programs attach to the interface that took the name back")
 
-			link, err := ue.Netlink().LinkByName("veth0")
-			require.NoError(t, err)
-			require.NoError(t, ue.Netlink().LinkDel(link))
-			require.Eventually(t, func() bool { return dp.AttachMode() == AttachNone }, 5*time.Second, 10*time.Millisecond,
-				"the programs leave the interface that is gone")
-
-			nstest.Pair(t, server, ue, nstest.Link{AIfname: "veth0", BIfname: "veth0",
-				AAddrs: []string{serverAddr + "/24"}, BAddrs: []string{ueAddr + "/24"}})
-			require.Eventually(t, func() bool { return dp.AttachMode() == mode }, 5*time.Second, 10*time.Millisecond,
-				"the programs attach to the interface that took the name")
+			resetModem(t, dp, server, ue, mode)
 			assert.NotEqual(t, firstIndex, ifindexIn(t, ue, "veth0"), "a new interface")
 			assert.Positive(t, clampedDownload(), "the clamp set before acts on the new interface")
 			assert.True(t, programsOn("veth0"))
@@ -246,6 +237,22 @@ func TestFollowsTheInterface(t *testing.T) {
 	}
 }
 
+// resetModem deletes ue's veth0, as a modem that resets takes its
+// interface with it, and makes a new one of the name, then waits for the
+// programs to leave the first and attach to the second in mode.
+func resetModem(t *testing.T, dp *Datapath, server, ue *nstest.NS, mode string) {
+	t.Helper()
+	link, err := ue.Netlink().LinkByName("veth0")
+	require.NoError(t, err)
+	require.NoError(t, ue.Netlink().LinkDel(link))
+	require.Eventually(t, func() bool { return dp.AttachMode() == AttachNone }, 5*time.Second, 5*time.Millisecond,
+		"the programs leave the interface that is gone")
+	nstest.Pair(t, server, ue, nstest.Link{AIfname: "veth0", BIfname: "veth0",
+		AAddrs: []string{serverAddr + "/24"}, BAddrs: []string{ueAddr + "/24"}})
+	require.Eventually(t, func() bool { return dp.AttachMode() == mode }, 5*time.Second, 5*time.Millisecond,
+		"the programs attach to the interface that took the name")
+}
+
 // TestModemResetsLeaveNothingBehind resets the modem many times, as a
 // vehicle gateway's may over months: each time its interface goes and a
 // new one takes its name, and the programs follow. What each attach opens
@@ -255,18 +262,6 @@ func TestModemResetsLeaveNothingBehind(t *testing.T) {
 	const warmUpResets, resets = 3, 30
 	server, ue := vethPair(t)
 	dp := openIn(t, ue, Options{Iface: "veth0"})
-	reset := func() {
-		t.Helper()
-		link, err := ue.Netlink().LinkByName("veth0")
-		require.NoError(t, err)
-		require.NoError(t, ue.Netlink().LinkDel(link))
-		require.Eventually(t, func() bool { return dp.AttachMode() == AttachNone }, 5*time.Second, 5*time.Millisecond,
-			"the programs leave the interface that is gone")
-		nstest.Pair(t, server, ue, nstest.Link{AIfname: "veth0", BIfname: "veth0",
-			AAddrs: []string{serverAddr + "/24"}, BAddrs: []string{ueAddr + "/24"}})
-		require.Eventually(t, func() bool { return dp.AttachMode() == AttachTCX }, 5*time.Second, 5*time.Millisecond,
-			"the programs attach to the interface that took the name")
-	}
 	// what a process holds: its descriptors and goroutines, and the
 	// datapath's close hooks
 	type held struct{ fds, goroutines, hooks int }
@@ -278,11 +273,11 @@ func TestModemResetsLeaveNothingBehind(t *testing.T) {
 	// what the first resets start once (pools, the runtime's own
 	// goroutines) stays: the count starts after them
 	for range warmUpResets {
-		reset()
+		resetModem(t, dp, server, ue, AttachTCX)
 	}
 	first := holding()
 	for range resets {
-		reset()
+		resetModem(t, dp, server, ue, AttachTCX)
 	}
 	// The last attach's scan ends a moment after it. The wait polls on
 	// this goroutine: Eventually's condition runs on a goroutine of its
