@@ -127,8 +127,8 @@ type Datapath struct {
 // ingress and egress hooks. From then on they follow the name: should the
 // interface go, they attach to the next interface of that name (see
 // followLink). Open then adopts the handshakes of the connections already
-// open in the caller's network namespace (see adoptOpenConnections), so that a
-// clamp acts on them too.
+// open in the caller's network namespace (see adoptOpenConnections), so
+// that a clamp acts on them too.
 func Open(opts Options) (*Datapath, error) {
 	logger := opts.Logger
 	if logger == nil {

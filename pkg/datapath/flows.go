@@ -193,10 +193,11 @@ func flowFromMap(k *m2hoFlowKey, s *m2hoFlowState, clock clockAnchor) Flow {
 // closedIdle, and returns how many it deleted. The flow table is bounded:
 // without eviction, it fills up and new flows go untracked
 // (Counters.MapFull). An idle open flow leaves its handshake behind in the
-// store of adopted ones (see handshakeBatch), so that its clamp still works if its connection
-// resumes. A closed flow needs only a short stay, for the last packets of
-// its connection; one that is evicted and then sees such a packet is
-// tracked afresh, without a handshake, which only its clamp needed.
+// store of adopted ones (see handshakeBatch), so that its clamp still
+// works if its connection resumes. A closed flow needs only a short stay,
+// for the last packets of its connection; one that is evicted and then
+// sees such a packet is tracked afresh, without a handshake, which only
+// its clamp needed.
 func (d *Datapath) EvictIdle(idle, closedIdle time.Duration) (int, error) {
 	if idle < 0 || closedIdle < 0 {
 		return 0, fmt.Errorf("datapath: negative idle time %v or %v", idle, closedIdle)

@@ -57,8 +57,8 @@ func (d *Datapath) setClampPolicy(mode m2hoClampMode, bytes uint32, deadline tim
 
 // SetClamp makes egress ACKs advertise min(own window, bytes) until the
 // deadline, never less than one MSS of the flow. Flows whose handshake was
-// not seen, and not adopted either (see adoptOpenConnections), are left alone
-// (Counters.NoWScale).
+// not seen, and not adopted either (see adoptOpenConnections), are left
+// alone (Counters.NoWScale).
 func (d *Datapath) SetClamp(bytes uint32, deadline time.Time) error {
 	return d.setClampPolicy(m2hoClampModeCLAMP_BYTES, bytes, deadline)
 }
