@@ -103,7 +103,7 @@ func TestDumpSkipsAnAbandonedDump(t *testing.T) {
 	require.NoError(t, ns.AddAddr("lo", "10.99.0.1/32"))
 	require.NoError(t, ns.AddAddr("lo", "10.99.0.2/32"))
 	client, server, _ := connect(t, ns, netip.MustParseAddr("10.99.0.2"), netip.MustParseAddr("10.99.0.1"))
-	scanner := scannerIn(t, ns)
+	scanner := scannerIn(t, ns, nil)
 
 	diag := scanner.sockets[unix.NETLINK_INET_DIAG]
 	diag.mu.Lock()
@@ -124,7 +124,7 @@ func TestDumpSkipsAnAbandonedDump(t *testing.T) {
 // descriptors alone, and scans with it: the scan fails and says why.
 func TestClosedScanner(t *testing.T) {
 	nstest.RequireRoot(t)
-	scanner := scannerIn(t, nstest.NewNS(t, "hs"))
+	scanner := scannerIn(t, nstest.NewNS(t, "hs"), nil)
 	scanner.Close()
 	scanner.Close()
 	_, err := scanner.Sockets()

@@ -89,13 +89,14 @@ func byEnds(t *testing.T, hs []Handshake) map[connection]Handshake {
 	return m
 }
 
-// scannerIn makes a scanner of ns's connections.
-func scannerIn(t *testing.T, ns *nstest.NS) *Scanner {
+// scannerIn makes a scanner of ns's connections, with onLink as its
+// filter (nil: none).
+func scannerIn(t *testing.T, ns *nstest.NS, onLink func(Ends) bool) *Scanner {
 	t.Helper()
 	var scanner *Scanner
 	require.NoError(t, ns.Do(func() error {
 		var err error
-		scanner, err = NewScanner(nil)
+		scanner, err = NewScanner(onLink)
 		return err
 	}))
 	t.Cleanup(scanner.Close)
@@ -121,7 +122,7 @@ func TestScanOpenConnections(t *testing.T) {
 	// a loopback connection, left out
 	connect(t, ns, netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.1"))
 
-	scanner := scannerIn(t, ns)
+	scanner := scannerIn(t, ns, nil)
 	sockets, err := scanner.Sockets()
 	require.NoError(t, err)
 	tracked, err := scanner.Conntrack()
@@ -178,12 +179,7 @@ func TestScanOpenConnections(t *testing.T) {
 	// the client ends' ACKs go to the servers; a scanner that places the
 	// servers elsewhere leaves them out
 	servers := map[netip.Addr]bool{v4Server.local.Addr(): true, v6Server.local.Addr(): true}
-	var placing *Scanner
-	require.NoError(t, ns.Do(func() error {
-		placing, err = NewScanner(func(e Ends) bool { return !servers[e.Remote.Addr()] })
-		return err
-	}))
-	t.Cleanup(placing.Close)
+	placing := scannerIn(t, ns, func(e Ends) bool { return !servers[e.Remote.Addr()] })
 	placed, err := placing.Scan()
 	require.NoError(t, err)
 	assert.Equal(t, 4, placed.OffLink, "the client ends, from both sources")
@@ -214,7 +210,7 @@ func TestScanConntrackUnscaledAndPickedUp(t *testing.T) {
 	}))
 	unscaledClient, unscaledServer, _ := connect(t, ns, netip.MustParseAddr("10.99.0.3"), server)
 
-	scanner := scannerIn(t, ns)
+	scanner := scannerIn(t, ns, nil)
 	var tracked Found
 	// the written bytes reach conntrack a moment after the write returns
 	require.Eventually(t, func() bool {
@@ -276,7 +272,7 @@ func TestScanHandshakesUnderWay(t *testing.T) {
 		return nil
 	}))
 
-	scanner := scannerIn(t, ns)
+	scanner := scannerIn(t, ns, nil)
 	clientSide, serverSide := Ends{client, server}, Ends{server, client}
 	// the listener takes the SYN a moment after the connect returns
 	var found Found
