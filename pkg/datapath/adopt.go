@@ -47,9 +47,10 @@ func largestSegment(mtu int, ipv4 bool) uint16 {
 const handshakeBatchSize = 4096
 
 // handshakeBatch hands the programs what the handshakes of connections
-// opened before they were attached settled, up to handshakeBatchSize in
-// one system call, so that a scan's tens of thousands never sit in memory
-// at once. The clamp of a flow whose own handshake went unseen takes the
+// opened before they were attached settled (adopt), and those that idle
+// flows leave behind when evicted (add), up to handshakeBatchSize in one
+// system call, so that a scan's tens of thousands never sit in memory at
+// once. The clamp of a flow whose own handshake went unseen takes the
 // scale and MSS from the programs' store the first time it meets the flow
 // (Counters.WScaleAdopted); without them it leaves the flow alone
 // (Counters.NoWScale). A handshake that matches no flow on the link only
