@@ -90,6 +90,49 @@ func TestBurstWakeup(t *testing.T) {
 	}
 }
 
+// TestBurstWakeupBeforeWait checks that a wake-up the poller saw while the
+// reader was still draining is not lost: arming the wait clears it, so the
+// wait must find the burst in the ring rather than sleep until the
+// fallback drain.
+func TestBurstWakeupBeforeWait(t *testing.T) {
+	const gap = 50 * time.Millisecond
+	d := loadDetachedWithGap(t, true, 0, gap)
+	require.NoError(t, d.SetClamp(64<<10, time.Now().Add(time.Minute)))
+	r, err := d.openBurstReader(func(Burst) {})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		r.wake.Close()
+		r.close()
+	})
+	raw, err := r.wake.SyscallConn()
+	require.NoError(t, err)
+	// a fallback drain far beyond the test's patience
+	require.NoError(t, r.wake.SetReadDeadline(time.Now().Add(time.Hour)))
+
+	frame, _ := peerData(freshPorts(segment{}), 0, 1000).build(t)
+	d.ingress(t, frame)
+	d.ingress(t, frame)
+	time.Sleep(2 * gap)
+	d.ingress(t, frame) // closes the first burst and wakes the reader
+	// While this goroutine sleeps, the idle scheduler polls and records
+	// the wake-up, as it would while the reader was busy draining.
+	time.Sleep(50 * time.Millisecond)
+
+	waited := make(chan error, 1)
+	go func() { waited <- r.wait(raw) }()
+	select {
+	case err := <-waited:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		r.wake.Close() // ends the wait
+		t.Fatal("the wake-up of a burst in the ring was lost: the wait sleeps until the fallback drain")
+	}
+	burst, ok, err := r.next()
+	require.NoError(t, err)
+	require.True(t, ok, "the wait returned, but the ring is empty")
+	assert.Equal(t, uint64(2), burst.Packets)
+}
+
 // TestBurstRingFillWakes checks that, with no policy and no flush, a ring
 // filling up wakes the reader, and that every burst arrives, in order.
 func TestBurstRingFillWakes(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
@@ -132,14 +133,7 @@ func (d *Datapath) ReadBursts(ctx context.Context, fn func(Burst)) error {
 			}
 			return err
 		}
-		woken := false
-		err := raw.Read(func(uintptr) bool {
-			// The first call only arms the wait: readiness is edge
-			// triggered and nothing is read from this descriptor.
-			done := woken
-			woken = true
-			return done
-		})
+		err := r.wait(raw)
 		select {
 		case <-stopped:
 			return nil
@@ -149,6 +143,32 @@ func (d *Datapath) ReadBursts(ctx context.Context, fn func(Burst)) error {
 			return fmt.Errorf("datapath: wait for bursts: %w", err)
 		}
 	}
+}
+
+// wait returns when the BPF code wakes the reader, at the fallback
+// deadline, or once the reader is closed. Arming the wait clears any
+// readiness the poller saw before it, and the BPF code wakes the reader
+// once per burst, so a burst that finished between the last drain and the
+// wait would lie in the ring until the fallback drain: the first call,
+// made once the wait is armed, looks at the ring again. Readiness is edge
+// triggered, and nothing is read from this descriptor.
+func (r *burstReader) wait(raw syscall.RawConn) error {
+	armed := false
+	return raw.Read(func(uintptr) bool {
+		if armed {
+			return true
+		}
+		armed = true
+		return r.pending()
+	})
+}
+
+// pending says whether the ring holds a record to drain, or the reader is
+// closed.
+func (r *burstReader) pending() bool {
+	r.ringMu.Lock()
+	defer r.ringMu.Unlock()
+	return r.closed || r.ring.AvailableBytes() > 0
 }
 
 // openBurstReader opens the ring buffer twice: a consumer that never
