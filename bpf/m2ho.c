@@ -77,6 +77,13 @@ struct {
 	__type(value, struct policy);
 } policy_map SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct policy_expiry);
+} policy_expiry SEC(".maps");
+
 /* Written by user space, at attach and when it evicts an idle flow; read,
  * and emptied, only by flows whose handshake went unseen. When full, the
  * least recently used hint makes room. */
@@ -520,14 +527,24 @@ static __always_inline void note_close(struct flow_state *flow, const struct pac
 		count(CNT_FLOW_CLOSED);
 }
 
-/* policy_live says whether a policy part is in force; the first packet to
- * see it expired counts the expiry once. */
-static __always_inline bool policy_live(__u64 deadline_ns, __u32 *expired, __u32 counter, __u64 now)
+/*
+ * policy_live says whether a policy part is in force. The first packet to
+ * see a deadline pass counts the expiry, by moving the part's expiry mark
+ * to that deadline. A zero deadline is no expiry: it is a part user space
+ * is clearing, read halfway through the write.
+ */
+static __always_inline bool policy_live(__u64 deadline_ns, bool clamp, __u64 now)
 {
 	if (now <= deadline_ns)
 		return true;
-	if (__sync_val_compare_and_swap(expired, 0, 1) == 0)
-		count(counter);
+	__u32 zero = 0;
+	struct policy_expiry *expiry = bpf_map_lookup_elem(&policy_expiry, &zero);
+	if (!deadline_ns || !expiry)
+		return false;
+	__u64 *mark = clamp ? &expiry->clamp_deadline_ns : &expiry->suppress_deadline_ns;
+	__u64 counted = READ_ONCE(*mark);
+	if (counted != deadline_ns && __sync_val_compare_and_swap(mark, counted, deadline_ns) == counted)
+		count(clamp ? CNT_CLAMP_EXPIRED : CNT_SUPPRESS_EXPIRED);
 	return false;
 }
 
@@ -542,7 +559,7 @@ static __always_inline bool suppress_dupack(struct flow_state *flow, const struc
 					    struct policy *pol, __u64 now)
 {
 	if (!pol->suppress_active ||
-	    !policy_live(pol->suppress_deadline_ns, &pol->suppress_expired, CNT_SUPPRESS_EXPIRED, now))
+	    !policy_live(pol->suppress_deadline_ns, false, now))
 		return false;
 	if (flow->flags & FLOW_RELEASED)
 		return false;
@@ -595,7 +612,7 @@ static __always_inline void apply_clamp(struct __sk_buff *skb, struct flow_state
 					struct policy *pol, __u64 now)
 {
 	if (pol->clamp_mode == CLAMP_OFF ||
-	    !policy_live(pol->clamp_deadline_ns, &pol->clamp_expired, CNT_CLAMP_EXPIRED, now))
+	    !policy_live(pol->clamp_deadline_ns, true, now))
 		return;
 	bool freeze = pol->clamp_mode == CLAMP_FREEZE;
 	/* a zero window is zero at any scale */

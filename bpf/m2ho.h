@@ -182,9 +182,8 @@ enum clamp_mode {
 /*
  * Policy written by user space, read by every packet. Deadlines are
  * CLOCK_MONOTONIC ns; a policy past its deadline is ignored by the BPF code
- * itself so a dead daemon cannot keep clamping or suppressing. The
- * *_expired fields are reset to 0 by user space with each new policy; BPF
- * flips them once to count each expiry a single time.
+ * itself so a dead daemon cannot keep clamping or suppressing. A zero
+ * deadline belongs to a part user space has cleared.
  */
 struct policy {
 	__u64 clamp_deadline_ns;
@@ -193,8 +192,17 @@ struct policy {
 	__u32 clamp_bytes;
 	__u32 suppress_active; /* 1 while dupACK suppression is on */
 	__u32 epoch;           /* bumped by user space at every handover */
-	__u32 clamp_expired;
-	__u32 suppress_expired;
+};
+
+/*
+ * The deadline of each policy part whose expiry was last counted, written
+ * by the BPF code only: the first packet past a deadline moves it there
+ * and counts the expiry, so each deadline counts once, whatever user space
+ * writes to the policy meanwhile.
+ */
+struct policy_expiry {
+	__u64 clamp_deadline_ns;
+	__u64 suppress_deadline_ns;
 };
 
 /* Downlink burst in progress, one per interface. Packets add to their own

@@ -167,8 +167,12 @@ type m2hoPolicy struct {
 	ClampBytes         uint32
 	SuppressActive     uint32
 	Epoch              uint32
-	ClampExpired       uint32
-	SuppressExpired    uint32
+}
+
+type m2hoPolicyExpiry struct {
+	_                  structs.HostLayout
+	ClampDeadlineNs    uint64
+	SuppressDeadlineNs uint64
 }
 
 type m2hoRttHistogram struct {
@@ -200,6 +204,7 @@ const (
 	m2hoMapFlowIndex         = "flow_index"
 	m2hoMapFlowTable         = "flow_table"
 	m2hoMapHandshakeHints    = "handshake_hints"
+	m2hoMapPolicyExpiry      = "policy_expiry"
 	m2hoMapPolicyMap         = "policy_map"
 	m2hoMapRttHist           = "rtt_hist"
 	m2hoProgM2hoEgress       = "m2ho_egress"
@@ -275,6 +280,7 @@ type m2hoMapSpecs struct {
 	FlowIndex      *ebpf.MapSpec `ebpf:"flow_index"`
 	FlowTable      *ebpf.MapSpec `ebpf:"flow_table"`
 	HandshakeHints *ebpf.MapSpec `ebpf:"handshake_hints"`
+	PolicyExpiry   *ebpf.MapSpec `ebpf:"policy_expiry"`
 	PolicyMap      *ebpf.MapSpec `ebpf:"policy_map"`
 	RttHist        *ebpf.MapSpec `ebpf:"rtt_hist"`
 }
@@ -324,6 +330,7 @@ type m2hoMaps struct {
 	FlowIndex      *ebpf.Map `ebpf:"flow_index"`
 	FlowTable      *ebpf.Map `ebpf:"flow_table"`
 	HandshakeHints *ebpf.Map `ebpf:"handshake_hints"`
+	PolicyExpiry   *ebpf.Map `ebpf:"policy_expiry"`
 	PolicyMap      *ebpf.Map `ebpf:"policy_map"`
 	RttHist        *ebpf.Map `ebpf:"rtt_hist"`
 }
@@ -338,6 +345,7 @@ func (m *m2hoMaps) Close() error {
 		m.FlowIndex,
 		m.FlowTable,
 		m.HandshakeHints,
+		m.PolicyExpiry,
 		m.PolicyMap,
 		m.RttHist,
 	)

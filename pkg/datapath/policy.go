@@ -7,9 +7,8 @@ import (
 
 var policyKey = uint32(0)
 
-// updatePolicy applies change to the policy map under policyMu. The map is
-// read first so that the expiry flags BPF flips for the part not being
-// changed survive the write.
+// updatePolicy applies change to the policy map under policyMu, reading
+// the map first: the map is the one record of the part not being changed.
 func (d *Datapath) updatePolicy(change func(*m2hoPolicy)) (m2hoPolicy, error) {
 	d.policyMu.Lock()
 	defer d.policyMu.Unlock()
@@ -50,7 +49,6 @@ func (d *Datapath) setClampPolicy(mode m2hoClampMode, bytes uint32, deadline tim
 		p.ClampMode = uint32(mode)
 		p.ClampBytes = bytes
 		p.ClampDeadlineNs = deadlineNs
-		p.ClampExpired = 0
 	})
 	return err
 }
@@ -93,7 +91,6 @@ func (d *Datapath) StartSuppression(deadline time.Time) (uint32, error) {
 		p.Epoch++
 		p.SuppressActive = 1
 		p.SuppressDeadlineNs = deadlineNs
-		p.SuppressExpired = 0
 	})
 	return pol.Epoch, err
 }

@@ -262,6 +262,49 @@ func TestPolicyDeadlinesEnforcedInBPF(t *testing.T) {
 	assert.ErrorIs(t, err, ErrDeadline)
 }
 
+// TestPolicyExpiryCountedOncePerDeadline checks the expiry counts against
+// policy writes racing the packets: the packet runs inside updatePolicy's
+// change, between its read and its write, as a packet on another CPU may.
+func TestPolicyExpiryCountedOncePerDeadline(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	s := freshPorts(segment{})
+	handshake(t, d, s, 5, 5)
+	clampExpired := func() uint64 {
+		c, err := d.Counters()
+		require.NoError(t, err)
+		return c.ClampExpired
+	}
+	expire := func() {
+		deadline := time.Now().Add(50 * time.Millisecond)
+		require.NoError(t, d.SetClamp(1<<16, deadline))
+		// egress's coarse clock lags by up to two ticks: 20 ms at HZ=100
+		time.Sleep(time.Until(deadline) + 25*time.Millisecond)
+	}
+
+	expire()
+	_, err := d.updatePolicy(func(p *m2hoPolicy) {
+		expectWindow(t, d, hostACK(s, 50000, 0), 50000) // sees the clamp expire
+		p.Epoch++
+		p.SuppressActive = 1
+		p.SuppressDeadlineNs = toMonotonic(time.Now().Add(time.Minute))
+	})
+	require.NoError(t, err)
+	expectWindow(t, d, hostACK(s, 50000, 0), 50000)
+	assert.Equal(t, uint64(1), clampExpired(), "a write-back of the policy read before the expiry")
+
+	expire()
+	expectWindow(t, d, hostACK(s, 50000, 0), 50000)
+	assert.Equal(t, uint64(2), clampExpired(), "the next clamp's own expiry")
+
+	// A packet reading ClearClamp's write halfway sees the old mode with
+	// the new zero deadline: that clamp is being cleared, not expiring.
+	require.NoError(t, d.SetClamp(1<<16, time.Now().Add(time.Minute)))
+	_, err = d.updatePolicy(func(p *m2hoPolicy) { p.ClampDeadlineNs = 0 })
+	require.NoError(t, err)
+	expectWindow(t, d, hostACK(s, 50000, 0), 50000)
+	assert.Equal(t, uint64(2), clampExpired(), "a half-written clear")
+}
+
 // TestPassUntouched feeds packets the programs must not change: each is
 // checked in both directions for a pass verdict, identical output and the
 // counter that explains why.
