@@ -886,15 +886,17 @@ int m2ho_egress(struct __sk_buff *skb)
 	struct flow_state *flow = track_flow(&pkt, pol, now, true);
 	if (!flow)
 		return TC_ACT_UNSPEC;
-	stamp_tsval(flow, &pkt);
 	note_close(flow, &pkt, true);
 
-	if (!(pkt.tcp_flags & TCPF_ACK) || (pkt.tcp_flags & (TCPF_SYN | TCPF_RST)))
-		return TC_ACT_UNSPEC;
-	if (suppress_dupack(flow, &pkt, pol, now)) {
+	bool plain_ack = (pkt.tcp_flags & TCPF_ACK) && !(pkt.tcp_flags & (TCPF_SYN | TCPF_RST));
+	if (plain_ack && suppress_dupack(flow, &pkt, pol, now)) {
 		count(CNT_DUPACK_SUPPRESSED);
 		return TC_ACT_SHOT;
 	}
+	/* after the drop: the peer never echoes the TSval of a dropped ACK */
+	stamp_tsval(flow, &pkt);
+	if (!plain_ack)
+		return TC_ACT_UNSPEC;
 	flow->last_ack = pkt.ack;
 	flow_set(flow, FLOW_ACK_VALID);
 	apply_clamp(skb, flow, &pkt, pol, now);

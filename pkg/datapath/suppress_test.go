@@ -98,6 +98,44 @@ func TestDupACKSuppression(t *testing.T) {
 	}
 }
 
+// TestDroppedDupACKsAreNotStamped checks that a suppressed duplicate ACK
+// takes no TSval stamp: the peer never sees it, so its TSval is never
+// echoed, and four such stamps would leave the ACKs that do leave
+// unstamped, with no RTT sample while the flow recovers from a handover.
+func TestDroppedDupACKsAreNotStamped(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	s := freshPorts(segment{timestamps: true, sack: true})
+	handshake(t, d, s, 7, 7)
+	withTimestamps := func(seg segment, tsval, tsecr uint32) segment {
+		seg.tsval, seg.tsecr = tsval, tsecr
+		return seg
+	}
+	// a hole at 1000 before the handover
+	verdictOf(t, d, withTimestamps(peerData(s, 0, 1000), 10, 1), false)
+	verdictOf(t, d, withTimestamps(peerData(s, 2000, 1000), 11, 1), false)
+	require.Equal(t, int32(verdictPass), verdictOf(t, d, withTimestamps(ackOf(s, 1000), 50, 11), true))
+	verdictOf(t, d, withTimestamps(peerData(s, 3000, 100), 12, 50), false) // frees every stamp
+
+	_, err := d.StartSuppression(time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	before, err := d.Counters()
+	require.NoError(t, err)
+	for tsval := uint32(51); tsval <= 54; tsval++ {
+		require.Equal(t, int32(verdictDrop), verdictOf(t, d, withTimestamps(ackOf(s, 1000), tsval, 12), true))
+	}
+	// The ACK that leaves repeats the last dropped TSval, as it does
+	// within one tick of the host's clock: it must be stamped itself.
+	require.Equal(t, int32(verdictPass), verdictOf(t, d, withTimestamps(ackOf(s, 1500), 54, 12), true))
+	verdictOf(t, d, withTimestamps(peerData(s, 3100, 100), 13, 54), false)
+
+	after, err := d.Counters()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(4), after.DupACKsSuppressed-before.DupACKsSuppressed)
+	assert.Equal(t, uint64(1), after.TSStamped-before.TSStamped, "only the ACK that left")
+	assert.Zero(t, after.TSUnstamped-before.TSUnstamped)
+	assert.Equal(t, uint64(1), after.RTTSamples-before.RTTSamples, "the echo of the ACK that left")
+}
+
 func TestSuppressionGlobalReleaseAndDeadline(t *testing.T) {
 	d := loadDetached(t, true, 0)
 	s := freshPorts(segment{})
