@@ -840,6 +840,26 @@ out:
 	clock->last_ns = now;
 }
 
+/*
+ * seq_plausible says whether a segment ending at end may be one the host
+ * accepts: no further from the highest sequence received than the largest
+ * window the host can offer at its shift, 1 GiB while the shift is unknown
+ * (RFC 7323 section 2.3). That is RFC 9293's acceptability test, loosened
+ * to what ingress knows. A segment with a damaged sequence number, or a
+ * stray one from an earlier connection on the same ports, would otherwise
+ * move highest_rx_seq past anything the host will acknowledge: the flow
+ * would then never release itself from suppression, nor close.
+ */
+static __always_inline bool seq_plausible(const struct flow_state *flow, __u32 end)
+{
+	if (!(flow->flags & FLOW_RX_SEQ_VALID))
+		return true;
+	__u8 shift = (flow->flags & FLOW_WSCALE_KNOWN) ? flow->wscale : TCP_MAX_WSCALE;
+	__u32 largest = 0xffffU << shift;
+	__u32 ahead = end - flow->highest_rx_seq;
+	return ahead <= largest || -ahead <= largest;
+}
+
 /* touch_flow refreshes a flow's last-seen time. Idle eviction needs no
  * finer grain than a millisecond, and skipping the store on most packets
  * keeps the flow's cache line shared between the CPUs of both directions. */
@@ -929,13 +949,17 @@ int m2ho_ingress(struct __sk_buff *skb)
 	flow->rx_packets++;
 	__u32 end = pkt.seq + pkt.payload_len + ((pkt.tcp_flags & TCPF_SYN) ? 1 : 0) +
 		    ((pkt.tcp_flags & TCPF_FIN) ? 1 : 0);
-	if (end != pkt.seq &&
-	    (!(flow->flags & FLOW_RX_SEQ_VALID) || seq_after(end, flow->highest_rx_seq))) {
-		flow->highest_rx_seq = end;
-		flow_set(flow, FLOW_RX_SEQ_VALID);
+	if (!seq_plausible(flow, end)) {
+		count(CNT_SEQ_IMPLAUSIBLE);
+	} else {
+		if (end != pkt.seq &&
+		    (!(flow->flags & FLOW_RX_SEQ_VALID) || seq_after(end, flow->highest_rx_seq))) {
+			flow->highest_rx_seq = end;
+			flow_set(flow, FLOW_RX_SEQ_VALID);
+		}
+		if (pkt.tcp_flags & (TCPF_FIN | TCPF_RST))
+			note_close(flow, &pkt, false);
 	}
-	if (pkt.tcp_flags & (TCPF_FIN | TCPF_RST))
-		note_close(flow, &pkt, false);
 	match_tsecr(flow, &pkt, now);
 	return TC_ACT_UNSPEC;
 }

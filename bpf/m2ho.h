@@ -270,6 +270,9 @@ enum counter_id {
 	CNT_BURST_LOST,        /* ring buffer full: burst dropped */
 	CNT_FLOW_CLOSED,       /* connection ended: RST, or the peer's FIN acknowledged */
 	CNT_WSCALE_ADOPTED,    /* window scale taken from a handshake hint */
+	/* ingress segment further from the flow's highest sequence than the
+	 * host's largest window: left out of the flow's sequence and close */
+	CNT_SEQ_IMPLAUSIBLE,
 	CNT_MAX,
 };
 

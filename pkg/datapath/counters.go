@@ -21,6 +21,7 @@ type Counters struct {
 	DupACKsSuppressed uint64 // duplicate ACKs dropped
 	FlowsReleased     uint64 // flows released by their own ACK
 	FlowsClosed       uint64 // connections ended: a RST, or the peer's FIN acknowledged
+	SeqImplausible    uint64 // ingress segments too far from their flow's highest sequence: not counted toward it
 	ClampExpired      uint64 // clamp policies that hit their deadline
 	SuppressExpired   uint64 // suppressions that hit their deadline
 	Snapshots         uint64 // per-flow epoch snapshots
@@ -75,6 +76,8 @@ func (c *Counters) field(id m2hoCounterId) *uint64 {
 		return &c.FlowsReleased
 	case m2hoCounterIdCNT_FLOW_CLOSED:
 		return &c.FlowsClosed
+	case m2hoCounterIdCNT_SEQ_IMPLAUSIBLE:
+		return &c.SeqImplausible
 	case m2hoCounterIdCNT_CLAMP_EXPIRED:
 		return &c.ClampExpired
 	case m2hoCounterIdCNT_SUPPRESS_EXPIRED:

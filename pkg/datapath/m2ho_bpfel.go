@@ -77,12 +77,13 @@ const (
 	m2hoCounterIdCNT_BURST_LOST        m2hoCounterId = 23
 	m2hoCounterIdCNT_FLOW_CLOSED       m2hoCounterId = 24
 	m2hoCounterIdCNT_WSCALE_ADOPTED    m2hoCounterId = 25
-	m2hoCounterIdCNT_MAX               m2hoCounterId = 26
+	m2hoCounterIdCNT_SEQ_IMPLAUSIBLE   m2hoCounterId = 26
+	m2hoCounterIdCNT_MAX               m2hoCounterId = 27
 )
 
 type m2hoCounterValues struct {
 	_      structs.HostLayout
-	Values [26]uint64
+	Values [27]uint64
 }
 
 type m2hoFlowBucket struct {

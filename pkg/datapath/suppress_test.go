@@ -136,6 +136,107 @@ func TestDroppedDupACKsAreNotStamped(t *testing.T) {
 	assert.Equal(t, uint64(1), after.RTTSamples-before.RTTSamples, "the echo of the ACK that left")
 }
 
+// TestImplausibleSegmentsLeaveTheSequence checks that an ingress segment
+// further from the flow's highest sequence than the host's largest window
+// (a damaged sequence number, a stray segment of an earlier connection)
+// neither moves that sequence nor closes the flow. Otherwise the next
+// handover's snapshot would lie beyond anything the host acknowledges, and
+// the flow would drop its duplicate ACKs until the deadline.
+func TestImplausibleSegmentsLeaveTheSequence(t *testing.T) {
+	// wscale 7: the host's window is at most 65535 << 7, about 8 MB
+	const largestWindow = 0xffff << 7
+	tests := []struct {
+		name    string
+		segment func(s segment) segment
+		// whether the segment counts: moves the sequence or closes
+		plausible bool
+	}{
+		{"data with bit 30 of its sequence flipped", func(s segment) segment {
+			seg := peerData(s, 1000, 1000)
+			seg.seq ^= 1 << 30
+			return seg
+		}, false},
+		{"data just beyond the largest window", func(s segment) segment {
+			return peerData(s, 1000+largestWindow+1, 1000)
+		}, false},
+		{"data ending at the largest window", func(s segment) segment {
+			return peerData(s, 1000+largestWindow-1000, 1000)
+		}, true},
+		{"RST far behind", func(s segment) segment {
+			seg := peerData(s, 0, 0)
+			seg.seq -= 2 * largestWindow
+			seg.rst = true
+			return seg
+		}, false},
+		{"RST at the next sequence", func(s segment) segment {
+			seg := peerData(s, 1000, 0)
+			seg.rst = true
+			return seg
+		}, true},
+		{"FIN far ahead", func(s segment) segment {
+			seg := peerData(s, 1<<31-1, 0)
+			seg.fin = true
+			return seg
+		}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := loadDetached(t, true, 0)
+			s := freshPorts(segment{})
+			handshake(t, d, s, 7, 7)
+			verdictOf(t, d, peerData(s, 0, 1000), false)
+			seg := tc.segment(s)
+			assert.Equal(t, int32(verdictPass), verdictOf(t, d, seg, false), "passed either way")
+
+			flows, err := d.Flows()
+			require.NoError(t, err)
+			require.Len(t, flows, 1)
+			c, err := d.Counters()
+			require.NoError(t, err)
+			if !tc.plausible {
+				assert.Equal(t, uint32(peerISN+1+1000), flows[0].HighestRxSeq)
+				assert.False(t, flows[0].Closed)
+				assert.Equal(t, uint64(1), c.SeqImplausible)
+				return
+			}
+			assert.Zero(t, c.SeqImplausible)
+			assert.Equal(t, seg.rst, flows[0].Closed)
+			if seg.payload > 0 {
+				assert.Equal(t, seg.seq+uint32(seg.payload), flows[0].HighestRxSeq)
+			}
+		})
+	}
+}
+
+// TestDamagedSegmentDoesNotHoldSuppression follows a flow through a
+// handover after a segment with a damaged sequence number: the flow
+// releases itself once the host has acknowledged everything it received,
+// and a later loss's duplicate ACKs then reach the sender.
+func TestDamagedSegmentDoesNotHoldSuppression(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	s := freshPorts(segment{})
+	handshake(t, d, s, 7, 7)
+	verdictOf(t, d, peerData(s, 0, 1000), false)
+	damaged := peerData(s, 1000, 1000)
+	damaged.seq ^= 1 << 30
+	verdictOf(t, d, damaged, false)
+	verdictOf(t, d, peerData(s, 1000, 1000), false)
+	verdictOf(t, d, peerData(s, 3000, 1000), false) // a hole at 2000
+	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 2000), true))
+
+	_, err := d.StartSuppression(time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 2000), true), "a duplicate from before the handover")
+	verdictOf(t, d, peerData(s, 2000, 1000), false)
+	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 4000), true))
+	flows, err := d.Flows()
+	require.NoError(t, err)
+	require.Len(t, flows, 1)
+	assert.True(t, flows[0].Released, "everything the host received is acknowledged")
+	verdictOf(t, d, peerData(s, 5000, 1000), false) // a loss at 4000
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 4000), true), "the duplicate ACK of a loss after the handover")
+}
+
 func TestSuppressionGlobalReleaseAndDeadline(t *testing.T) {
 	d := loadDetached(t, true, 0)
 	s := freshPorts(segment{})
