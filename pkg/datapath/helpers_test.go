@@ -168,8 +168,16 @@ type segment struct {
 	ipv6Ext     []uint8 // IPv6: extension header types before TCP
 }
 
-// ipv6ExtLen is the length of each extension header the builder inserts.
-const ipv6ExtLen = 8
+// ipv6ExtLen is the length of an extension header the builder inserts:
+// 8 bytes, but 24 for an authentication header (12 and a 96-bit ICV),
+// whose length field counts 4-byte units less 2 where the others count
+// 8-byte units less 1: the two rules give different lengths for it.
+func ipv6ExtLen(t uint8) int {
+	if t == uint8(layers.IPProtocolAH) {
+		return 24
+	}
+	return 8
+}
 
 // build serialises the segment with a valid TCP checksum. It returns the
 // frame and the offset of the TCP header in it.
@@ -250,7 +258,10 @@ func (s segment) build(tb testing.TB) ([]byte, int) {
 	}
 	l4 := 20
 	if s.ipv6 {
-		l4 = 40 + ipv6ExtLen*len(s.ipv6Ext)
+		l4 = 40
+		for _, t := range s.ipv6Ext {
+			l4 += ipv6ExtLen(t)
+		}
 	} else if s.ipv4Options {
 		l4 = 28
 	}
@@ -281,8 +292,8 @@ func (s segment) clearIPLength(frame []byte) {
 	frame[field], frame[field+1] = 0, 0
 }
 
-// insertIPv6Ext inserts one 8-byte extension header per type between the
-// IPv6 header and TCP. The TCP checksum does not cover them.
+// insertIPv6Ext inserts one extension header per type between the IPv6
+// header and TCP. The TCP checksum does not cover them.
 func insertIPv6Ext(packet []byte, types []uint8) []byte {
 	out := append([]byte(nil), packet[:40]...)
 	out[6] = types[0]
@@ -291,16 +302,16 @@ func insertIPv6Ext(packet []byte, types []uint8) []byte {
 		if i+1 < len(types) {
 			next = types[i+1]
 		}
-		ext := make([]byte, ipv6ExtLen)
+		ext := make([]byte, ipv6ExtLen(t))
 		ext[0] = next
 		switch t {
 		case uint8(layers.IPProtocolAH):
-			ext[1] = ipv6ExtLen/4 - 2
+			ext[1] = uint8(len(ext)/4 - 2)
 		case uint8(layers.IPProtocolIPv6Fragment):
 			// offset 0, more fragments
 			ext[3] = 1
 		default:
-			ext[1] = ipv6ExtLen/8 - 1
+			ext[1] = uint8(len(ext)/8 - 1)
 			if t != uint8(layers.IPProtocolIPv6Routing) {
 				ext[2], ext[3] = 1, 4 // PadN filling the header
 			}
