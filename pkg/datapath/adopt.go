@@ -18,7 +18,7 @@ func (d *Datapath) adoption() *handshakeBatch {
 	d.attachMu.Lock()
 	mtu := d.linkMTU
 	d.attachMu.Unlock()
-	return &handshakeBatch{hints: d.objs.HandshakeHints, linkMTU: mtu}
+	return &handshakeBatch{hints: d.objs.HandshakeHints, maps: &d.maps, linkMTU: mtu}
 }
 
 // Header lengths without options or extension headers.
@@ -59,6 +59,7 @@ const handshakeBatchSize = 4096
 // connection, the last stands.
 type handshakeBatch struct {
 	hints *ebpf.Map
+	maps  *mapGuard
 	// linkMTU gives the MSS of a handshake without one (see adopt).
 	linkMTU int
 	keys    []m2hoFlowKey
@@ -103,12 +104,20 @@ func (b *handshakeBatch) flush() {
 	if len(b.keys) == 0 {
 		return
 	}
-	stored, err := b.hints.BatchUpdate(b.keys, b.values, nil)
+	stored, err := b.store()
 	b.stored += stored
 	if err != nil && b.err == nil {
 		b.err = fmt.Errorf("datapath: store %d handshakes: %w", len(b.keys), err)
 	}
 	b.keys, b.values = b.keys[:0], b.values[:0]
+}
+
+func (b *handshakeBatch) store() (int, error) {
+	if err := b.maps.enter(); err != nil {
+		return 0, err
+	}
+	defer b.maps.leave()
+	return b.hints.BatchUpdate(b.keys, b.values, nil)
 }
 
 // done stores what is left and returns how many handshakes the store

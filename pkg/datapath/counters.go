@@ -108,6 +108,10 @@ var onlyEntry uint32
 // Counters reads every counter, summed over CPUs, in one map lookup.
 func (d *Datapath) Counters() (Counters, error) {
 	var c Counters
+	if err := d.maps.enter(); err != nil {
+		return c, err
+	}
+	defer d.maps.leave()
 	var perCPU []m2hoCounterValues
 	if err := d.objs.Counters.Lookup(&onlyEntry, &perCPU); err != nil {
 		return c, fmt.Errorf("datapath: read counters: %w", err)

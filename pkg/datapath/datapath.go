@@ -3,7 +3,8 @@
 // ACKs, tc ingress measures per-flow bytes, sequence numbers, RTT and
 // downlink bursts. See bpf/m2ho.c for the packet-level behaviour.
 //
-// All methods are safe for concurrent use.
+// All methods are safe for concurrent use, Close included: the others
+// then return ErrClosed.
 package datapath
 
 import (
@@ -112,6 +113,9 @@ type Datapath struct {
 	readMu sync.Mutex
 	// bursts is the running ReadBursts, for FlushBursts.
 	bursts atomic.Pointer[burstReader]
+
+	// maps lets Close wait for the methods using the maps.
+	maps mapGuard
 
 	// hooksMu guards closeHooks, run by Close before the maps go away.
 	hooksMu    sync.Mutex
@@ -361,6 +365,7 @@ func (d *Datapath) Close() error {
 		detachErr := d.attachment.detach()
 		d.recordDetached()
 		d.attachMu.Unlock()
+		d.maps.close()
 		d.closeErr = errors.Join(detachErr, d.table.unmap(), d.pins.release(true), d.objs.Close())
 		d.log.Info("datapath detached", "iface", d.iface, "error", d.closeErr)
 	})

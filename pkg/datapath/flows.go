@@ -57,6 +57,10 @@ const flowBatch = 256
 // visit returns true to delete the flow. eachFlow returns how many flows
 // it deleted.
 func (d *Datapath) eachFlow(visit func(*m2hoFlowKey, *m2hoFlowState) bool) (int, error) {
+	if err := d.maps.enter(); err != nil {
+		return 0, err
+	}
+	defer d.maps.leave()
 	return d.walkFlows(flowBatch, visit)
 }
 
@@ -205,7 +209,7 @@ func (d *Datapath) EvictIdle(idle, closedIdle time.Duration) (int, error) {
 	now := monotonicNow()
 	cutoff := func(idle time.Duration) uint64 { return now - min(now, uint64(idle)) }
 	openCutoff, closedCutoff := cutoff(idle), cutoff(closedIdle)
-	kept := handshakeBatch{hints: d.objs.HandshakeHints}
+	kept := handshakeBatch{hints: d.objs.HandshakeHints, maps: &d.maps}
 	evicted, err := d.eachFlow(func(k *m2hoFlowKey, s *m2hoFlowState) bool {
 		if s.Flags&uint32(m2hoFlowFlagsFLOW_CLOSED) != 0 {
 			return s.LastSeenNs < closedCutoff

@@ -36,6 +36,10 @@ func RTTBucketBounds(i int) (lower, upper time.Duration) {
 // RTTHistogram returns the RTT sample counts per log2 bucket (see
 // RTTBucketBounds), summed over CPUs, since load.
 func (d *Datapath) RTTHistogram() ([]uint64, error) {
+	if err := d.maps.enter(); err != nil {
+		return nil, err
+	}
+	defer d.maps.leave()
 	var perCPU []m2hoRttHistogram
 	if err := d.objs.RttHist.Lookup(&onlyEntry, &perCPU); err != nil {
 		return nil, fmt.Errorf("datapath: read RTT histogram: %w", err)
@@ -102,6 +106,9 @@ func (d *Datapath) ReadBursts(ctx context.Context, fn func(Burst)) error {
 	defer d.readMu.Unlock()
 
 	r, err := d.openBurstReader(fn)
+	if errors.Is(err, ErrClosed) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -174,6 +181,10 @@ func (r *burstReader) pending() bool {
 // openBurstReader opens the ring buffer twice: a consumer that never
 // blocks and a duplicate descriptor in Go's network poller to wait on.
 func (d *Datapath) openBurstReader(fn func(Burst)) (*burstReader, error) {
+	if err := d.maps.enter(); err != nil {
+		return nil, err
+	}
+	defer d.maps.leave()
 	ring, err := ringbuf.NewReader(d.objs.Bursts)
 	if err != nil {
 		return nil, fmt.Errorf("datapath: open burst ring buffer: %w", err)

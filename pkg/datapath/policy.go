@@ -13,6 +13,10 @@ func (d *Datapath) updatePolicy(change func(*m2hoPolicy)) (m2hoPolicy, error) {
 	d.policyMu.Lock()
 	defer d.policyMu.Unlock()
 	var pol m2hoPolicy
+	if err := d.maps.enter(); err != nil {
+		return pol, err
+	}
+	defer d.maps.leave()
 	if err := d.objs.PolicyMap.Lookup(&policyKey, &pol); err != nil {
 		return pol, fmt.Errorf("datapath: read policy: %w", err)
 	}
@@ -25,6 +29,10 @@ func (d *Datapath) updatePolicy(change func(*m2hoPolicy)) (m2hoPolicy, error) {
 
 func (d *Datapath) policy() (m2hoPolicy, error) {
 	var pol m2hoPolicy
+	if err := d.maps.enter(); err != nil {
+		return pol, err
+	}
+	defer d.maps.leave()
 	if err := d.objs.PolicyMap.Lookup(&policyKey, &pol); err != nil {
 		return pol, fmt.Errorf("datapath: read policy: %w", err)
 	}
