@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,10 @@ var (
 	// ErrUnsupported reports that the kernel cannot load or attach the
 	// programs, or that the interface's link type is not handled.
 	ErrUnsupported = errors.New("datapath: not supported")
+	// ErrPermission reports that the kernel refused to load or attach the
+	// programs for want of privileges: root, or CAP_BPF, CAP_PERFMON and
+	// CAP_NET_ADMIN.
+	ErrPermission = errors.New("datapath: not permitted (needs root, or CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN)")
 	// ErrDeadline reports a policy deadline that is not in the future.
 	ErrDeadline = errors.New("datapath: deadline not in the future")
 	// ErrPinDirInUse reports that another process holds Options.PinDir.
@@ -173,7 +178,7 @@ func Open(opts Options) (*Datapath, error) {
 	}
 
 	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("%w: memlock limit: %w", ErrUnsupported, err)
+		return nil, loadFailure("memlock limit", err)
 	}
 	d, err := loadDatapath(rawIP, opts.BurstGap, opts.MaxFlows, opts.PinDir, logger, opts.Iface)
 	if err != nil {
@@ -181,6 +186,9 @@ func Open(opts Options) (*Datapath, error) {
 	}
 	if err := d.attachTo(link, opts.Attach); err != nil {
 		_ = d.Close()
+		if errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("%w: attach to %s: %w", ErrPermission, opts.Iface, err)
+		}
 		return nil, fmt.Errorf("datapath: attach to %s: %w", opts.Iface, err)
 	}
 	logger.Info("datapath attached", "iface", opts.Iface, "mode", d.attachment.mode(), "raw_ip", rawIP,
@@ -300,6 +308,15 @@ func loadDatapath(rawIP bool, burstGap time.Duration, maxFlows uint32, pinPath s
 	return d, nil
 }
 
+// loadFailure wraps a failure to load the programs: ErrPermission when
+// the kernel refused it for want of privileges, ErrUnsupported otherwise.
+func loadFailure(what string, err error) error {
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("%w: %s: %w", ErrPermission, what, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrUnsupported, what, err)
+}
+
 // load loads the objects, with their flow state pinned in pins when set.
 // Pinned maps that no longer fit (another max_flows) are replaced. It says
 // whether it took over pinned flows.
@@ -330,7 +347,7 @@ func load(rawIP bool, burstGap time.Duration, maxFlows uint32, pins *pinDir, log
 			if errors.As(err, &verr) {
 				return objs, false, fmt.Errorf("%w: verifier rejected the programs: %+v", ErrUnsupported, verr)
 			}
-			return objs, false, fmt.Errorf("%w: load BPF objects: %w", ErrUnsupported, err)
+			return objs, false, loadFailure("load BPF objects", err)
 		}
 		if pins != nil && !takeover {
 			if err := pinMetaOf(pins.path, spec); err != nil {

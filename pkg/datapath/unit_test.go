@@ -1,12 +1,14 @@
 package datapath
 
 import (
+	"fmt"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 func TestEveryCounterHasAField(t *testing.T) {
@@ -74,6 +76,25 @@ func TestLinkFraming(t *testing.T) {
 			}
 			assert.NoError(t, err)
 			assert.Equal(t, tc.rawIP, raw)
+		})
+	}
+}
+
+func TestLoadFailure(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"no privileges", fmt.Errorf("failed to set memlock rlimit: %w", unix.EPERM), ErrPermission},
+		{"access denied", fmt.Errorf("map create: %w", unix.EACCES), ErrPermission},
+		{"helper missing from the kernel", fmt.Errorf("program m2ho_ingress: %w", unix.EINVAL), ErrUnsupported},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := loadFailure("load BPF objects", tc.err)
+			assert.ErrorIs(t, err, tc.want)
+			assert.ErrorIs(t, err, tc.err, "the cause stays wrapped")
 		})
 	}
 }
