@@ -157,6 +157,9 @@ type command struct {
 	// scgDecided: a command of the set said what becomes of the SCG, so
 	// a primary cell handover in the same set keeps that.
 	scgDecided bool
+	// pcellDecided: a primary cell handover of the set named the new
+	// primary cell, so an SCG release in the same set keeps that.
+	pcellDecided bool
 	// randomAccess: the set completes with a random access (ho_complete).
 	randomAccess bool
 	// executeAt is when a set without random access (an SCG release)
@@ -191,7 +194,8 @@ type Machine struct {
 	since time.Time
 
 	// pcell is the primary cell; scg the primary cell of the secondary
-	// cell group (EN-DC) when one is configured.
+	// cell group (EN-DC) when one is configured. A pcell with a band but
+	// no RAT is a cell no log has named yet (see unannouncedCells).
 	pcell, scg diag.Cell
 
 	// pred is the pending prediction: in Preparation before a command,
@@ -281,7 +285,7 @@ func (m *Machine) HandleEvent(ev diag.Event) {
 	case diag.TypeHOFailure:
 		m.onFailure(ev.Cause)
 	case diag.TypeRBAlloc:
-		if m.pcell.IsZero() && m.scg.IsZero() {
+		if m.pcell.RAT == "" && m.scg.IsZero() {
 			// Until a report or handover names the serving cell, the
 			// scheduled one is: without it the datapath's bursts
 			// belong to no cell. Once a cell is known, a late rb_alloc
@@ -402,7 +406,8 @@ func (m *Machine) setCells(pcell, scg diag.Cell) {
 func (m *Machine) learnServing(s diag.Cell) {
 	switch {
 	case s.RAT == "" || s.Key() == m.pcell.Key() || s.Key() == m.scg.Key():
-	case m.pcell.IsZero():
+	case m.pcell.RAT == "":
+		// No cell yet, or one known only by its band.
 		m.setCells(s, m.scg)
 	case s.RAT == diag.RATNR && m.pcell.RAT == diag.RATLTE:
 		m.setCells(m.pcell, s)
@@ -477,9 +482,11 @@ func (m *Machine) predict(ev diag.MeasEvent, serving, target diag.Cell) {
 // onA1 cancels a prediction made for the same serving cell: it is good
 // again, so the network will not hand over (section 4.2). An A1 of
 // another cell (the anchor while an SCG change is pending) says nothing
-// about it.
+// about it. When either cell is unknown (a report without serving cell,
+// or a prediction made before the serving cell was known) the A1 is taken
+// as the predicting cell's: the prediction must stay cancellable.
 func (m *Machine) onA1(serving diag.Cell) {
-	if m.pred == nil || (!serving.IsZero() && serving.Key() != m.pred.source.Key()) {
+	if m.pred == nil || (!serving.IsZero() && !m.pred.source.IsZero() && serving.Key() != m.pred.source.Key()) {
 		return
 	}
 	m.pred = nil
@@ -530,14 +537,19 @@ func (m *Machine) mergeCommand(ev diag.Event) *command {
 		c.scgDecided, c.randomAccess = true, true
 	case diag.HOSCGRelease:
 		// Data moves to the anchor; a test bed that models the release
-		// as a handover names the cell.
-		if !c.target.IsZero() {
+		// as a handover names the cell. When the same reconfiguration
+		// also hands the anchor over, the handover's target wins: it is
+		// what the network ordered for the primary cell, whereas an
+		// emitter that only knows the anchor before the reconfiguration
+		// names the old one as the release's target, and the UE is not
+		// going back there.
+		if !c.target.IsZero() && !c.pcellDecided {
 			c.pcell = c.target
 		}
 		c.scg, c.scgDecided = diag.Cell{}, true
 	default:
 		if !c.target.IsZero() {
-			c.pcell = c.target
+			c.pcell, c.pcellDecided = c.target, true
 		}
 		if !c.scgDecided {
 			// An EN-DC handover of the anchor that says nothing of the
@@ -592,9 +604,18 @@ func (m *Machine) onComplete(ev diag.Event) {
 // anything else the new primary cell.
 func (m *Machine) unannouncedCells(cell diag.Cell) (pcell, scg diag.Cell) {
 	switch {
-	case cell.RAT == "":
+	case cell.RAT == "" && cell.Band == "":
 		// Neither the log nor a prediction says where the UE went.
 		return m.pcell, m.scg
+	case cell.RAT == "":
+		// Only the band is known: a prediction without a neighbour (an
+		// A2 of a standalone mmWave cell) is confirmed by a completion
+		// that names no cell. The UE has left its cells, so keeping them
+		// would keep it on mmWave with no bandwidth hold and file the new
+		// cell's bursts under the old one. It is on an unknown cell of
+		// that band (the estimator files no burst under it) until a
+		// report or an rb_alloc names it.
+		return cell, diag.Cell{}
 	case cell.RAT == diag.RATNR && m.pcell.RAT == diag.RATLTE:
 		return m.pcell, cell
 	default:

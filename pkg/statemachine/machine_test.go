@@ -330,6 +330,26 @@ func TestAlgorithm1Prediction(t *testing.T) {
 			check:       clampOf(nrABuffer, estimator.SourceSub6Min),
 		},
 		{
+			// Until a report or handover names the serving cell (GSMTAP v2
+			// reports never do), the UE is taken to be on sub-6, as for
+			// every other decision.
+			name:        "A3 towards a sub-6 cell before the serving cell is known predicts",
+			steps:       []step{meas(10, diag.EventA3, diag.Cell{}, lteB)},
+			state:       Preparation,
+			transitions: []string{predicted},
+			ops:         []string{"set_clamp(400000)"},
+			check: func(t *testing.T, h *harness) {
+				require.NotNil(t, h.m.Status().Prediction)
+				assert.Equal(t, lteB, h.m.Status().Prediction.Target)
+			},
+		},
+		{
+			name:  "A3 towards mmWave before the serving cell is known predicts nothing",
+			steps: []step{meas(10, diag.EventA3, diag.Cell{}, mmA)},
+			state: Stable,
+			ops:   []string{},
+		},
+		{
 			name:  "the prediction switch off ignores every report",
 			cfg:   func(c *Config) { c.Prediction = false },
 			steps: []step{serve(0, lteA, mmA), meas(10, diag.EventA3, mmA, mmB), meas(20, diag.EventB1, lteA, mmB)},
@@ -354,6 +374,18 @@ func TestPredictionFallbacks(t *testing.T) {
 			steps:       []step{serve(0, lteA, mmA), meas(10, diag.EventA3, mmA, mmB), meas(50, diag.EventA1, lteA, diag.Cell{})},
 			state:       Preparation,
 			transitions: []string{predicted},
+		},
+		{
+			// The A3 named no serving cell; the A1 does, and that cell
+			// may well be the one that made the prediction.
+			name: "A1 cancels a prediction made before the serving cell was known",
+			steps: []step{
+				meas(10, diag.EventA3, diag.Cell{}, lteB),
+				meas(50, diag.EventA1, lteA, diag.Cell{}),
+			},
+			state:       Stable,
+			transitions: []string{predicted, "preparation>stable:cancelled_a1"},
+			predictions: []string{OutcomeCancelledA1},
 		},
 		{
 			name: "A1 after the command does not cancel",
@@ -816,6 +848,35 @@ func TestCommandsOfOneReconfiguration(t *testing.T) {
 			},
 		},
 		{
+			// The command was not logged and the completion names no
+			// cell: the A2 still said the UE leaves mmWave for sub-6.
+			name: "a completion without cell after an A2 of a standalone mmWave cell leaves mmWave",
+			steps: []step{
+				serve(0, mmA, diag.Cell{}), meas(10, diag.EventA2, mmA, diag.Cell{}),
+				done(60, diag.Cell{}),
+			},
+			state:       Smoothing,
+			transitions: []string{predicted, executed},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{KindMmWaveSub6},
+			check: func(t *testing.T, h *harness) {
+				st := h.m.Status()
+				assert.Equal(t, diag.Cell{Band: diag.BandSub6}, st.Serving, "an unknown sub-6 cell")
+				assert.True(t, st.BandwidthHold)
+
+				// The new cell's bursts must not go to the mmWave cell's
+				// record, and the next report names the cell.
+				h.est.AddBurst(estimator.Burst{Start: at(70), End: at(80), Bytes: 2 * mmABuffer, Packets: 7000})
+				for _, r := range h.est.Cells() {
+					if r.Cell.Key() == mmA.Key() {
+						assert.Equal(t, uint64(mmABuffer), r.BufferBytes, "mmWave cell's record")
+					}
+				}
+				meas(90, diag.EventA4, lteB, diag.Cell{})(h)
+				assert.Equal(t, lteB, h.m.Status().Serving)
+			},
+		},
+		{
 			name:  "a completion without cell, command or prediction says nothing",
 			steps: []step{serve(0, lteA, diag.Cell{}), done(10, diag.Cell{})},
 			state: Stable,
@@ -825,6 +886,80 @@ func TestCommandsOfOneReconfiguration(t *testing.T) {
 			},
 		},
 	})
+}
+
+// TestAnchorHandoverReleasingTheSCG covers one LTE reconfiguration that
+// hands the anchor over and releases the SCG. Whatever anchor the release
+// names (the old one, as an emitter that only knows the anchor before the
+// reconfiguration does; the new one; none) and in whatever order the two
+// commands arrive, the UE ends on the new anchor: the bursts measured there
+// must go to its record, and the mmWave SCG left behind turns the bandwidth
+// hold on.
+func TestAnchorHandoverReleasingTheSCG(t *testing.T) {
+	onNewAnchor := func(t *testing.T, h *harness) {
+		st := h.m.Status()
+		assert.Equal(t, lteB, st.PCell)
+		assert.Equal(t, lteB, st.Serving)
+		assert.Nil(t, st.SCG)
+		assert.True(t, st.BandwidthHold, "mmWave SCG released to a sub-6 anchor")
+
+		// A burst in the new cell must not raise the old anchor's record.
+		h.est.AddBurst(estimator.Burst{Start: at(100), End: at(110), Bytes: 2_000_000, Packets: 1400})
+		buffers := map[diag.CellKey]uint64{}
+		for _, r := range h.est.Cells() {
+			buffers[r.Cell.Key()] = r.BufferBytes
+		}
+		assert.Equal(t, uint64(lteABuffer), buffers[lteA.Key()], "old anchor's record")
+		assert.Equal(t, uint64(2_000_000), buffers[lteB.Key()], "new anchor's record")
+	}
+	releaseTargets := []struct {
+		name   string
+		target diag.Cell
+	}{
+		{"the old anchor", lteA},
+		{"the new anchor", lteB},
+		{"no cell", diag.Cell{}},
+	}
+	var cases []machineCase
+	for _, rt := range releaseTargets {
+		handover := cmd(10, diag.HOPCell, lteA, lteB)
+		release := cmd(10, diag.HOSCGRelease, mmA, rt.target)
+		for _, order := range []struct {
+			name     string
+			commands []step
+		}{
+			{"handover first", []step{handover, release}},
+			{"release first", []step{release, handover}},
+		} {
+			steps := append([]step{serve(0, lteA, mmA)}, order.commands...)
+			cases = append(cases, machineCase{
+				name:        "release naming " + rt.name + ", " + order.name,
+				steps:       append(steps, tick(20), done(30, lteB)),
+				state:       Smoothing,
+				transitions: []string{commanded, executed},
+				handovers:   []string{KindMmWaveSub6},
+				check:       onNewAnchor,
+			})
+		}
+	}
+	cases = append(cases, machineCase{
+		name: "release naming the old anchor with an addition: new anchor, new SCG",
+		steps: []step{
+			serve(0, lteA, nrA),
+			cmd(10, diag.HOPCell, lteA, lteB), cmd(10, diag.HOSCGRelease, nrA, lteA), cmd(10, diag.HOSCGAdd, diag.Cell{}, nrB),
+			done(30, lteB), done(30, nrB),
+		},
+		state:       Smoothing,
+		transitions: []string{commanded, executed},
+		handovers:   []string{KindSub6Sub6},
+		check: func(t *testing.T, h *harness) {
+			st := h.m.Status()
+			assert.Equal(t, lteB, st.PCell)
+			require.NotNil(t, st.SCG)
+			assert.Equal(t, nrB, *st.SCG)
+		},
+	})
+	runMachineCases(t, cases)
 }
 
 func TestBandwidthHold(t *testing.T) {
@@ -1165,6 +1300,14 @@ func TestRBAllocNamesTheFirstServingCell(t *testing.T) {
 		{name: "once a cell is known, rb_alloc events leave the cells to reports and handovers", steps: []step{rbAlloc(0, lteA), rbAlloc(10, nrA)}, pcell: lteA},
 		{name: "a late rb_alloc of the previous cell changes nothing", steps: []step{serve(0, lteB, diag.Cell{}), rbAlloc(10, lteA)}, pcell: lteB},
 		{name: "an rb_alloc without cell names nothing", steps: []step{rbAlloc(0, diag.Cell{})}},
+		{
+			name: "after a handover to a cell known only by its band, the scheduled cell serves",
+			steps: []step{
+				serve(0, mmA, diag.Cell{}), meas(10, diag.EventA2, mmA, diag.Cell{}), done(60, diag.Cell{}),
+				rbAlloc(70, lteB), tick(1000),
+			},
+			pcell: lteB,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

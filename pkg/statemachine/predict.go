@@ -14,15 +14,18 @@ import "github.com/m2ho/m2ho/pkg/diag"
 //     SCG release in EN-DC).
 //
 // A4, B2 and A6 do not predict handovers in the paper's measurements.
+//
+// A cell of unknown band counts as sub-6 (bandKey): a serving cell is
+// unknown until a report or handover names it, which on transports that
+// carry no cell (GSMTAP v2) lasts until the first completed handover.
 func predictsHandover(ev diag.MeasEvent, serving, measured diag.Cell) bool {
-	if ev == diag.EventA3 && !measured.IsZero() && serving.Band == measured.Band {
+	if ev == diag.EventA3 && !measured.IsZero() && bandKey(serving.Band) == bandKey(measured.Band) {
 		return true
 	}
-	switch serving.Band {
+	switch bandKey(serving.Band) {
 	case diag.BandMmWave:
 		return ev == diag.EventA2
 	default:
-		// A serving cell of unknown band is LTE or FR1 in practice.
 		return ev == diag.EventB1 || (ev == diag.EventA5 && measured.Band == diag.BandMmWave)
 	}
 }

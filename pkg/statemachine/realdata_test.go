@@ -52,6 +52,10 @@ type replayResult struct {
 	// reconfiguration), predicted those that found a prediction pending.
 	sets, predicted int
 	meanEarliness   time.Duration
+	// anchorHandovers counts executed command sets with a primary cell
+	// handover, wrongAnchor those after which the machine's primary cell
+	// was not the commanded target.
+	anchorHandovers, wrongAnchor int
 }
 
 // replay runs real events through a machine with default settings,
@@ -67,6 +71,28 @@ func replay(t *testing.T, events []diag.Event) replayResult {
 	require.NoError(t, err)
 	r.m.SetObserver(r.obs)
 
+	// anchor is the primary cell target of the pending command set. Once
+	// the set executed, the machine must be on it at once: the estimator
+	// files every burst under the primary (or data) cell the machine
+	// names, and a later report correcting it comes too late for the
+	// bursts and clamps in between.
+	var anchor diag.Cell
+	var handoversBefore int
+	checkAnchor := func(at time.Time) {
+		if anchor.IsZero() || r.m.cmd != nil {
+			return
+		}
+		// A set that timed out or failed executed nothing.
+		if len(r.obs.handovers) > handoversBefore {
+			r.anchorHandovers++
+			if r.m.pcell.Key() != anchor.Key() {
+				r.wrongAnchor++
+				t.Logf("%v: anchor handover to %v left the primary cell on %v", at, anchor, r.m.pcell)
+			}
+		}
+		anchor = diag.Cell{}
+	}
+
 	const tickEvery, busyFor = 10 * time.Millisecond, 2 * time.Second
 	var earliness time.Duration
 	var next time.Time
@@ -74,10 +100,12 @@ func replay(t *testing.T, events []diag.Event) replayResult {
 		if i > 0 {
 			for busyUntil := events[i-1].Time.Add(busyFor); next.Before(ev.Time) && next.Before(busyUntil); next = next.Add(tickEvery) {
 				r.m.Tick(next)
+				checkAnchor(next)
 			}
 		}
 		next = ev.Time
 		if ev.Type == diag.TypeHOCommand && r.m.cmd == nil {
+			anchor, handoversBefore = diag.Cell{}, len(r.obs.handovers)
 			r.sets++
 			if p := r.m.pred; p != nil {
 				r.predicted++
@@ -89,17 +117,23 @@ func replay(t *testing.T, events []diag.Event) replayResult {
 				earliness += commandAt.Sub(p.at)
 			}
 		}
+		if ev.Type == diag.TypeHOCommand && ev.Kind == diag.HOPCell {
+			anchor = ev.Target.Normalized()
+		}
 		before := len(r.act.calls)
 		r.m.HandleEvent(ev)
 		for _, c := range r.act.calls[before:] {
 			assert.Truef(t, checkCall(c, r.m.now, r.m.cfg), "call %v at %v", c, r.m.now)
 		}
+		checkAnchor(ev.Time)
 	}
 	r.m.Tick(r.m.now.Add(busyFor))
+	checkAnchor(r.m.now)
 	if r.predicted > 0 {
 		r.meanEarliness = earliness / time.Duration(r.predicted)
 	}
 	st := r.m.Status()
+	t.Logf("%d anchor handovers executed, %d left the wrong primary cell", r.anchorHandovers, r.wrongAnchor)
 	t.Logf("%d events, %d command sets, %d predicted (recall %.2f), mean report-to-command %v; outcomes %v; handovers %v; ignored %v; T2 %+v",
 		len(events), r.sets, r.predicted, r.recall(), r.meanEarliness, st.Counters.Predictions, st.Counters.Handovers, st.Counters.Ignored, st.T2)
 	return r
@@ -152,6 +186,8 @@ func TestRealLTEMobilityLog(t *testing.T) {
 	assert.GreaterOrEqual(t, st.Counters.Predictions[OutcomeConfirmed], uint64(r.predicted))
 	assert.Positive(t, st.Counters.Handovers["sub6_sub6"])
 	assert.Len(t, st.Counters.Handovers, 1, "an LTE-only log has only sub6_sub6 handovers")
+	assert.Positive(t, r.anchorHandovers)
+	assert.Zero(t, r.wrongAnchor, "every handover leaves the machine on its target cell")
 	r.assertReleased(t)
 }
 
@@ -160,7 +196,9 @@ func TestRealLTEMobilityLog(t *testing.T) {
 // (alone, or with an addition in the same reconfiguration) and anchor
 // handovers that keep or release the SCG, each completed by one or two
 // random accesses. The machine must follow the serving cells through all
-// of it: the anchor stays LTE, the SCG NR, every command set completes.
+// of it: the anchor stays LTE, the SCG NR, every command set completes,
+// and every anchor handover (with an SCG release in the same
+// reconfiguration or not) leaves the machine on the commanded anchor.
 func TestRealENDCLogs(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(shareddata.DataDir(t, ""), "diag", "20201116_*_Xiaomi-Mi10_46000.mi2log"))
 	require.NoError(t, err)
@@ -177,6 +215,8 @@ func TestRealENDCLogs(t *testing.T) {
 	st := r.m.Status()
 	assert.Zero(t, r.count(ReasonExecutionTimeout), "every command set of these logs completes, SCG releases included")
 	assert.Equal(t, diag.RATLTE, st.PCell.RAT, "the anchor")
+	assert.Positive(t, r.anchorHandovers)
+	assert.Zero(t, r.wrongAnchor, "anchor handovers left the machine on another cell")
 	assert.Len(t, st.Counters.Handovers, 1, "FR1 only: every handover is sub6_sub6")
 	assert.Positive(t, st.Counters.Handovers["sub6_sub6"])
 	assert.Positive(t, st.Counters.Ignored["complete_in_smoothing"], "anchor handovers keeping the SCG complete twice")

@@ -142,10 +142,39 @@ type Decoder struct {
 	// scg is the EN-DC secondary cell in force, zero when none.
 	scg diag.Cell
 	// lastSCGReconfig is the last NR RRCReconfiguration handled for the
-	// secondary cell group. Modems log it twice, inside the LTE container
-	// and on its own, in either order a few ms apart: the second copy
-	// must not count as a second procedure.
-	lastSCGReconfig []byte
+	// secondary cell group, received at lastSCGReconfigAt. Modems log it
+	// twice, inside the LTE container and on its own, in either order a
+	// few ms apart: the second copy must not count as a second procedure.
+	lastSCGReconfig   []byte
+	lastSCGReconfigAt time.Time
+}
+
+// scgCopySpread bounds how far apart the two copies of one SCG
+// reconfiguration are logged. In the shared EN-DC captures the copies are
+// at most 5.4 ms apart and two distinct SCG reconfigurations at least
+// 80 ms apart: the network sends the next one only after the UE completed
+// the previous one and reported again. The same bytes beyond this spread
+// are a new procedure (the network re-adding the same configuration after
+// a connection release and setup the decoder does not follow).
+const scgCopySpread = 50 * time.Millisecond
+
+// repeatsSCGReconfig reports whether pdu, received at at, is the second
+// copy of the last SCG reconfiguration; otherwise it remembers pdu as the
+// last one.
+func (d *Decoder) repeatsSCGReconfig(pdu []byte, at time.Time) bool {
+	if d.lastSCGReconfig != nil && bytes.Equal(pdu, d.lastSCGReconfig) && at.Sub(d.lastSCGReconfigAt).Abs() <= scgCopySpread {
+		return true
+	}
+	d.lastSCGReconfig = bytes.Clone(pdu) // the transport may reuse its buffer
+	d.lastSCGReconfigAt = at
+	return false
+}
+
+// forgetSCGReconfig ends the SCG the last reconfiguration configured: a
+// later addition with the same bytes (a cell edge ping-pong keeps the
+// C-RNTI and the configuration) is a new procedure, not a copy.
+func (d *Decoder) forgetSCGReconfig() {
+	d.lastSCGReconfig, d.lastSCGReconfigAt = nil, time.Time{}
 }
 
 // NewDecoder returns a decoder with no measurement configuration yet.
@@ -215,6 +244,7 @@ func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) 
 		st.pending = nil
 		if msg.RAT == diag.RATLTE {
 			d.scg = diag.Cell{}
+			d.forgetSCGReconfig()
 		}
 		return []diag.Event{{Type: diag.TypeHOFailure, Time: msg.Time, Cause: failureCause(s.ReestablishmentCause)}}, nil
 	case s.Message == "rrcConnectionReconfigurationComplete" || s.Message == "rrcReconfigurationComplete":
@@ -268,8 +298,13 @@ func (d *Decoder) reconfiguration(msg diag.RRCMessage, st *ratState, s *Summary)
 	command := func(kind diag.HOKind, source, target diag.Cell) {
 		events = append(events, diag.Event{Type: diag.TypeHOCommand, Time: msg.Time, Kind: kind, Source: source, Target: target})
 	}
+	// anchor is the primary cell once this reconfiguration executed: the
+	// serving cell changes only at the completion, so a handover ordered
+	// by the same message must name its target here.
+	anchor := st.serving
 	if s.Sync != nil {
 		target := syncCell(msg.RAT, s.Sync, st.serving)
+		anchor = target
 		command(diag.HOPCell, st.serving, target)
 		st.pending = append(st.pending, target)
 		if st.serving.RAT == msg.RAT && st.serving.ARFCN != 0 {
@@ -281,15 +316,20 @@ func (d *Decoder) reconfiguration(msg diag.RRCMessage, st *ratState, s *Summary)
 		nested := s.ENDC.SecondaryCellGroup
 		if nested != nil {
 			d.state[diag.RATNR].meas.apply(nested.MeasConfig)
-			if bytes.Equal(s.ENDC.nested, d.lastSCGReconfig) {
+			if d.repeatsSCGReconfig(s.ENDC.nested, msg.Time) {
 				d.logger.Debug("rrc: EN-DC container repeats the SCG reconfiguration logged on its own", "time", msg.Time)
 				return events
 			}
-			d.lastSCGReconfig = s.ENDC.nested
+		}
+		if s.ENDC.Release && nested == nil {
+			// A release-and-add carries the new SCG's reconfiguration,
+			// remembered above; a plain release leaves none.
+			d.forgetSCGReconfig()
 		}
 		if (s.ENDC.Release || s.ENDC.ReleaseAndAdd) && !d.scg.IsZero() {
-			// The data path moves to the LTE anchor, the release's target.
-			command(diag.HOSCGRelease, d.scg, st.serving)
+			// The data path moves to the LTE anchor, the release's target:
+			// the new one when the message also hands the anchor over.
+			command(diag.HOSCGRelease, d.scg, anchor)
 			d.scg = diag.Cell{}
 		}
 		if nested != nil {
@@ -298,12 +338,9 @@ func (d *Decoder) reconfiguration(msg diag.RRCMessage, st *ratState, s *Summary)
 		return events
 	}
 	if msg.RAT == diag.RATNR && s.SecondarySync != nil {
-		if msg.Channel == diag.ChannelRRCReconfiguration {
-			if bytes.Equal(msg.PDU, d.lastSCGReconfig) {
-				d.logger.Debug("rrc: SCG reconfiguration repeats the one of its EN-DC container", "time", msg.Time)
-				return events
-			}
-			d.lastSCGReconfig = bytes.Clone(msg.PDU) // the transport may reuse its buffer
+		if msg.Channel == diag.ChannelRRCReconfiguration && d.repeatsSCGReconfig(msg.PDU, msg.Time) {
+			d.logger.Debug("rrc: SCG reconfiguration repeats the one of its EN-DC container", "time", msg.Time)
+			return events
 		}
 		events = append(events, d.secondarySync(msg, st, s.SecondarySync)...)
 	}

@@ -29,7 +29,10 @@ type step struct {
 	// cell is the cell the transport says the PDU came from: nil for the
 	// LTE serving cell of the test, a zero cell when the transport does
 	// not say.
-	cell    *diag.Cell
+	cell *diag.Cell
+	// after is when the message comes after the start of the test: by
+	// default one ms per step.
+	after   time.Duration
 	pdu     []byte // only compared, to recognise repeated EN-DC containers
 	summary Summary
 	want    []diag.Event
@@ -174,6 +177,73 @@ func TestDecoderSequences(t *testing.T) {
 				want:    []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
 			{summary: lteComplete},
 		}},
+		{"anchor handover releasing the SCG names the new anchor as the release's target", []step{
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{1}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
+			// The serving cell changes only at the completion: the
+			// release must not name the anchor being left.
+			{summary: lteReconf(Summary{Sync: &SyncTarget{PCI: 300, HasPCI: true, Carrier: 1850}, ENDC: &ENDCConfig{Release: true}}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: serving, Target: lteCell(300, 1850)},
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGRelease, Source: scgA, Target: lteCell(300, 1850)}}},
+			{summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: lteCell(300, 1850)}}},
+		}},
+		{"anchor handover with an SCG release-and-add releases to the new anchor", []step{
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{1}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{summary: lteReconf(Summary{Sync: &SyncTarget{PCI: 300, HasPCI: true, Carrier: 1850}, ENDC: func() *ENDCConfig {
+				c := scgContainer([]byte{2}, 626, 504990)
+				c.ReleaseAndAdd = true
+				return c
+			}()}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: serving, Target: lteCell(300, 1850)},
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGRelease, Source: scgA, Target: lteCell(300, 1850)},
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgB}}},
+		}},
+		{"SCG re-added with the same bytes after a release is a new addition", []step{
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{9, 9}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
+			{summary: lteReconf(Summary{ENDC: &ENDCConfig{Release: true}}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGRelease, Source: scgA, Target: serving}}},
+			{summary: lteComplete},
+			// A ping-pong at the cell edge: same C-RNTI, same
+			// configuration, same bytes, a few ms after the release.
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{9, 9}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
+		}},
+		{"SCG re-added with the same bytes after a re-establishment is a new addition", []step{
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{9, 9}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
+			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionReestablishmentRequest", ReestablishmentCause: "otherFailure"},
+				want: []diag.Event{{Type: diag.TypeHOFailure, Cause: diag.CauseRLF}}},
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{9, 9}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+		}},
+		{"the same SCG bytes well past the copies' spread are a new procedure", []step{
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{9, 9}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{after: 40 * time.Millisecond, summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
+			// Without a release the decoder saw (a connection release and
+			// setup it does not follow), the network syncs the SCG again.
+			{after: time.Second, summary: lteReconf(Summary{ENDC: scgContainer([]byte{9, 9}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGChange, Source: scgA, Target: scgA}}},
+		}},
+		{"the copy of a release-and-add's SCG reconfiguration still counts once", []step{
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{1}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{summary: lteReconf(Summary{ENDC: func() *ENDCConfig {
+				c := scgContainer([]byte{2}, 626, 504990)
+				c.ReleaseAndAdd = true
+				return c
+			}()}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGRelease, Source: scgA, Target: serving},
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgB}}},
+			{rat: diag.RATNR, channel: diag.ChannelRRCReconfiguration, pdu: []byte{2}, cell: cellRef(scgB),
+				summary: Summary{Message: "rrcReconfiguration", SecondarySync: &SyncTarget{PCI: 626, HasPCI: true, Carrier: 504990}}},
+		}},
 		{"EN-DC NR report relayed by LTE resolves through the NR measConfig", []step{
 			{summary: lteReconf(Summary{ENDC: &ENDCConfig{nested: []byte{3}, SecondaryCellGroup: &Summary{
 				Message: "rrcReconfiguration",
@@ -214,6 +284,9 @@ func TestDecoderSequences(t *testing.T) {
 			for i, st := range tt.steps {
 				msg := diag.RRCMessage{Time: t0.Add(time.Duration(i) * time.Millisecond), RAT: st.rat, Channel: st.channel,
 					PCI: serving.PCI, ARFCN: serving.ARFCN, PDU: st.pdu}
+				if st.after != 0 {
+					msg.Time = t0.Add(st.after)
+				}
 				if msg.RAT == "" {
 					msg.RAT = diag.RATLTE
 				}
