@@ -131,7 +131,7 @@ type Slot struct {
 }
 
 // Event is one diagnostic event. Which fields are set depends on Type:
-//   - meas_report: Meas, Serving, Neighbor (Neighbor may be zero for A1/A2)
+//   - meas_report: Meas, Serving, Neighbor (either cell may be zero: unknown)
 //   - ho_command:  Kind, Source (may be zero), Target
 //   - ho_complete: Cell (may be zero when the log does not say)
 //   - ho_failure:  Cause

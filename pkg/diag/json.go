@@ -130,6 +130,16 @@ func ParseJSON(line []byte) (Event, error) {
 	return ev, nil
 }
 
+// measReport reads a meas_report. Its minimum is a known measurement
+// event: that alone is actionable (an A1 cancels a pending prediction
+// whichever cell it names) and it is all a report reliably carries. Both
+// cells are optional because the logs the decoders read do not always name
+// them: a GSMTAP v2 header has no PCI and QCSuper writes ARFCN 0, so the
+// serving cell stays unknown until a handover names it, and a report may
+// list no neighbour of the measured object's RAT. Consumers use the serving
+// cell they track when the report has none, and an event that needs a
+// neighbour (A3 between cells of one type, A5 towards mmWave) predicts
+// nothing without one. A cell that is present must still be a valid cell.
 func (w *wireEvent) measReport(ev *Event) error {
 	ev.Meas = w.Event
 	switch w.Event {
@@ -137,23 +147,18 @@ func (w *wireEvent) measReport(ev *Event) error {
 	default:
 		return parseErrorf(ReasonJSONField, "unknown measurement event %q", w.Event)
 	}
-	if w.Serving == nil {
-		return parseErrorf(ReasonJSONCell, "meas_report without serving cell")
-	}
 	var err error
-	if ev.Serving, err = w.Serving.cell("serving"); err != nil {
-		return err
-	}
-	// A1 and A2 compare the serving cell with a threshold only; every
-	// other event names the neighbour that triggered it.
-	if w.Neighbor == nil {
-		if w.Event != EventA1 && w.Event != EventA2 {
-			return parseErrorf(ReasonJSONCell, "%s report without neighbor cell", w.Event)
+	if w.Serving != nil {
+		if ev.Serving, err = w.Serving.cell("serving"); err != nil {
+			return err
 		}
-		return nil
 	}
-	ev.Neighbor, err = w.Neighbor.cell("neighbor")
-	return err
+	if w.Neighbor != nil {
+		if ev.Neighbor, err = w.Neighbor.cell("neighbor"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (w *wireEvent) hoCommand(ev *Event) error {
@@ -258,7 +263,9 @@ func parseJSONTime(raw json.RawMessage) (time.Time, error) {
 const jsonTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
 // MarshalJSON encodes ev as one version-1 record (no trailing newline).
-// Cells are written with their band; a zero Time omits "t".
+// Cells are written with their band; a zero (unknown) cell is left out, as
+// is a zero Time ("t"). ParseJSON reads every record this writes for an
+// event the decoders produce back into the same event, cells normalised.
 func MarshalJSON(ev Event) ([]byte, error) {
 	v := JSONVersion
 	w := wireEvent{V: &v, Type: ev.Type}

@@ -2,6 +2,7 @@ package diag_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -37,6 +38,17 @@ func TestParseJSON(t *testing.T) {
 			want: diag.Event{Type: diag.TypeHOCommand, Time: at, Kind: diag.HOPCell, Source: lteCell, Target: mmwaveB}},
 		{name: "scg release without target", in: `{"v":1,"type":"ho_command","kind":"scg_release","source":{"rat":"nr","pci":123,"arfcn":2079167}}`,
 			want: diag.Event{Type: diag.TypeHOCommand, Kind: diag.HOSCGRelease, Source: mmwaveA}},
+		// Reports the RRC decoder makes from logs that do not name every
+		// cell: GSMTAP v2 has no PCI (serving unknown), and a report may
+		// carry no neighbour of the measured RAT.
+		{name: "A1 without cells", in: `{"v":1,"type":"meas_report","event":"A1"}`,
+			want: diag.Event{Type: diag.TypeMeasReport, Meas: diag.EventA1}},
+		{name: "A3 without neighbor", in: `{"v":1,"type":"meas_report","event":"A3","serving":{"rat":"nr","pci":123,"arfcn":2079167}}`,
+			want: diag.Event{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: mmwaveA}},
+		{name: "A5 without serving", in: `{"v":1,"type":"meas_report","event":"A5","neighbor":{"rat":"nr","pci":456,"arfcn":2079167}}`,
+			want: diag.Event{Type: diag.TypeMeasReport, Meas: diag.EventA5, Neighbor: mmwaveB}},
+		{name: "B1 with null cells", in: `{"v":1,"type":"meas_report","event":"B1","serving":null,"neighbor":null}`,
+			want: diag.Event{Type: diag.TypeMeasReport, Meas: diag.EventB1}},
 		{name: "ho_complete", in: `{"v":1,"type":"ho_complete","cell":{"rat":"nr","pci":456,"arfcn":2079167}}`,
 			want: diag.Event{Type: diag.TypeHOComplete, Cell: mmwaveB}},
 		{name: "ho_complete without cell", in: `{"v":1,"type":"ho_complete"}`, want: diag.Event{Type: diag.TypeHOComplete}},
@@ -54,8 +66,11 @@ func TestParseJSON(t *testing.T) {
 		{name: "fractional time", in: `{"v":1,"type":"ho_failure","cause":"rlf","t":1.5}`, reason: diag.ReasonJSONTime},
 		{name: "unknown cause", in: `{"v":1,"type":"ho_failure","cause":"gremlins"}`, reason: diag.ReasonJSONField},
 		{name: "unknown event", in: `{"v":1,"type":"meas_report","event":"C1","serving":{"rat":"nr","pci":1,"arfcn":1}}`, reason: diag.ReasonJSONField},
-		{name: "A3 without neighbor", in: `{"v":1,"type":"meas_report","event":"A3","serving":{"rat":"nr","pci":1,"arfcn":1}}`, reason: diag.ReasonJSONCell},
-		{name: "no serving", in: `{"v":1,"type":"meas_report","event":"A1"}`, reason: diag.ReasonJSONCell},
+		{name: "meas_report without event", in: `{"v":1,"type":"meas_report","serving":{"rat":"nr","pci":1,"arfcn":1}}`, reason: diag.ReasonJSONField},
+		{name: "meas_report with bad serving", in: `{"v":1,"type":"meas_report","event":"A1","serving":{"rat":"nr","pci":1008,"arfcn":1}}`, reason: diag.ReasonJSONCell},
+		{name: "meas_report with serving without rat", in: `{"v":1,"type":"meas_report","event":"A1","serving":{"pci":1,"arfcn":1}}`, reason: diag.ReasonJSONCell},
+		{name: "meas_report with bad neighbor", in: `{"v":1,"type":"meas_report","event":"A3","neighbor":{"rat":"lte","pci":1}}`, reason: diag.ReasonJSONCell},
+		{name: "meas_report with empty neighbor object", in: `{"v":1,"type":"meas_report","event":"A3","neighbor":{}}`, reason: diag.ReasonJSONCell},
 		{name: "lte pci out of range", in: `{"v":1,"type":"ho_complete","cell":{"rat":"lte","pci":504,"arfcn":1}}`, reason: diag.ReasonJSONCell},
 		{name: "nr arfcn out of range", in: `{"v":1,"type":"ho_complete","cell":{"rat":"nr","pci":1,"arfcn":3279166}}`, reason: diag.ReasonJSONCell},
 		{name: "unknown rat", in: `{"v":1,"type":"ho_complete","cell":{"rat":"wifi","pci":1,"arfcn":1}}`, reason: diag.ReasonJSONCell},
@@ -89,13 +104,25 @@ func TestMarshalJSONRoundTrip(t *testing.T) {
 	events := []diag.Event{
 		{Type: diag.TypeMeasReport, Time: at, Meas: diag.EventB1, Serving: lteCell, Neighbor: mmwaveA},
 		{Type: diag.TypeMeasReport, Meas: diag.EventA1, Serving: mmwaveA},
+		// Shapes the RRC decoder produces when the log leaves cells out.
+		{Type: diag.TypeMeasReport, Time: at, Meas: diag.EventA1},
+		{Type: diag.TypeMeasReport, Time: at, Meas: diag.EventA5, Neighbor: mmwaveA},
+		{Type: diag.TypeMeasReport, Time: at, Meas: diag.EventA5, Serving: lteCell},
+		{Type: diag.TypeMeasReport, Time: at, Meas: diag.EventA6},
+		{Type: diag.TypeMeasReport, Time: at, Meas: diag.EventA3,
+			Serving: diag.Cell{RAT: diag.RATLTE, Band: diag.BandSub6}, Neighbor: diag.Cell{RAT: diag.RATLTE, Band: diag.BandSub6, PCI: 12}},
+		{Type: diag.TypeHOCommand, Time: at, Kind: diag.HOPCell, Target: lteCell},
+		{Type: diag.TypeHOCommand, Time: at, Kind: diag.HOSCGRelease, Source: mmwaveA},
+		{Type: diag.TypeHOCommand, Time: at, Kind: diag.HOSCGRelease, Source: mmwaveA, Target: lteCell},
+		{Type: diag.TypeHOComplete, Time: at},
+		{Type: diag.TypeHOFailure, Time: at, Cause: diag.CauseReestablishment},
 		{Type: diag.TypeHOCommand, Time: at, Kind: diag.HOSCGChange, Source: mmwaveA, Target: mmwaveB},
 		{Type: diag.TypeHOComplete, Time: at, Cell: mmwaveB},
 		{Type: diag.TypeHOFailure, Time: at, Cause: diag.CauseNASRecovery},
 		{Type: diag.TypeRBAlloc, Time: at, Cell: lteCell, SlotDuration: time.Millisecond, Slots: []diag.Slot{{Given: 50, Total: 100}}},
 	}
-	for _, ev := range events {
-		t.Run(string(ev.Type), func(t *testing.T) {
+	for i, ev := range events {
+		t.Run(fmt.Sprintf("%d_%s_%s%s", i, ev.Type, ev.Meas, ev.Kind), func(t *testing.T) {
 			line, err := diag.MarshalJSON(ev)
 			require.NoError(t, err)
 			if !ev.Time.IsZero() {
