@@ -26,9 +26,39 @@ var crcTables = func() (t [8][256]uint16) {
 	return t
 }()
 
+// crcInit is the register before the first byte (CRC-16/X.25 init).
+const crcInit = 0xFFFF
+
+// crcTableIndex inverts the high byte of crcTables[0]: the reflected
+// polynomial's table has 256 distinct high bytes, so the high byte of a
+// register after one step names the table entry that step used. It is what
+// lets crcUnstep run the register backwards.
+var crcTableIndex = func() (inv [256]uint8) {
+	var seen [256]bool
+	for i, v := range crcTables[0] {
+		h := v >> 8
+		if seen[h] {
+			panic("qcdiag: CRC table high bytes are not distinct")
+		}
+		seen[h] = true
+		inv[h] = uint8(i)
+	}
+	return inv
+}()
+
+// crcUnstep is the inverse of one byte step of the CRC register: given the
+// register after x was fed, it returns the register before. A step is
+// c' = c>>8 ^ T[byte(c)^x]; the high byte of c' is that of the table entry
+// (c>>8 has none), which gives the index, and from it both bytes of c.
+func crcUnstep(after uint16, x byte) uint16 {
+	i := crcTableIndex[after>>8]
+	high := byte(after) ^ byte(crcTables[0][i])
+	return uint16(high)<<8 | uint16(i^x)
+}
+
 // CRC16 is CRC-16/X.25 (init and xorout 0xFFFF) of b.
 func CRC16(b []byte) uint16 {
-	c := uint16(0xFFFF)
+	c := uint16(crcInit)
 	t := &crcTables
 	for len(b) >= 8 {
 		c ^= uint16(b[0]) | uint16(b[1])<<8

@@ -265,30 +265,47 @@ func (r *Reader) verify(frame []byte) ([]byte, bool) {
 	return nil, false
 }
 
-// embeddedFrame finds an offset k > 0 where a log packet (possibly
-// wrapped) starts whose declared length ends exactly at the end of body
-// and whose CRC is want; 0 when there is none.
+// embeddedFrame finds the smallest offset k > 0 where a log packet
+// (possibly wrapped) starts whose declared length ends exactly at the end
+// of body and whose CRC is want; 0 when there is none.
+//
+// A CRC per candidate offset would cost O(len(body)) each, so a frame
+// crafted with a candidate at every few bytes would cost O(len(body)²).
+// Instead one backward pass finds every offset whose suffix has CRC want:
+// the register step is invertible, so stepping the final register (^want)
+// back over body from its end gives, at each k, the register a CRC of
+// body[k:] must start from to end at want. The suffix matches exactly when
+// that register is the initial 0xFFFF. The header checks run only there.
 func embeddedFrame(body []byte, want uint16) int {
-	for k := 1; k+logHeaderLen <= len(body); k++ {
-		start := k
-		switch body[k] {
-		case CmdMultiRadio:
-			start = k + multiRadioHeaderLen
-			if start+logHeaderLen > len(body) || body[start] != CmdLog {
-				continue
-			}
-		case CmdLog:
-		default:
-			continue
-		}
-		if int(binary.LittleEndian.Uint16(body[start+2:]))+4 != len(body)-start {
-			continue
-		}
-		if CRC16(body[k:]) == want {
-			return k
+	found := 0
+	c := ^want
+	for k := len(body) - 1; k >= 1; k-- {
+		c = crcUnstep(c, body[k])
+		if c == crcInit && embeddedStart(body, k) {
+			found = k
 		}
 	}
-	return 0
+	return found
+}
+
+// embeddedStart reports whether a log packet, bare or in the multi-radio
+// wrapper, starts at k and its outer length ends exactly at the end of body.
+func embeddedStart(body []byte, k int) bool {
+	if k+logHeaderLen > len(body) {
+		return false
+	}
+	start := k
+	switch body[k] {
+	case CmdMultiRadio:
+		start = k + multiRadioHeaderLen
+		if start+logHeaderLen > len(body) || body[start] != CmdLog {
+			return false
+		}
+	case CmdLog:
+	default:
+		return false
+	}
+	return int(binary.LittleEndian.Uint16(body[start+2:]))+4 == len(body)-start
 }
 
 // unescape appends src to dst with escapes undone; false when src ends in
