@@ -6,6 +6,7 @@ package diagsrc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -139,12 +140,21 @@ type jsonlFile struct {
 func (s *jsonlFile) Name() string { return s.name }
 
 func (s *jsonlFile) Run(ctx context.Context, out chan<- diag.Event) error {
-	f, err := os.Open(s.path)
+	f, err := openInput(ctx, s.path)
 	if err != nil {
-		return fmt.Errorf("diag %s: %w", s.name, err)
+		return openError(ctx, s.name, err)
 	}
 	defer f.Close()
 	return diag.NewJSONLSource(s.name, f, s.stats).Run(ctx, out)
+}
+
+// openError is the error of Run when openInput fails: ctx.Err() if ctx
+// ended the wait for a writer, else the failure, naming the input.
+func openError(ctx context.Context, name string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+		return ctxErr
+	}
+	return fmt.Errorf("diag %s: %w", name, err)
 }
 
 // rrcSink turns RRC messages into events through the decoder and sends

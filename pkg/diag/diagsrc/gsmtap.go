@@ -203,9 +203,9 @@ func (s *PcapSource) Name() string { return s.name }
 
 // Run reads the capture once and returns nil at its end.
 func (s *PcapSource) Run(ctx context.Context, out chan<- diag.Event) error {
-	f, err := os.Open(s.path)
+	f, err := openInput(ctx, s.path)
 	if err != nil {
-		return fmt.Errorf("diag %s: %w", s.name, err)
+		return openError(ctx, s.name, err)
 	}
 	defer f.Close()
 	dec := newGSMTAPDecoder(s.opts, out)
@@ -223,8 +223,12 @@ func (s *PcapSource) Run(ctx context.Context, out chan<- diag.Event) error {
 	for range skipped {
 		s.opts.Stats.CountError(ReasonCaptureUndecodable)
 	}
-	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("diag %s: %w", s.name, err)
+	if err == nil {
+		return nil
 	}
-	return err
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		// A read interrupted by the end of ctx fails with its own error.
+		return ctxErr
+	}
+	return fmt.Errorf("diag %s: %w", s.name, err)
 }

@@ -189,9 +189,9 @@ func (s *QMDLSource) Counters() qcdiag.Counters { return s.counters.snapshot() }
 
 // Run replays the file once and returns nil at its end.
 func (s *QMDLSource) Run(ctx context.Context, out chan<- diag.Event) error {
-	f, err := os.Open(s.path)
+	f, err := openInput(ctx, s.path)
 	if err != nil {
-		return fmt.Errorf("diag %s: %w", s.name, err)
+		return openError(ctx, s.name, err)
 	}
 	defer f.Close()
 	return s.replay(ctx, f, out)
@@ -205,8 +205,9 @@ func (s *QMDLSource) replay(ctx context.Context, r io.Reader, out chan<- diag.Ev
 	if errors.Is(err, io.EOF) {
 		return nil
 	}
-	if ctx.Err() != nil {
-		return err
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		// A read interrupted by the end of ctx fails with its own error.
+		return ctxErr
 	}
 	return fmt.Errorf("diag %s: %w", s.name, err)
 }
