@@ -198,6 +198,8 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 	switch {
 	case errors.Is(err, datapath.ErrNoInterface):
 		return nil, fmt.Errorf("interface %s not found: %w", cfg.Iface, err)
+	case errors.Is(err, datapath.ErrPermission):
+		return nil, fmt.Errorf("not enough privileges to load the m2ho programs: %w", err)
 	case errors.Is(err, datapath.ErrUnsupported):
 		return nil, fmt.Errorf("this kernel cannot run the m2ho programs: %w", err)
 	case errors.Is(err, datapath.ErrPinDirInUse):

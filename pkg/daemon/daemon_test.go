@@ -398,6 +398,7 @@ func TestOpenErrors(t *testing.T) {
 	}{
 		{name: "missing interface", dpErr: datapath.ErrNoInterface, wantErr: "interface wwan0 not found"},
 		{name: "kernel without BPF", dpErr: datapath.ErrUnsupported, wantErr: "this kernel cannot run the m2ho programs"},
+		{name: "no privileges", dpErr: datapath.ErrPermission, wantErr: "not enough privileges to load the m2ho programs"},
 		{name: "diag input", srcErr: errors.New("address already in use"), wantErr: "diag input test:: address already in use", wantDone: true},
 		{name: "busy listen port", mutate: func(c *config.Config) { c.Listen = busy.Addr().String() }, wantErr: "listen " + busy.Addr().String(), wantDone: true},
 		{name: "unusable state dir", mutate: func(c *config.Config) { c.StateDir = "/proc/m2ho" }, wantErr: "cell store"},
