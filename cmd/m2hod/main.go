@@ -33,10 +33,20 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	ctx, stop := stopContext(context.Background())
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// stopContext is done at the first SIGTERM or interrupt, which asks m2hod
+// to detach and exit. Only the first is caught: from then on the signals
+// take their default action again, so that an operator can still kill a
+// process whose shutdown is stuck.
+func stopContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, os.Interrupt)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -76,21 +86,24 @@ func fail(stderr io.Writer, logger *slog.Logger, err error) int {
 // decode prints the events of a diag input as version-1 JSON lines, or
 // its DIAG log packets with --raw, and a summary of what was skipped.
 func decode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	const usage = "usage: m2hod decode [--raw] URI   (jsonl:PATH, qmdl:PATH, pcap:PATH, udp://, gsmtap://, serial:)"
 	fs := flag.NewFlagSet("m2hod decode", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// A mistake gets a one-line reason; the full usage is for -h.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	raw := fs.Bool("raw", false, "list every DIAG log packet (time, log code, version, length, decoded) instead of events")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: m2hod decode [--raw] URI   (jsonl:PATH, qmdl:PATH, udp://, gsmtap://, serial:)")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, usage)
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
 			return 0
 		}
+		fmt.Fprintf(stderr, "m2hod decode: %v (m2hod decode -h lists the flags)\n", err)
 		return exitUsage
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
+		fmt.Fprintln(stderr, usage)
 		return exitUsage
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

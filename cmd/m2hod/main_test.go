@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,12 +26,24 @@ func TestRunFailsWithOneLine(t *testing.T) {
 		wantLine string
 	}{
 		{name: "no interface", wantCode: exitUsage, wantLine: "m2hod: config: iface: the modem interface is required (--iface)"},
-		{name: "unknown flag", args: []string{"--bogus"}, wantCode: exitUsage, wantLine: "m2hod: command line: flag provided but not defined: -bogus"},
+		{name: "unknown flag", args: []string{"--bogus"}, wantCode: exitUsage,
+			wantLine: "m2hod: command line: flag provided but not defined: -bogus (m2hod -h lists the flags)"},
+		{name: "bad flag value", args: []string{"--iface", "wwan0", "--max-flows", "many"}, wantCode: exitUsage,
+			wantLine: `m2hod: command line: invalid value "many" for flag -max-flows`},
+		{name: "max flows above the datapath limit", args: []string{"--iface", "wwan0", "--max-flows", "20000000"}, wantCode: exitUsage,
+			wantLine: "m2hod: --max-flows: must be 0 (default) or at most 16777216, got 20000000"},
+		{name: "default buffer below the minimum clamp", args: []string{"--iface", "wwan0", "--default-buffer", "2000"}, wantCode: exitUsage,
+			wantLine: "m2hod: config: default_buffer_bytes: must be 0 (default) or at least 65536, got 2000"},
+		{name: "decode, unknown flag", args: []string{"decode", "--bogus", "jsonl:-"}, wantCode: exitUsage,
+			wantLine: "m2hod decode: flag provided but not defined: -bogus (m2hod decode -h lists the flags)"},
+		{name: "decode, no input", args: []string{"decode"}, wantCode: exitUsage, wantLine: "usage: m2hod decode [--raw] URI"},
 		{name: "bad mode", args: []string{"--iface", "wwan0", "--mode", "on"}, wantCode: exitUsage,
 			wantLine: `m2hod: config: mode: must be enforce or observe, got "on"`},
 		{name: "missing config file", args: []string{"--config", "/nonexistent.yaml"}, wantCode: exitUsage,
 			wantLine: "m2hod: config file: open /nonexistent.yaml: no such file or directory"},
-		{name: "missing interface", args: []string{"--iface", "m2honope0", "--state-dir", stateDir, "--listen", "127.0.0.1:0", "--diag", "udp://127.0.0.1:0"},
+		// The daemon logs as it starts; at level error, only the reason is left.
+		{name: "missing interface", args: []string{"--iface", "m2honope0", "--state-dir", stateDir, "--listen", "127.0.0.1:0", "--diag", "udp://127.0.0.1:0",
+			"--log-level", "error"},
 			wantCode: exitFailure, wantLine: "m2hod: interface m2honope0 not found"},
 	}
 	for _, tt := range tests {
@@ -34,13 +51,81 @@ func TestRunFailsWithOneLine(t *testing.T) {
 			var stdout, stderr strings.Builder
 			code := run(context.Background(), tt.args, &stdout, &stderr)
 			assert.Equal(t, tt.wantCode, code)
-			lines := nonEmptyLines(stderr.String())
-			require.NotEmpty(t, lines)
-			last := lines[len(lines)-1]
-			assert.True(t, strings.HasPrefix(last, tt.wantLine), "got %q", last)
+			line, ok := strings.CutSuffix(stderr.String(), "\n")
+			require.True(t, ok, "stderr ends with a newline: %q", stderr.String())
+			require.NotContains(t, line, "\n", "stderr is one line")
+			assert.True(t, strings.HasPrefix(line, tt.wantLine), "got %q", line)
 			assert.Empty(t, stdout.String())
 		})
 	}
+}
+
+// signalHelperEnv makes the test binary run stopContextChild instead of
+// the tests.
+const signalHelperEnv = "M2HOD_TEST_SIGNAL_CHILD"
+
+// TestSecondSignalKills: the first SIGTERM asks m2hod to stop, and once it
+// has, another SIGTERM kills a process whose shutdown is stuck.
+func TestSecondSignalKills(t *testing.T) {
+	if os.Getenv(signalHelperEnv) != "" {
+		stopContextChild()
+		return
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe, "-test.run=^TestSecondSignalKills$")
+	cmd.Env = append(os.Environ(), signalHelperEnv+"=1")
+	stdout, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer stdout.Close()
+	cmd.Stdout = w
+	err = cmd.Start()
+	w.Close()
+	require.NoError(t, err)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	lines := bufio.NewScanner(stdout)
+	require.True(t, lines.Scan())
+	require.Equal(t, "ready", lines.Text())
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.True(t, lines.Scan())
+	require.Equal(t, "stopping", lines.Text(), "the first signal ends the context")
+	// Signals are sent until one kills the child: the restoration of the
+	// default action is not synchronous with the end of the context.
+	deadline := time.After(5 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-exited:
+			exited <- err // for the cleanup
+			var exitErr *exec.ExitError
+			require.ErrorAs(t, err, &exitErr)
+			status := exitErr.Sys().(syscall.WaitStatus)
+			assert.True(t, status.Signaled() && status.Signal() == syscall.SIGTERM, "child ended by %v", status)
+			return
+		case <-tick.C:
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+		case <-deadline:
+			require.FailNow(t, "a second SIGTERM did not kill the process")
+		}
+	}
+}
+
+// stopContextChild stands for a daemon whose shutdown hangs after the
+// first signal.
+func stopContextChild() {
+	ctx, stop := stopContext(context.Background())
+	defer stop()
+	fmt.Println("ready")
+	<-ctx.Done()
+	fmt.Println("stopping")
+	time.Sleep(time.Minute)
 }
 
 func TestHelp(t *testing.T) {

@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/m2ho/m2ho/pkg/datapath"
+	"github.com/m2ho/m2ho/pkg/estimator"
 )
 
 // Mode says whether m2hod changes packets.
@@ -79,12 +82,18 @@ const (
 // sender's minimum retransmission timeout (200 ms on Linux), or suppressed
 // duplicate ACKs would turn into a timeout.
 const (
-	maxSmoothing     = 200 * time.Millisecond
-	maxLambda        = 16
-	minDefaultBuffer = 1500
-	maxBurstGap      = 100 * time.Millisecond
-	maxIfaceName     = 15 // IFNAMSIZ - 1
+	maxSmoothing = 200 * time.Millisecond
+	maxLambda    = 16
+	maxBurstGap  = 100 * time.Millisecond
+	maxIfaceName = 15 // IFNAMSIZ - 1
+	// maxFlows is the largest flow table the datapath builds.
+	maxFlows = datapath.MaxFlowsLimit
 )
+
+// minDefaultBuffer is the smallest default buffer estimate: the estimator
+// refuses a default below its minimum clamp, which every answer is raised
+// to anyway.
+var minDefaultBuffer = estimator.DefaultConfig().MinClampBytes
 
 // Config is everything m2hod needs to run. Tunables left at zero mean "the
 // default of the component that owns them" (state machine, estimator,
@@ -284,6 +293,9 @@ func (c Config) Validate() error {
 	if c.DefaultBufferBytes != 0 && c.DefaultBufferBytes < minDefaultBuffer {
 		return fmt.Errorf("default_buffer_bytes: must be 0 (default) or at least %d, got %d", minDefaultBuffer, c.DefaultBufferBytes)
 	}
+	if c.MaxFlows > maxFlows {
+		return fmt.Errorf("max_flows: must be 0 (default) or at most %d, got %d", maxFlows, c.MaxFlows)
+	}
 	if c.BurstGap < 0 || c.BurstGap > maxBurstGap {
 		return fmt.Errorf("burst_gap: must be between 0 (default) and %v, got %v", maxBurstGap, c.BurstGap)
 	}
@@ -342,10 +354,13 @@ type flagValues struct {
 	maxFlows                                                                    uint
 }
 
-func newFlagSet(v *flagValues, output io.Writer) *flag.FlagSet {
+// newFlagSet declares the flags into v. The flag set prints nothing: Parse
+// reports errors and prints the usage for -h itself.
+func newFlagSet(v *flagValues) *flag.FlagSet {
 	def := Default()
 	fs := flag.NewFlagSet("m2hod", flag.ContinueOnError)
-	fs.SetOutput(output)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&v.configPath, "config", "", "YAML configuration `file` (flags override it)")
 	fs.StringVar(&v.iface, "iface", "", "modem `interface` (wwan0, rmnet_data0, usb0, ...)")
 	fs.Var(&v.diag, "diag", "diag input `URI`, repeatable (udp://, gsmtap://, jsonl:, qmdl:, serial:, pcap:; default "+DefaultDiag+")")
@@ -357,24 +372,31 @@ func newFlagSet(v *flagValues, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&v.ablate, "ablate", "", "comma-separated components to switch off: prediction, suppression, bandwidth_clamp")
 	fs.DurationVar(&v.smoothingMax, "smoothing-max", 0, "maximum Smoothing duration (0: default)")
 	fs.Float64Var(&v.lambda, "lambda", 0, "bandwidth clamp probing factor, paper Eq. 2 (0: default)")
-	fs.Uint64Var(&v.defaultBuffer, "default-buffer", 0, "buffer estimate in `bytes` before any cell history (0: default)")
+	fs.Uint64Var(&v.defaultBuffer, "default-buffer", 0, fmt.Sprintf("buffer estimate in `bytes` before any cell history, at least %d (0: default)", minDefaultBuffer))
 	fs.DurationVar(&v.burstGap, "burst-gap", 0, "idle gap that ends a downlink burst (0: default)")
-	fs.UintVar(&v.maxFlows, "max-flows", 0, "size of the datapath flow table (0: default)")
+	fs.UintVar(&v.maxFlows, "max-flows", 0, fmt.Sprintf("size of the datapath flow table, at most %d (0: default)", maxFlows))
 	fs.StringVar(&v.pinDir, "pin-dir", def.PinDir, "`directory` on the BPF filesystem keeping flows across an unclean exit (empty: none)")
 	return fs
 }
 
 // Parse builds the configuration from the command line arguments (without
-// the program name). Usage goes to usageOut. It returns flag.ErrHelp for
-// -h.
+// the program name). For -h it writes the usage to usageOut (nil:
+// os.Stderr) and returns flag.ErrHelp; a bad flag gets a one-line error and
+// no usage, which would bury the reason.
 func Parse(args []string, usageOut io.Writer) (Config, error) {
+	if usageOut == nil {
+		usageOut = os.Stderr
+	}
 	var v flagValues
-	fs := newFlagSet(&v, usageOut)
+	fs := newFlagSet(&v)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(usageOut)
+			fmt.Fprintln(usageOut, "usage: m2hod --iface IFACE [flags]\n       m2hod decode [--raw] URI\nflags:")
+			fs.PrintDefaults()
 			return Config{}, err
 		}
-		return Config{}, fmt.Errorf("command line: %s", oneLine(err))
+		return Config{}, fmt.Errorf("command line: %s (m2hod -h lists the flags)", oneLine(err))
 	}
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("command line: unexpected argument %q", fs.Arg(0))
@@ -436,8 +458,9 @@ func (v *flagValues) apply(name string, cfg *Config) error {
 	case "burst-gap":
 		cfg.BurstGap = v.burstGap
 	case "max-flows":
-		if v.maxFlows > 1<<31 {
-			return fmt.Errorf("--max-flows: %d is too large", v.maxFlows)
+		// Checked before the conversion, which would wrap.
+		if v.maxFlows > maxFlows {
+			return fmt.Errorf("--max-flows: must be 0 (default) or at most %d, got %d", maxFlows, v.maxFlows)
 		}
 		cfg.MaxFlows = uint32(v.maxFlows)
 	case "pin-dir":

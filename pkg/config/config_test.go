@@ -63,15 +63,20 @@ pin_dir: /sys/fs/bpf/cpe
 			args: []string{"--iface", "usb0", "--diag", "gsmtap://127.0.0.1:4729", "--diag", "qmdl:/x.qmdl",
 				"--mode", "enforce", "--listen", "[::1]:9000", "--state-dir", "/tmp/s", "--log-level", "warn",
 				"--policy", "m2ho", "--ablate", "", "--smoothing-max", "90ms", "--lambda", "3",
-				"--default-buffer", "2000", "--burst-gap", "1ms", "--max-flows", "10", "--pin-dir", ""},
+				"--default-buffer", "70000", "--burst-gap", "1ms", "--max-flows", "10", "--pin-dir", ""},
 			want: func(c *Config) {
 				*c = Config{
 					Iface: "usb0", Diag: []string{"gsmtap://127.0.0.1:4729", "qmdl:/x.qmdl"},
 					Mode: ModeEnforce, Listen: "[::1]:9000", StateDir: "/tmp/s", LogLevel: slog.LevelWarn,
-					Policy: PolicyM2HO, SmoothingMax: 90 * time.Millisecond, Lambda: 3, DefaultBufferBytes: 2000,
+					Policy: PolicyM2HO, SmoothingMax: 90 * time.Millisecond, Lambda: 3, DefaultBufferBytes: 70000,
 					BurstGap: time.Millisecond, MaxFlows: 10,
 				}
 			},
+		},
+		{
+			name: "tunables at their bounds",
+			args: []string{"--iface", "x", "--default-buffer", "65536", "--max-flows", "16777216"},
+			want: func(c *Config) { c.Iface, c.DefaultBufferBytes, c.MaxFlows = "x", 65536, 16777216 },
 		},
 		{
 			name: "empty file keeps defaults",
@@ -95,11 +100,17 @@ pin_dir: /sys/fs/bpf/cpe
 		{name: "smoothing at the minimum RTO", args: []string{"--iface", "x", "--smoothing-max", "200ms"}, wantErr: "smoothing_max"},
 		{name: "negative lambda", args: []string{"--iface", "x", "--lambda", "-1"}, wantErr: "lambda: must be between"},
 		{name: "lambda not a number", file: "iface: x\nlambda: .nan\n", wantErr: "lambda: must be between"},
-		{name: "tiny default buffer", args: []string{"--iface", "x", "--default-buffer", "10"}, wantErr: "default_buffer_bytes: must be 0 (default) or at least 1500"},
+		{name: "tiny default buffer", args: []string{"--iface", "x", "--default-buffer", "10"}, wantErr: "default_buffer_bytes: must be 0 (default) or at least 65536, got 10"},
+		// The estimator refuses a default below its minimum clamp.
+		{name: "default buffer below the minimum clamp", args: []string{"--iface", "x", "--default-buffer", "65535"}, wantErr: "default_buffer_bytes: must be 0 (default) or at least 65536"},
+		{name: "default buffer below the minimum clamp in file", file: "iface: x\ndefault_buffer_bytes: 2000\n", wantErr: "default_buffer_bytes: must be 0 (default) or at least 65536, got 2000"},
+		{name: "max flows above the datapath limit", args: []string{"--iface", "x", "--max-flows", "16777217"}, wantErr: "--max-flows: must be 0 (default) or at most 16777216, got 16777217"},
+		{name: "max flows that would wrap", args: []string{"--iface", "x", "--max-flows", "4294967306"}, wantErr: "--max-flows: must be 0 (default) or at most 16777216"},
+		{name: "max flows above the datapath limit in file", file: "iface: x\nmax_flows: 20000000\n", wantErr: "max_flows: must be 0 (default) or at most 16777216, got 20000000"},
 		{name: "burst gap too long", args: []string{"--iface", "x", "--burst-gap", "1s"}, wantErr: "burst_gap: must be between"},
 		{name: "relative pin dir", args: []string{"--iface", "x", "--pin-dir", "bpf/m2ho"}, wantErr: `pin_dir: must be an absolute path or empty, got "bpf/m2ho"`},
 		{name: "bad log level flag", args: []string{"--iface", "x", "--log-level", "loud"}, wantErr: "--log-level: must be debug, info, warn or error"},
-		{name: "unknown flag", args: []string{"--ifcae", "x"}, wantErr: "command line: flag provided but not defined: -ifcae"},
+		{name: "unknown flag", args: []string{"--ifcae", "x"}, wantErr: "command line: flag provided but not defined: -ifcae (m2hod -h lists the flags)"},
 		{name: "bad duration", args: []string{"--smoothing-max", "fast"}, wantErr: "command line: invalid value"},
 		{name: "stray argument", args: []string{"--iface", "x", "extra"}, wantErr: `unexpected argument "extra"`},
 		{name: "missing file", args: []string{"--config", "/nonexistent/m2hod.yaml"}, wantErr: "config file: open /nonexistent/m2hod.yaml"},
@@ -130,6 +141,13 @@ pin_dir: /sys/fs/bpf/cpe
 			assert.Equal(t, want, got)
 		})
 	}
+}
+
+func TestParseBadFlagPrintsNoUsage(t *testing.T) {
+	var usage strings.Builder
+	_, err := Parse([]string{"--bogus"}, &usage)
+	require.Error(t, err)
+	assert.Empty(t, usage.String())
 }
 
 func TestParseHelp(t *testing.T) {
@@ -188,7 +206,8 @@ func FuzzLoadFile(f *testing.F) {
 			return
 		}
 		if cfg.Validate() == nil {
-			if cfg.SmoothingMax < 0 || cfg.SmoothingMax >= maxSmoothing || !(cfg.Lambda >= 0 && cfg.Lambda <= maxLambda) {
+			if cfg.SmoothingMax < 0 || cfg.SmoothingMax >= maxSmoothing || !(cfg.Lambda >= 0 && cfg.Lambda <= maxLambda) ||
+				cfg.DefaultBufferBytes != 0 && cfg.DefaultBufferBytes < minDefaultBuffer || cfg.MaxFlows > maxFlows {
 				t.Fatalf("out-of-bounds configuration validated: %+v", cfg)
 			}
 		}

@@ -402,7 +402,7 @@ func TestOpenErrors(t *testing.T) {
 		{name: "diag input", srcErr: errors.New("address already in use"), wantErr: "diag input test:: address already in use", wantDone: true},
 		{name: "busy listen port", mutate: func(c *config.Config) { c.Listen = busy.Addr().String() }, wantErr: "listen " + busy.Addr().String(), wantDone: true},
 		{name: "unusable state dir", mutate: func(c *config.Config) { c.StateDir = "/proc/m2ho" }, wantErr: "cell store"},
-		{name: "estimator rejects its config", mutate: func(c *config.Config) { c.DefaultBufferBytes = 2000 }, wantErr: "estimator:"},
+		{name: "estimator rejects its config", mutate: func(c *config.Config) { c.Lambda = -1 }, wantErr: "estimator: lambda -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,7 +26,7 @@ func TestM2hodArgsScaleTheDefaultBuffer(t *testing.T) {
 		{name: "full scale keeps the daemon's default", scale: 1, want: base},
 		{name: "unset scale keeps the daemon's default", scale: 0, want: base},
 		{name: "scale 0.1 shrinks the 1 MiB default", scale: 0.1, want: append(append([]string(nil), base...), "--default-buffer", "104857")},
-		{name: "a tiny scale stays at one packet", scale: 1e-6, want: append(append([]string(nil), base...), "--default-buffer", "1500")},
+		{name: "a tiny scale stays at the smallest clamp", scale: 1e-6, want: append(append([]string(nil), base...), "--default-buffer", "65536")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

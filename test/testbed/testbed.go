@@ -392,13 +392,12 @@ func m2hodArgs(iface, stateDir string, scale float64, v Variant) []string {
 	}
 	if scale > 0 && scale != 1 {
 		scaled := uint64(float64(estimator.DefaultConfig().DefaultBufferBytes) * scale)
-		args = append(args, "--default-buffer", strconv.FormatUint(max(scaled, minDefaultBuffer), 10))
+		// m2hod refuses a default below its smallest clamp
+		minimum := uint64(estimator.DefaultConfig().MinClampBytes)
+		args = append(args, "--default-buffer", strconv.FormatUint(max(scaled, minimum), 10))
 	}
 	return append(args, v.daemonArgs()...)
 }
-
-// minDefaultBuffer is the smallest buffer m2hod accepts: one packet.
-const minDefaultBuffer = 1500
 
 // m2hodStateDir is the daemon's state directory inside a run's directory.
 const m2hodStateDir = "m2hod-state"
