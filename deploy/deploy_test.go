@@ -128,22 +128,34 @@ func TestExampleConfig(t *testing.T) {
 	assert.Equal(t, config.DefaultPinDir, cfg.PinDir)
 }
 
-// exportedMetrics returns the names m2hod serves on /metrics, with the
-// suffixes Prometheus derives for histograms.
-func exportedMetrics(t *testing.T) []string {
-	t.Helper()
-	var stats diag.Stats
-	stats.CountEvent(diag.TypeMeasReport)
-	stats.CountError("json_syntax")
-	m := metrics.New([]string{"stable"}, metrics.Info{}, metrics.Sources{
+// daemonMetrics builds m2hod's metrics with the sources the daemon wires:
+// stats stands for the diag inputs, dpErr for a datapath that cannot be
+// read.
+func daemonMetrics(stats *diag.Stats, dpErr error) *metrics.Metrics {
+	return metrics.New([]string{"stable"}, metrics.Info{Mode: "enforce", Policy: "m2ho"}, metrics.Sources{
 		Datapath: func() (metrics.DatapathSnapshot, error) {
-			return metrics.DatapathSnapshot{RTT: metrics.Log2Histogram{Unit: time.Microsecond, Buckets: []uint64{1}}}, nil
+			return metrics.DatapathSnapshot{Attached: true, RTT: metrics.Log2Histogram{Unit: time.Microsecond, Buckets: []uint64{1}}}, dpErr
 		},
 		Policy:           func() metrics.PolicySnapshot { return metrics.PolicySnapshot{} },
-		Diag:             &stats,
+		Diag:             stats,
 		EstimatorSkipped: func() []diag.Counter { return []diag.Counter{{Label: "rtt_implausible", Value: 1}} },
+		AttachMode:       func() string { return "tcx" },
 	}, nil)
-	m.ActuationError("set_clamp")
+}
+
+// exportedMetrics returns the names m2hod serves on /metrics, with the
+// suffixes Prometheus derives for histograms. seeded counts a diag event,
+// a diag error and an actuation error first; without it the names are
+// those of a daemon that has just started and received nothing.
+func exportedMetrics(t *testing.T, seeded bool) []string {
+	t.Helper()
+	var stats diag.Stats
+	m := daemonMetrics(&stats, nil)
+	if seeded {
+		stats.CountEvent(diag.TypeMeasReport)
+		stats.CountError("json_syntax")
+		m.ActuationError("set_clamp")
+	}
 	families, err := m.Registry().Gather()
 	require.NoError(t, err)
 	var names []string
@@ -155,6 +167,12 @@ func exportedMetrics(t *testing.T) []string {
 	}
 	return names
 }
+
+// appearOnError are the metrics that have no series until the first error
+// they count: their label values (an input's reason, a datapath operation)
+// are not known in advance, and an alert on them has nothing to report
+// before that error.
+var appearOnError = []string{"m2hod_diag_errors_total", "m2hod_actuation_errors_total"}
 
 var metricName = regexp.MustCompile(`\bm2hod_[a-z0-9_]+`)
 
@@ -187,7 +205,8 @@ func TestAlertRules(t *testing.T) {
 	require.NoError(t, dec.Decode(&rules))
 
 	var groups []string
-	known := exportedMetrics(t)
+	known := exportedMetrics(t, true)
+	fresh := exportedMetrics(t, false)
 	alerts := map[string]bool{}
 	for _, g := range rules.Groups {
 		groups = append(groups, g.Name)
@@ -204,6 +223,14 @@ func TestAlertRules(t *testing.T) {
 				assert.NoError(t, err, r.Alert)
 			}
 			assertKnownMetrics(t, known, r.Alert, r.Expr)
+			// A metric without a series makes rate(), sum() and the
+			// comparisons over it empty: such an alert could not fire on
+			// a daemon that has received nothing yet.
+			for _, name := range metricName.FindAllString(r.Expr, -1) {
+				if !slices.Contains(appearOnError, name) {
+					assert.True(t, slices.Contains(fresh, name), "%s uses %s, which a freshly started m2hod does not export yet", r.Alert, name)
+				}
+			}
 		}
 	}
 	assert.Equal(t, []string{"m2hod.availability", "m2hod.policy", "m2hod.diag"}, groups)
@@ -239,7 +266,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	assert.Equal(t, "m2hod", dash.UID)
 	require.NotEmpty(t, dash.Panels)
 
-	known := exportedMetrics(t)
+	known := exportedMetrics(t, true)
 	ids := map[int]bool{}
 	covered := map[string]bool{}
 	for _, p := range dash.Panels {

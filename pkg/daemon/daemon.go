@@ -210,8 +210,9 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 
 	states := []string{statemachine.Stable.String(), statemachine.Preparation.String(), statemachine.Smoothing.String()}
 	d.act = &recorder{}
-	d.metrics = metrics.New(states, metrics.Info{Mode: string(cfg.Mode), Policy: string(cfg.Policy), AttachMode: d.dp.AttachMode()},
-		metrics.Sources{Datapath: d.datapathSnapshot, Policy: d.act.metricsSnapshot, Diag: d.stats, EstimatorSkipped: d.est.Skipped}, logger)
+	d.metrics = metrics.New(states, metrics.Info{Mode: string(cfg.Mode), Policy: string(cfg.Policy)},
+		metrics.Sources{Datapath: d.datapathSnapshot, Policy: d.act.metricsSnapshot, Diag: d.stats, EstimatorSkipped: d.est.Skipped,
+			AttachMode: d.dp.AttachMode}, logger)
 	d.act.metrics = d.metrics
 	if cfg.Mode == config.ModeEnforce {
 		d.act.next = d.dp

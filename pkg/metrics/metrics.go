@@ -12,6 +12,7 @@ package metrics
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
@@ -28,10 +29,15 @@ const namespace = "m2hod"
 
 // Label values exported from the start, so that rates and alerts see a
 // zero rather than no series: the handover kinds (source and target band)
-// and prediction outcomes of DESIGN.md.
+// and prediction outcomes of DESIGN.md, and the diag event types of the
+// JSON v1 contract. Without the zeros, a daemon whose diag input yields
+// nothing (a wrong serial port, undecodable firmware logs) would have no
+// m2hod_diag_events_total series, and the alerts built on its rate could
+// not fire for the very failure they watch.
 var (
 	handoverKinds      = []string{"sub6_sub6", "sub6_mmwave", "mmwave_mmwave", "mmwave_sub6"}
 	predictionOutcomes = []string{"confirmed", "cancelled_a1", "timed_out"}
+	diagEventTypes     = []diag.Type{diag.TypeMeasReport, diag.TypeHOCommand, diag.TypeHOComplete, diag.TypeHOFailure, diag.TypeRBAlloc}
 )
 
 // Log2Histogram is a histogram kept by the datapath: bucket i counts the
@@ -71,11 +77,16 @@ type Sources struct {
 	// EstimatorSkipped counts the inputs the estimator rejected, by
 	// reason.
 	EstimatorSkipped func() []diag.Counter
+	// AttachMode is how the programs are attached now (tcx, clsact, or none
+	// while the interface is gone); it labels m2hod_info.
+	AttachMode func() string
 }
 
-// Info labels the constant m2hod_info metric.
+// Info labels the constant m2hod_info metric with what is fixed for the
+// life of the process; the attach mode, which changes when the interface
+// goes and comes back, is read from Sources.AttachMode at each scrape.
 type Info struct {
-	Mode, Policy, AttachMode string
+	Mode, Policy string
 }
 
 // Metrics holds the daemon's metrics and their registry.
@@ -148,7 +159,7 @@ func New(states []string, info Info, src Sources, logger *slog.Logger) *Metrics 
 	}
 	m.registry.MustRegister(
 		m.state, m.transitions, m.handovers, m.predictions, m.bursts, m.actuation, m.actErrors,
-		&scrapeCollector{src: src, info: info, logger: logger},
+		&scrapeCollector{src: src, info: info},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: namespace}),
 	)
@@ -159,8 +170,19 @@ func New(states []string, info Info, src Sources, logger *slog.Logger) *Metrics 
 func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 
 // Handler serves the registry in the Prometheus exposition formats.
+//
+// A metric that cannot be collected (the BPF maps cannot be read) is left
+// out and the rest is served: failing the whole scrape would turn it into
+// up == 0, indistinguishable from a dead daemon, and hide the state,
+// diag and process metrics that still hold. The failure is logged and
+// counted in promhttp_metric_handler_errors_total{cause="gathering"}, and
+// the missing m2hod_flows is what the M2hodDatapathUnreadable alert sees.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(m.logger.Handler(), slog.LevelWarn)})
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(m.logger.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError,
+		Registry:      m.registry,
+	})
 }
 
 // SetState makes state the current one in m2hod_state.
@@ -199,9 +221,8 @@ func (m *Metrics) ActuationError(op string) { m.actErrors.WithLabelValues(op).In
 
 // scrapeCollector turns the Sources into constant metrics at scrape time.
 type scrapeCollector struct {
-	src    Sources
-	info   Info
-	logger *slog.Logger
+	src  Sources
+	info Info
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -235,7 +256,11 @@ func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(descInfo, prometheus.GaugeValue, 1, c.info.Mode, c.info.Policy, c.info.AttachMode)
+	attachMode := ""
+	if c.src.AttachMode != nil {
+		attachMode = c.src.AttachMode()
+	}
+	ch <- prometheus.MustNewConstMetric(descInfo, prometheus.GaugeValue, 1, c.info.Mode, c.info.Policy, attachMode)
 	if c.src.Policy != nil {
 		p := c.src.Policy()
 		ch <- prometheus.MustNewConstMetric(descClamp, prometheus.GaugeValue, float64(p.ClampBytes))
@@ -247,8 +272,15 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.src.Diag != nil {
 		events, errs := c.src.Diag.Snapshot()
+		seen := make(map[string]bool, len(events))
 		for _, e := range events {
+			seen[e.Label] = true
 			ch <- prometheus.MustNewConstMetric(descDiagEvents, prometheus.CounterValue, float64(e.Value), e.Label)
+		}
+		for _, t := range diagEventTypes {
+			if !seen[string(t)] {
+				ch <- prometheus.MustNewConstMetric(descDiagEvents, prometheus.CounterValue, 0, string(t))
+			}
 		}
 		for _, e := range errs {
 			ch <- prometheus.MustNewConstMetric(descDiagErrors, prometheus.CounterValue, float64(e.Value), e.Label)
@@ -264,10 +296,11 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 func (c *scrapeCollector) collectDatapath(ch chan<- prometheus.Metric) {
 	dp, err := c.src.Datapath()
 	if err != nil {
-		// The rest of the scrape stays useful; the failure is visible as
-		// an invalid metric, which promhttp reports, and in the log.
-		c.logger.Warn("metrics: reading the datapath failed", "err", err)
-		ch <- prometheus.NewInvalidMetric(descAcksRewritten, err)
+		// Every datapath metric is left out of this scrape, m2hod_flows
+		// included, and the rest stays useful: the invalid metric makes
+		// the handler (ContinueOnError) log and count the failure and
+		// serve everything else.
+		ch <- prometheus.NewInvalidMetric(descAcksRewritten, fmt.Errorf("reading the datapath: %w", err))
 		return
 	}
 	for _, cv := range []struct {

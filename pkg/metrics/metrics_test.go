@@ -2,10 +2,18 @@ package metrics
 
 import (
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,8 +127,9 @@ func TestScrapeTimeMetrics(t *testing.T) {
 		Policy:           func() PolicySnapshot { return PolicySnapshot{ClampBytes: 250000, Suppressing: true} },
 		Diag:             &stats,
 		EstimatorSkipped: func() []diag.Counter { return []diag.Counter{{Label: "rtt_implausible", Value: 4}} },
+		AttachMode:       func() string { return "tcx" },
 	}
-	m := New(states, Info{Mode: "enforce", Policy: "m2ho", AttachMode: "tcx"}, src, nil)
+	m := New(states, Info{Mode: "enforce", Policy: "m2ho"}, src, nil)
 	body := scrape(t, m)
 
 	for _, line := range []string{
@@ -140,6 +149,7 @@ func TestScrapeTimeMetrics(t *testing.T) {
 		`m2hod_rtt_seconds_bucket{le="0.065536"} 0`,
 		`m2hod_diag_events_total{type="meas_report"} 2`,
 		`m2hod_diag_events_total{type="ho_command"} 1`,
+		`m2hod_diag_events_total{type="rb_alloc"} 0`,
 		`m2hod_diag_errors_total{reason="json_syntax"} 1`,
 		`m2hod_estimator_skipped_total{reason="rtt_implausible"} 4`,
 		`m2hod_state{state="stable"} 1`,
@@ -154,18 +164,144 @@ func TestScrapeTimeMetrics(t *testing.T) {
 }
 
 func TestDatapathReadFailure(t *testing.T) {
+	var stats diag.Stats
+	stats.CountEvent(diag.TypeMeasReport)
 	src := Sources{
-		Datapath: func() (DatapathSnapshot, error) { return DatapathSnapshot{}, errors.New("map lookup: bad fd") },
-		Policy:   func() PolicySnapshot { return PolicySnapshot{} },
+		Datapath:   func() (DatapathSnapshot, error) { return DatapathSnapshot{}, errors.New("map lookup: bad fd") },
+		Policy:     func() PolicySnapshot { return PolicySnapshot{ClampBytes: 1000} },
+		Diag:       &stats,
+		AttachMode: func() string { return "tcx" },
 	}
-	m := New(states, Info{}, src, nil)
+	var logged strings.Builder
+	m := New(states, Info{Mode: "enforce", Policy: "m2ho"}, src, slog.New(slog.NewTextHandler(&logged, nil)))
 	_, err := m.Registry().Gather()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "bad fd")
 
-	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	assert.Equal(t, http.StatusInternalServerError, rec.Code, "promhttp's default is to fail the scrape loudly")
+	// The scrape succeeds without the datapath's metrics, so that
+	// absent(m2hod_flows) and on() up == 1 (M2hodDatapathUnreadable)
+	// can hold, and the failure is counted for the next scrape.
+	first := scrape(t, m)
+	body := scrape(t, m)
+	for _, name := range []string{"m2hod_flows", "m2hod_acks_rewritten_total", "m2hod_rtt_seconds", "m2hod_datapath_attached"} {
+		assert.NotContains(t, first, "\n"+name+" ", name)
+		assert.NotContains(t, first, "\n"+name+"{", name)
+		assert.NotContains(t, first, "\n"+name+"_", name)
+	}
+	for _, line := range []string{
+		`m2hod_state{state="stable"} 1`,
+		"m2hod_clamp_bytes 1000",
+		`m2hod_info{attach_mode="tcx",mode="enforce",policy="m2ho"} 1`,
+		`m2hod_diag_events_total{type="meas_report"} 1`,
+		`m2hod_handovers_total{kind="sub6_sub6"} 0`,
+		`promhttp_metric_handler_errors_total{cause="gathering"} 1`,
+	} {
+		assert.Contains(t, body, "\n"+line+"\n")
+	}
+	assert.Contains(t, logged.String(), "bad fd", "the failure is logged")
+}
+
+func TestDiagEventTypesStartAtZero(t *testing.T) {
+	tests := []struct {
+		name   string
+		events []diag.Type
+		errors []string
+	}{
+		{name: "no input at all"},
+		{name: "only rejected input", errors: []string{"serial_port_lost", "serial_port_lost", "json_syntax"}},
+		{name: "some types seen", events: []diag.Type{diag.TypeRBAlloc, diag.TypeRBAlloc}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stats diag.Stats
+			want := map[string]float64{}
+			for _, typ := range diagEventTypes {
+				want[string(typ)] = 0
+			}
+			for _, typ := range tt.events {
+				stats.CountEvent(typ)
+				want[string(typ)]++
+			}
+			wantErrors := map[string]float64{}
+			for _, reason := range tt.errors {
+				stats.CountError(reason)
+				wantErrors[reason]++
+			}
+			m := New(states, Info{}, Sources{Diag: &stats}, nil)
+			got := map[string]map[string]float64{"m2hod_diag_events_total": {}, "m2hod_diag_errors_total": {}}
+			families, err := m.Registry().Gather()
+			require.NoError(t, err)
+			for _, f := range families {
+				byLabel, ok := got[f.GetName()]
+				if !ok {
+					continue
+				}
+				for _, metric := range f.GetMetric() {
+					require.Len(t, metric.GetLabel(), 1)
+					byLabel[metric.GetLabel()[0].GetValue()] = metric.GetCounter().GetValue()
+				}
+			}
+			assert.Equal(t, want, got["m2hod_diag_events_total"], "every event type has a series")
+			assert.Equal(t, wantErrors, got["m2hod_diag_errors_total"])
+		})
+	}
+}
+
+// TestDiagEventTypesComplete keeps diagEventTypes equal to the Type
+// constants that package diag declares, so that a type added to the JSON
+// contract is exported at zero too.
+func TestDiagEventTypesComplete(t *testing.T) {
+	fset := token.NewFileSet()
+	pkgDir := filepath.Join("..", "diag")
+	entries, err := os.ReadDir(pkgDir)
+	require.NoError(t, err)
+	var declared []string
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(pkgDir, e.Name()), nil, parser.SkipObjectResolution)
+		require.NoError(t, err)
+		for _, decl := range f.Decls {
+			gen, ok := decl.(*ast.GenDecl)
+			if !ok || gen.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gen.Specs {
+				vs := spec.(*ast.ValueSpec)
+				if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "Type" {
+					continue
+				}
+				require.Len(t, vs.Values, len(vs.Names), "diag.%s: a Type constant has an explicit value", vs.Names[0])
+				for k, v := range vs.Values {
+					lit, ok := v.(*ast.BasicLit)
+					require.True(t, ok && lit.Kind == token.STRING, "diag.%s is a string literal", vs.Names[k])
+					value, err := strconv.Unquote(lit.Value)
+					require.NoError(t, err)
+					declared = append(declared, value)
+				}
+			}
+		}
+	}
+	require.NotEmpty(t, declared, "package diag declares its event types as constants of type Type")
+	var exported []string
+	for _, typ := range diagEventTypes {
+		exported = append(exported, string(typ))
+	}
+	assert.ElementsMatch(t, declared, exported, "diagEventTypes lists every diag.Type constant")
+}
+
+func TestAttachModeFollowsTheDatapath(t *testing.T) {
+	var mode atomic.Value
+	mode.Store("tcx")
+	m := New(states, Info{Mode: "observe", Policy: "freeze"}, Sources{AttachMode: func() string { return mode.Load().(string) }}, nil)
+	assert.Contains(t, scrape(t, m), `m2hod_info{attach_mode="tcx",mode="observe",policy="freeze"} 1`+"\n")
+	mode.Store("none")
+	body := scrape(t, m)
+	assert.Contains(t, body, `m2hod_info{attach_mode="none",mode="observe",policy="freeze"} 1`+"\n", "the interface is gone")
+	assert.NotContains(t, body, `attach_mode="tcx"`)
+	mode.Store("tc")
+	assert.Contains(t, scrape(t, m), `m2hod_info{attach_mode="tc",mode="observe",policy="freeze"} 1`+"\n", "attached again")
 }
 
 func scrape(t *testing.T, m *Metrics) string {
