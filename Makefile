@@ -2,9 +2,29 @@
 # work on a fresh Debian/Ubuntu machine: missing tools are installed first.
 
 SHELL := /bin/bash
-GO ?= go
+
+# find_go prints the first go command of at least Go 1.21, the first that
+# fetches the toolchain go.mod names by itself. Besides PATH it looks where
+# Go is usually installed, since sudo's secure_path drops those directories:
+# the go.dev tarball, Debian's golang-go and versioned golang-1.NN-go
+# packages (newest first), and the Go trees of root and the calling user.
+# GOTOOLCHAIN=local makes each candidate report its own version.
+GO_DIRS := /usr/local/go/bin /usr/lib/go/bin
+find_go = for g in $$(command -v go) $(addsuffix /go,$(GO_DIRS)) $$(ls -d /usr/lib/go-1.*/bin/go 2>/dev/null | sort -rV) \
+		$$HOME/go/bin/go /root/go/bin/go $$(ls -d $$HOME/sdk/go*/bin/go /root/sdk/go*/bin/go 2>/dev/null | sort -rV); do \
+		v=$$(GOTOOLCHAIN=local "$$g" version 2>/dev/null | sed -n 's/^go version go1\.\([0-9]*\).*/\1/p'); \
+		if [ "$${v:-0}" -ge 21 ]; then echo "$$g"; break; fi; \
+	done
+# GO is looked up at each use, so that a Go installed by deps is used by
+# the targets that run after it in the same make.
+GO ?= $(or $(shell $(find_go)),go)
+# auto lets an older go (Debian's golang-go or golang-1.NN-go) fetch the
+# toolchain of go.mod's go line through the Go module proxy, even where
+# `go env -w` or a distribution's go.env chose local. A GOTOOLCHAIN set in
+# the environment still wins.
+GOTOOLCHAIN ?= auto
 GOFLAGS ?=
-export GOFLAGS
+export GOFLAGS GOTOOLCHAIN
 
 # Pinned BPF compiler settings; bpf2go output is committed and CI checks
 # that regenerating it changes nothing, so these must not drift.
@@ -26,8 +46,37 @@ APT_PROBES := clang llvm-strip /usr/include/bpf/bpf_helpers.h ip ethtool tcpdump
 
 all: build
 
+# go_package prints the apt package that brings the newest Go of at least
+# 1.21: golang-go when it is recent enough, else a versioned golang-1.NN-go
+# (Debian bookworm has them in backports only, Ubuntu in its updates).
+go_package = for p in golang-go $$(apt-cache pkgnames golang-1. 2>/dev/null | grep -E '^golang-1\.[0-9]+-go$$' | sort -rV); do \
+		v=$$(apt-cache policy $$p 2>/dev/null | sed -n 's/^ *Candidate: \([0-9]*:\)\{0,1\}1\.\([0-9]*\).*/\2/p'); \
+		if [ "$${v:-0}" -ge 21 ]; then echo $$p; break; fi; \
+	done
+
 # deps installs what the build and the tests need when it is missing.
 deps:
+	@go=$$($(find_go)); \
+	if [ -z "$$go" ]; then \
+		if ! command -v apt-get >/dev/null; then echo "missing: go 1.21 or newer (install it from https://go.dev/dl; no apt-get here)"; exit 1; fi; \
+		if [ "$$(id -u)" -ne 0 ]; then echo "run as root (sudo make ...) to install: go"; exit 1; fi; \
+		apt-get update -qq; pkg=$$($(go_package)); \
+		if [ -z "$$pkg" ] && . /etc/os-release && [ "$$ID" = debian ] && [ -n "$$VERSION_CODENAME" ] && \
+			! grep -rqs "$$VERSION_CODENAME-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then \
+			echo "enabling $$VERSION_CODENAME-backports for a recent Go"; \
+			echo "deb http://deb.debian.org/debian $$VERSION_CODENAME-backports main" > /etc/apt/sources.list.d/$$VERSION_CODENAME-backports.list; \
+			apt-get update -qq; pkg=$$($(go_package)); \
+		fi; \
+		if [ -n "$$pkg" ]; then \
+			echo "installing: $$pkg"; \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkg >/dev/null; \
+		fi; \
+		go=$$($(find_go)); \
+		if [ -z "$$go" ]; then echo "missing: go 1.21 or newer, not in PATH, $(GO_DIRS), /usr/lib/go-1.*/bin or ~/go/bin, and apt has none (install it from https://go.dev/dl)"; exit 1; fi; \
+	fi; \
+	if ! out=$$("$$go" version 2>&1); then \
+		echo "$$go cannot get the Go toolchain go.mod asks for (GOTOOLCHAIN=$$GOTOOLCHAIN, through the Go module proxy): $$(echo "$$out" | tail -n 1)"; exit 1; \
+	fi
 	@missing=""; set -- $(APT_PACKAGES); for probe in $(APT_PROBES); do \
 		pkg=$$1; shift; \
 		if [[ $$probe == /* ]]; then [ -e $$probe ] || missing="$$missing $$pkg"; \
@@ -72,7 +121,7 @@ fuzz:
 	done
 
 lint:
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files '*.go')) || exit 1; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
