@@ -85,6 +85,11 @@ const (
 	TypeRBAlloc    Type = "rb_alloc"
 )
 
+// Types returns every event type of the JSON v1 contract.
+func Types() []Type {
+	return []Type{TypeMeasReport, TypeHOCommand, TypeHOComplete, TypeHOFailure, TypeRBAlloc}
+}
+
 // MeasEvent is the 3GPP measurement event that triggered a report.
 type MeasEvent string
 

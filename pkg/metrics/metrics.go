@@ -37,7 +37,6 @@ const namespace = "m2hod"
 var (
 	handoverKinds      = []string{"sub6_sub6", "sub6_mmwave", "mmwave_mmwave", "mmwave_sub6"}
 	predictionOutcomes = []string{"confirmed", "cancelled_a1", "timed_out"}
-	diagEventTypes     = []diag.Type{diag.TypeMeasReport, diag.TypeHOCommand, diag.TypeHOComplete, diag.TypeHOFailure, diag.TypeRBAlloc}
 )
 
 // Log2Histogram is a histogram kept by the datapath: bucket i counts the
@@ -277,7 +276,7 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 			seen[e.Label] = true
 			ch <- prometheus.MustNewConstMetric(descDiagEvents, prometheus.CounterValue, float64(e.Value), e.Label)
 		}
-		for _, t := range diagEventTypes {
+		for _, t := range diag.Types() {
 			if !seen[string(t)] {
 				ch <- prometheus.MustNewConstMetric(descDiagEvents, prometheus.CounterValue, 0, string(t))
 			}
