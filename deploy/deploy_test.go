@@ -169,10 +169,9 @@ func exportedMetrics(t *testing.T, seeded bool) []string {
 }
 
 // appearOnError are the metrics that have no series until the first error
-// they count: their label values (an input's reason, a datapath operation)
-// are not known in advance, and an alert on them has nothing to report
-// before that error.
-var appearOnError = []string{"m2hod_diag_errors_total", "m2hod_actuation_errors_total"}
+// they count: their label values (an input's reason) are not known in
+// advance, and an alert on them has nothing to report before that error.
+var appearOnError = []string{"m2hod_diag_errors_total"}
 
 var metricName = regexp.MustCompile(`\bm2hod_[a-z0-9_]+`)
 

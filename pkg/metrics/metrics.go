@@ -23,17 +23,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/statemachine"
 )
 
 const namespace = "m2hod"
 
 // Label values exported from the start, so that rates and alerts see a
 // zero rather than no series: the handover kinds (source and target band)
-// and prediction outcomes of DESIGN.md, and the diag event types of the
-// JSON v1 contract. Without the zeros, a daemon whose diag input yields
-// nothing (a wrong serial port, undecodable firmware logs) would have no
-// m2hod_diag_events_total series, and the alerts built on its rate could
-// not fire for the very failure they watch.
+// and prediction outcomes of DESIGN.md, the actuator's operations, and the
+// diag event types of the JSON v1 contract. Without the zeros, a daemon
+// whose diag input yields nothing (a wrong serial port, undecodable
+// firmware logs) would have no m2hod_diag_events_total series, and the
+// alerts built on its rate could not fire for the very failure they
+// watch; nor could an increase() see the first actuation error.
 var (
 	handoverKinds      = []string{"sub6_sub6", "sub6_mmwave", "mmwave_mmwave", "mmwave_sub6"}
 	predictionOutcomes = []string{"confirmed", "cancelled_a1", "timed_out"}
@@ -152,6 +154,9 @@ func New(states []string, info Info, src Sources, logger *slog.Logger) *Metrics 
 	}
 	for _, outcome := range predictionOutcomes {
 		m.predictions.WithLabelValues(outcome)
+	}
+	for _, op := range statemachine.Ops() {
+		m.actErrors.WithLabelValues(op)
 	}
 	if len(states) > 0 {
 		m.SetState(states[0])

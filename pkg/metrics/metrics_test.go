@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/statemachine"
 )
 
 var states = []string{"stable", "preparation", "smoothing"}
@@ -42,6 +43,7 @@ func TestStateAndEvents(t *testing.T) {
 	assert.Equal(t, 0.0, testutil.ToFloat64(m.handovers.WithLabelValues("sub6_sub6")), "every kind is exported from the start")
 	assert.Equal(t, 2.0, testutil.ToFloat64(m.predictions.WithLabelValues("confirmed")))
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.actErrors.WithLabelValues("set_clamp")))
+	assert.Equal(t, len(statemachine.Ops()), testutil.CollectAndCount(m.actErrors), "every operation is exported from the start")
 	assert.Equal(t, 1, testutil.CollectAndCount(m.bursts))
 }
 

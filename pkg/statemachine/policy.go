@@ -18,6 +18,11 @@ const (
 	OpStopSuppression  = "stop_suppression"
 )
 
+// Ops returns every actuator operation name.
+func Ops() []string {
+	return []string{OpSetClamp, OpSetFreeze, OpClearClamp, OpStartSuppression, OpStopSuppression}
+}
+
 // datapathPolicy is the policy the machine wants in force and what it
 // managed to write. A failed write is retried by Tick; meanwhile the
 // deadline of the last successful write bounds what the datapath holds.
