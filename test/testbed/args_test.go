@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -77,4 +78,18 @@ func TestVariantSuppresses(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, want, v.Suppresses(), variant)
 	}
+}
+
+// TestStateDirStartsEmpty checks that a run's m2hod does not inherit the
+// cell estimates an earlier run left in the same directory.
+func TestStateDirStartsEmpty(t *testing.T) {
+	outDir := t.TempDir()
+	stale := filepath.Join(outDir, m2hodStateDir, "cells.db")
+	require.NoError(t, os.MkdirAll(filepath.Dir(stale), 0o755))
+	require.NoError(t, os.WriteFile(stale, []byte("learned cells"), 0o644))
+
+	require.NoError(t, freshStateDir(outDir))
+	entries, err := os.ReadDir(filepath.Join(outDir, m2hodStateDir))
+	require.NoError(t, err)
+	assert.Empty(t, entries)
 }

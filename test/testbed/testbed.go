@@ -402,14 +402,29 @@ func m2hodArgs(iface, stateDir string, scale float64, v Variant) []string {
 // m2hodStateDir is the daemon's state directory inside a run's directory.
 const m2hodStateDir = "m2hod-state"
 
+// freshStateDir makes the daemon's state directory in outDir, empty. Each
+// run starts cold: cell estimates learned by an earlier run in the same
+// directory (make demo always writes to out/demo) would give m2ho a head
+// start that the plain baselines do not get.
+func freshStateDir(outDir string) error {
+	dir := filepath.Join(outDir, m2hodStateDir)
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("m2hod state dir: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("m2hod state dir: %w", err)
+	}
+	return nil
+}
+
 func startM2hod(ctx context.Context, tb *topo.Topology, binary, outDir string, args []string) (*m2hod, error) {
 	logFile, err := os.Create(filepath.Join(outDir, M2hodLogFile))
 	if err != nil {
 		return nil, fmt.Errorf("m2hod log: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Join(outDir, m2hodStateDir), 0o755); err != nil {
+	if err := freshStateDir(outDir); err != nil {
 		logFile.Close()
-		return nil, fmt.Errorf("m2hod state dir: %w", err)
+		return nil, err
 	}
 	cmd := tb.UE.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
