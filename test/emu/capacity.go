@@ -17,8 +17,12 @@ import (
 	"time"
 )
 
-// MahimahiOpportunityBytes is the size of one Mahimahi delivery opportunity.
-const MahimahiOpportunityBytes = 1504
+// MahimahiOpportunityBytes is what one Mahimahi delivery opportunity
+// carries, in the IP bytes the link charges packets (Packet.Size). A trace
+// line lets Mahimahi's link shell deliver one packet of up to 1504 bytes
+// as it counts them, a 4-byte TUN header and an MTU-sized IP packet: one
+// 1500-byte IP packet per line.
+const MahimahiOpportunityBytes = 1500
 
 // Capacity is a cell's downlink capacity over time: a piecewise-constant
 // rate that repeats with its period (traces loop, as Mahimahi's do).
@@ -74,8 +78,9 @@ func ConstantCapacity(bitsPerSecond float64) (*Capacity, error) {
 }
 
 // ParseMahimahi reads a Mahimahi trace: one millisecond timestamp per line,
-// each line one delivery opportunity of 1504 bytes, non-decreasing; the
-// trace loops with a period equal to its last timestamp.
+// each line one delivery opportunity for one 1500-byte IP packet,
+// non-decreasing; the trace loops with a period equal to its last
+// timestamp.
 func ParseMahimahi(r io.Reader) (*Capacity, error) {
 	perMs := map[int64]int{}
 	var last int64 = -1

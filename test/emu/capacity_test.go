@@ -1,6 +1,7 @@
 package emu
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/m2ho/m2ho/internal/shareddata"
+	"github.com/m2ho/m2ho/test/scenario"
 )
 
 func TestParseMahimahi(t *testing.T) {
@@ -23,11 +25,11 @@ func TestParseMahimahi(t *testing.T) {
 		wantBytes float64
 		period    time.Duration
 	}{
-		{name: "one per ms is 12 Mbit/s", trace: "1\n2\n3\n4\n", from: 0, to: 4 * time.Millisecond, wantBytes: 4 * 1504, period: 4 * time.Millisecond},
-		{name: "repeated ms", trace: "1\n1\n1\n2\n", from: time.Millisecond, to: 2 * time.Millisecond, wantBytes: 3 * 1504, period: 2 * time.Millisecond},
-		{name: "loops", trace: "1\n2\n", from: 0, to: 10 * time.Millisecond, wantBytes: 10 * 1504, period: 2 * time.Millisecond},
-		{name: "half a ms", trace: "1\n2\n", from: 0, to: 500 * time.Microsecond, wantBytes: 752, period: 2 * time.Millisecond},
-		{name: "blank lines ignored", trace: "\n5\n\n10\n", from: 0, to: 10 * time.Millisecond, wantBytes: 2 * 1504, period: 10 * time.Millisecond},
+		{name: "one per ms is 12 Mbit/s", trace: "1\n2\n3\n4\n", from: 0, to: 4 * time.Millisecond, wantBytes: 4 * 1500, period: 4 * time.Millisecond},
+		{name: "repeated ms", trace: "1\n1\n1\n2\n", from: time.Millisecond, to: 2 * time.Millisecond, wantBytes: 3 * 1500, period: 2 * time.Millisecond},
+		{name: "loops", trace: "1\n2\n", from: 0, to: 10 * time.Millisecond, wantBytes: 10 * 1500, period: 2 * time.Millisecond},
+		{name: "half a ms", trace: "1\n2\n", from: 0, to: 500 * time.Microsecond, wantBytes: 750, period: 2 * time.Millisecond},
+		{name: "blank lines ignored", trace: "\n5\n\n10\n", from: 0, to: 10 * time.Millisecond, wantBytes: 2 * 1500, period: 10 * time.Millisecond},
 		{name: "not a number", trace: "1\nx\n", wantErr: "line 2"},
 		{name: "backwards", trace: "5\n3\n", wantErr: "backwards"},
 		{name: "empty", trace: "", wantErr: "no positive"},
@@ -44,6 +46,39 @@ func TestParseMahimahi(t *testing.T) {
 			assert.InDelta(t, tt.wantBytes, c.Bytes(tt.from, tt.to), 1e-6)
 			assert.Equal(t, tt.period, c.Period())
 		})
+	}
+}
+
+// A Mahimahi trace line is one delivery opportunity for one MTU-sized
+// packet: a trace of one line per millisecond moves 1000 packets of 1500
+// IP bytes a second through the link, as it does through mm-link.
+func TestLinkMahimahiLineCarriesOnePacket(t *testing.T) {
+	var trace strings.Builder
+	for ms := 1; ms <= 1000; ms++ {
+		fmt.Fprintln(&trace, ms)
+	}
+	path := filepath.Join(t.TempDir(), "one-per-ms.trace")
+	require.NoError(t, os.WriteFile(path, []byte(trace.String()), 0o644))
+	cells := twoCells(12, 4<<20, 0)
+	cells[0].Capacity = scenario.CapacitySpec{Mahimahi: path}
+	r := newLinkRun(t, &scenario.Scenario{Name: "mahimahi", Duration: 10 * time.Second, Cells: cells, InitialCell: "a"})
+	// 1460 payload bytes without TCP options: 1500-byte IP packets.
+	for i := range 2500 {
+		frame := tcpFrame(t, uint32(i*1460), 1, 1460, false)
+		size, _, tcp := ParseFrame(frame, true)
+		require.Equal(t, 1500, size)
+		r.link.Arrive(&Packet{Frame: frame, Size: size, TCP: tcp}, 0)
+	}
+	tests := []struct {
+		until time.Duration
+		want  int
+	}{
+		{until: time.Second, want: 1000},
+		{until: 2 * time.Second, want: 2000},
+	}
+	for _, tt := range tests {
+		r.link.Advance(tt.until)
+		assert.Equal(t, tt.want, len(r.deliveries), "delivered by %v", tt.until)
 	}
 }
 

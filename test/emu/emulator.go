@@ -67,6 +67,14 @@ type Emulator struct {
 	realtimeOnce sync.Once
 	// Send errors on the two sides (a full socket buffer drops the frame).
 	sendErrors uint64
+
+	// runMu guards closed and the running Run's stop and done, so that
+	// Close can stop Run and wait for its readers before the sockets
+	// they read go away.
+	runMu   sync.Mutex
+	closed  bool
+	stopRun context.CancelFunc
+	runDone chan struct{}
 }
 
 type delivery struct {
@@ -110,8 +118,24 @@ func New(cfg Config) (*Emulator, error) {
 	return e, nil
 }
 
-// Close releases the sockets.
+// Close stops Run if it is running and waits for it to return, then
+// releases the sockets. Closing a socket a reader is still blocked on
+// would not wake it, and its descriptor number could meanwhile be reused
+// by another socket, which the reader would then read. Close may be
+// called more than once; Run after Close fails.
 func (e *Emulator) Close() {
+	e.runMu.Lock()
+	if e.closed {
+		e.runMu.Unlock()
+		return
+	}
+	e.closed = true
+	stop, done := e.stopRun, e.runDone
+	e.runMu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
 	if e.serverEnd != nil {
 		e.serverEnd.close()
 	}
@@ -141,6 +165,27 @@ func (e *Emulator) Run(ctx context.Context) error {
 	if e.link == nil {
 		return errors.New("emulator not started")
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	e.runMu.Lock()
+	switch {
+	case e.closed:
+		e.runMu.Unlock()
+		return errors.New("emulator closed")
+	case e.runDone != nil:
+		e.runMu.Unlock()
+		return errors.New("emulator already running")
+	}
+	done := make(chan struct{})
+	e.stopRun, e.runDone = cancel, done
+	e.runMu.Unlock()
+	// Close waits for this, after every goroutine below has returned.
+	defer func() {
+		e.runMu.Lock()
+		e.stopRun, e.runDone = nil, nil
+		e.runMu.Unlock()
+		close(done)
+	}()
 	ensureProcessors()
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
@@ -153,8 +198,6 @@ func (e *Emulator) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	// Each goroutine of the packet path holds its own real-time thread.
 	realtime := func(f func() error) func() error {
 		return func() error {

@@ -170,7 +170,7 @@ func NewLink(sc *scenario.Scenario, epoch time.Time, emit func(diag.Event), deli
 			spec:     cs,
 			id:       cs.DiagCell(),
 			capacity: capacity,
-			buffer:   int(math.Round(float64(cs.BufferBytes) * sc.Scale)),
+			buffer:   scenario.ScaledBytes(cs.BufferBytes, sc.Scale),
 		}
 		c.queue.limit = c.buffer
 		l.cells[cs.Name] = c
@@ -313,22 +313,31 @@ func (l *Link) heldHandover(h *HeldPacket) int {
 
 // NextWake is the virtual time at which Advance has work next, given that
 // nothing new arrives; ok is false when only an arrival can create work.
+// Advance applies an action at the first slot boundary at or after its
+// time, so that boundary is when there is work: naming the action's own
+// time would have the scheduler wake, find nothing to do and wake again
+// at once until the boundary.
 func (l *Link) NextWake() (at time.Duration, ok bool) {
 	at = time.Duration(math.MaxInt64)
+	slot := l.slotDuration()
 	if l.next < len(l.actions) {
-		at, ok = l.actions[l.next].at, true
+		at, ok = l.boundaryAtOrAfter(l.actions[l.next].at, slot), true
 	}
 	if l.activeQueue().len() > 0 {
-		return min(at, l.slotStart+l.slotDuration()), true
+		return min(at, l.slotStart+slot), true
 	}
 	if len(l.delayLine) > 0 {
-		release := l.delayLine[0].release
-		slot := l.slotDuration()
-		// The first slot that starts at or after the release.
-		due := l.slotStart + (max(release-l.slotStart, 0)+slot-1)/slot*slot + slot
+		// The end of the first slot that starts at or after the release.
+		due := l.boundaryAtOrAfter(l.delayLine[0].release, slot) + slot
 		return min(at, due), true
 	}
 	return at, ok
+}
+
+// boundaryAtOrAfter is the first boundary of the current slot grid at or
+// after t (the grid's current start when t is before it).
+func (l *Link) boundaryAtOrAfter(t, slot time.Duration) time.Duration {
+	return l.slotStart + (max(t-l.slotStart, 0)+slot-1)/slot*slot
 }
 
 func (l *Link) slotDuration() time.Duration {
@@ -442,9 +451,7 @@ func (l *Link) hand(p *Packet, at time.Duration) {
 	}
 	l.truth.Totals.DeliveredPackets++
 	l.truth.Totals.DeliveredBytes += uint64(p.Size)
-	if ack, dup := l.receiver.segment(p.TCP); dup {
-		l.recordGenerated(p.TCP, ack, at)
-	}
+	l.receive(p.TCP, at)
 	l.deliver(p, at)
 }
 
@@ -576,7 +583,7 @@ func (l *Link) execute(a action, rec *HandoverRecord, source, target *cell) {
 	l.current = a.record
 	l.interrupted, l.target, l.resumeAt = true, target, rec.CompleteAt
 	if ev := l.sc.Timeline[a.order]; ev.TargetBufferBytes > 0 {
-		target.queue.limit = int(math.Round(float64(ev.TargetBufferBytes) * l.sc.Scale))
+		target.queue.limit = scenario.ScaledBytes(ev.TargetBufferBytes, l.sc.Scale)
 	}
 	l.headSent = 0
 	forward := append(append([]*Packet(nil), l.heldBack...), source.queue.drain()...)

@@ -100,7 +100,7 @@ func newLinkRun(t *testing.T, sc *scenario.Scenario) *linkRun {
 	return r
 }
 
-// arrive offers a TCP segment of 1448 payload bytes (1500 IP bytes).
+// arrive offers a TCP segment of 1448 payload bytes (1488 IP bytes).
 func (r *linkRun) arrive(t *testing.T, seq uint32, at time.Duration) {
 	frame := tcpFrame(t, seq, 1, 1448, false)
 	size, _, tcp := ParseFrame(frame, true)
@@ -459,4 +459,105 @@ func TestHistogramQuantiles(t *testing.T) {
 	}
 	assert.Equal(t, uint64(102), h.Count())
 	assert.Equal(t, time.Second, h.Max())
+}
+
+// Advance applies a timeline action at the first slot boundary at or after
+// its time, so NextWake has to name that boundary: an earlier time wakes
+// the scheduler to no work.
+func TestLinkNextWakeIsTheSlotBoundaryOfAnAction(t *testing.T) {
+	us := time.Microsecond
+	tests := []struct {
+		name     string
+		slot     time.Duration
+		reportAt time.Duration
+		now      time.Duration
+		want     time.Duration
+	}{
+		{name: "off the sub-6 grid", slot: 500 * us, reportAt: 100*ms + 200*us, now: 100*ms + 300*us, want: 100*ms + 500*us},
+		{name: "on the sub-6 grid", slot: 500 * us, reportAt: 100*ms + 500*us, now: 100*ms + 300*us, want: 100*ms + 500*us},
+		{name: "off the grid, asked before the action", slot: 500 * us, reportAt: 100*ms + 200*us, now: 50 * ms, want: 100*ms + 500*us},
+		{name: "off the mmWave grid", slot: 125 * us, reportAt: 100*ms + 200*us, now: 100*ms + 210*us, want: 100*ms + 250*us},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cells := twoCells(12, 1<<20, 0)
+			cells[0].Slot, cells[1].Slot = tt.slot, tt.slot
+			r := newLinkRun(t, &scenario.Scenario{
+				Name: "wake", Duration: time.Second, Cells: cells, InitialCell: "a",
+				Timeline: []scenario.Event{{At: tt.reportAt, Type: scenario.TypeReport, Reports: []scenario.Report{{Event: diag.EventA2}}}},
+			})
+			r.link.Advance(tt.now)
+			wake, ok := r.link.NextWake()
+			require.True(t, ok)
+			assert.Equal(t, tt.want, wake)
+			r.link.Advance(wake)
+			assert.Len(t, r.events, 1, "the report is applied at the wake-up")
+		})
+	}
+}
+
+// schedulerRun drives a link the way Emulator.schedule does, in virtual
+// time: Advance to now, then sleep until NextWake when the link is busy,
+// or at most idlePoll when it is idle, while packets arrive in between.
+// A wake-up that is not after now does not sleep: the real scheduler
+// loops at once, taking the emulator's lock on a real-time thread. spins
+// counts those, wakeups every iteration.
+func schedulerRun(t *testing.T, r *linkRun, arrivals []time.Duration, until time.Duration) (wakeups, spins int) {
+	t.Helper()
+	// What one iteration of the real loop costs when it does not sleep.
+	const iteration = 10 * time.Microsecond
+	now, seq := time.Duration(0), uint32(0)
+	for now < until {
+		wakeups++
+		r.link.Advance(now)
+		wake, ok := r.link.NextWake()
+		if !r.link.Busy() {
+			if poll := now + idlePoll; !ok || wake > poll {
+				wake = poll
+			}
+		}
+		if wake <= now {
+			spins++
+			wake = now + iteration
+		}
+		// The readers hand packets in while the scheduler sleeps.
+		for len(arrivals) > 0 && arrivals[0] < wake {
+			frame := tcpFrame(t, seq, 1, 1448, false)
+			size, _, tcp := ParseFrame(frame, true)
+			r.link.Arrive(&Packet{Frame: frame, Size: size, TCP: tcp}, max(arrivals[0], now))
+			arrivals, seq = arrivals[1:], seq+1448
+		}
+		now = wake
+	}
+	return wakeups, spins
+}
+
+// Report, command, execution and completion off the slot grid (as
+// generated scenarios have them), with packets queued around the command
+// and arriving during the interruption: the scheduler never wakes to a
+// wake-up time that has already passed.
+func TestSchedulerDoesNotSpinThroughAHandover(t *testing.T) {
+	us := time.Microsecond
+	r := newLinkRun(t, &scenario.Scenario{
+		Name: "spin", Duration: 2 * time.Second, Cells: twoCells(12, 1<<20, 5*ms), InitialCell: "a",
+		Timeline: []scenario.Event{{
+			At: 500*ms + 200*us, Type: scenario.TypeHandover, Source: "a", Target: "b",
+			MeasLead: 180*ms + 100*us, CommandLead: 30*ms + 300*us, Interruption: 27*ms + 100*us,
+		}},
+	})
+	var arrivals []time.Duration
+	for i := range 20 {
+		arrivals = append(arrivals, 460*ms+time.Duration(i)*300*us)
+	}
+	for i := range 10 {
+		arrivals = append(arrivals, 505*ms+time.Duration(i)*ms)
+	}
+	wakeups, spins := schedulerRun(t, r, arrivals, 700*ms)
+	assert.Zero(t, spins, "wake-ups that found their time already past")
+	// The handover did happen, with the traffic through it.
+	assert.Equal(t, []diag.Type{diag.TypeMeasReport, diag.TypeHOCommand, diag.TypeHOComplete}, r.types())
+	assert.Len(t, r.deliveries, 30)
+	// Idle, the scheduler polls once a millisecond: about 700 wake-ups,
+	// plus one per busy slot.
+	assert.Less(t, wakeups, 800)
 }

@@ -50,15 +50,12 @@ type receiverModel struct {
 }
 
 // pendingCancel is a compressed ACK, recorded at record in the generated
-// list to leave at timerAt, whose hole (starting at hole) closed while it
-// waited. The closing segment came at estimatedAt, or when the held
-// packet at hole was delivered.
+// list to leave at timerAt, whose hole closed at closedAt, when the UE got
+// the segment that filled it.
 type pendingCancel struct {
-	flow        FlowKey
-	record      int
-	hole        uint32
-	timerAt     time.Duration
-	estimatedAt time.Duration
+	record   int
+	timerAt  time.Duration
+	closedAt time.Duration
 }
 
 // receiverFlow is one connection's receive sequence space and ACK state.
@@ -88,12 +85,6 @@ type receiverFlow struct {
 	compressed     int
 	timerAt        time.Duration
 	timerRecord    int
-	// lastOutOfOrderAt is when the latest out-of-order segment came and
-	// outOfOrderGap the time since the one before it that came earlier:
-	// the pace at which the segment closing a hole is expected. Before
-	// two such times are known, the gap is the time since the start,
-	// which puts the closing segment after any pending timer.
-	lastOutOfOrderAt, outOfOrderGap time.Duration
 }
 
 type seqRange struct{ start, end uint32 }
@@ -105,13 +96,23 @@ func newReceiverModel() receiverModel {
 	return receiverModel{flows: map[FlowKey]*receiverFlow{}}
 }
 
-// segment takes a segment the UE receives and reports whether it leaves
-// rcv_nxt where it was (outOfOrder: above a hole, or old data), so that
-// the receiver answers it with ack, the unchanged rcv_nxt; recordGenerated
-// then decides when that ACK leaves and whether it is a duplicate. The
-// server's SYN (or SYN-ACK) fixes where a flow's data starts; without
-// one, the first data segment does.
-func (m *receiverModel) segment(tcp TCPHeader) (ack uint32, outOfOrder bool) {
+// receive runs a segment the UE gets at at through the receiver model and
+// records the duplicate ACK it answers with, if any.
+func (l *Link) receive(tcp TCPHeader, at time.Duration) {
+	ack, outOfOrder := l.receiver.segment(tcp, at)
+	l.resolveCancelled()
+	if outOfOrder {
+		l.recordGenerated(tcp, ack, at)
+	}
+}
+
+// segment takes a segment the UE receives at at and reports whether it
+// leaves rcv_nxt where it was (outOfOrder: above a hole, or old data), so
+// that the receiver answers it with ack, the unchanged rcv_nxt;
+// recordGenerated then decides when that ACK leaves and whether it is a
+// duplicate. The server's SYN (or SYN-ACK) fixes where a flow's data
+// starts; without one, the first data segment does.
+func (m *receiverModel) segment(tcp TCPHeader, at time.Duration) (ack uint32, outOfOrder bool) {
 	if !tcp.Valid {
 		return 0, false
 	}
@@ -147,17 +148,14 @@ func (m *receiverModel) segment(tcp TCPHeader) (ack uint32, outOfOrder bool) {
 		f.insert(seqRange{start, end})
 		return f.rcvNxt, true
 	}
-	hole := f.rcvNxt
 	hadHole := len(f.ooo) > 0
 	f.rcvNxt = end
 	f.absorb()
 	if f.acknowledgeInOrder(hadHole) && f.compressed > 0 {
 		// The ACK cancels the pending compressed one, unless its timer
-		// fired first: the Link decides which, knowing when.
-		m.cancelled = append(m.cancelled, pendingCancel{
-			flow: tcp.Flow, record: f.timerRecord, hole: hole, timerAt: f.timerAt,
-			estimatedAt: f.lastOutOfOrderAt + f.outOfOrderGap,
-		})
+		// fired first: the Link decides which, from when this segment
+		// came.
+		m.cancelled = append(m.cancelled, pendingCancel{record: f.timerRecord, timerAt: f.timerAt, closedAt: at})
 		f.compressed = 0
 	}
 	return 0, false
@@ -229,11 +227,7 @@ func (f *receiverFlow) absorb() {
 // three immediate duplicates, which follow it (as the testbed's captures
 // of the UE show).
 func (l *Link) recordGenerated(tcp TCPHeader, ack uint32, at time.Duration) {
-	l.resolveCancelled()
 	f := l.receiver.flows[tcp.Flow]
-	if at > f.lastOutOfOrderAt {
-		f.outOfOrderGap, f.lastOutOfOrderAt = at-f.lastOutOfOrderAt, at
-	}
 	if f.compressed > 0 && at > f.timerAt {
 		// The compression timer fired in between and sent its ACK.
 		f.compressed = 0
@@ -271,21 +265,11 @@ func (l *Link) recordGenerated(tcp TCPHeader, ack uint32, at time.Duration) {
 
 // resolveCancelled takes out of the generated list the compressed ACKs
 // whose hole closed before their timer fired: the ACK of the closing
-// segment left instead. A hole a context release made closes when the
-// held packet is delivered; any other closes with a retransmission, taken
-// to come at the pace of the out-of-order segments before it. A hole that
-// closes after the last out-of-order segment of a run keeps its
-// compressed ACK.
+// segment (a retransmission, or a packet a context release held back)
+// left instead. One whose timer fired first was sent and stays.
 func (l *Link) resolveCancelled() {
 	for _, c := range l.receiver.cancelled {
-		closedAt := c.estimatedAt
-		for _, h := range l.held[c.flow] {
-			if h.Seq == c.hole && h.DeliveredAt > 0 {
-				closedAt = h.DeliveredAt
-				break
-			}
-		}
-		if c.record >= 0 && closedAt <= c.timerAt {
+		if c.record >= 0 && c.closedAt <= c.timerAt {
 			l.removeGenerated(c.record)
 		}
 	}

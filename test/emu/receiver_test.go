@@ -123,7 +123,7 @@ func TestReceiverModelSequenceSpace(t *testing.T) {
 			require.Len(t, tt.want, len(tt.segments))
 			m := newReceiverModel()
 			for i, seg := range tt.segments {
-				ack, outOfOrder := m.segment(seg)
+				ack, outOfOrder := m.segment(seg, 0)
 				assert.Equal(t, tt.want[i], wantAnswer{ack: ack, outOfOrder: outOfOrder}, "segment %d (seq %d)", i, seg.Seq)
 			}
 			f := m.flows[receiverTestFlow]
@@ -148,9 +148,7 @@ func receiverLink(t *testing.T, delay time.Duration) *Link {
 
 // handToUE runs a segment through the receiver model as Link.hand does.
 func handToUE(l *Link, tcp TCPHeader, at time.Duration) {
-	if ack, outOfOrder := l.receiver.segment(tcp); outOfOrder {
-		l.recordGenerated(tcp, ack, at)
-	}
+	l.receive(tcp, at)
 }
 
 func TestReceiverAckScheduling(t *testing.T) {
@@ -273,8 +271,25 @@ func TestReceiverAckScheduling(t *testing.T) {
 			wantAt: []time.Duration{t0, t0 + 500*us, t0 + ms, t0 + 2500*us, t0 + 20*ms, t0 + 20*ms},
 		},
 		{
-			// The same, but the segment closing the hole is a packet a
-			// context release held back, delivered at 10 ms: the timer
+			// The same, but the retransmission closing the hole comes
+			// after a pause (a tail loss, a sender waiting for the RTT),
+			// at 10 ms: the timer fired at 4 ms and Linux sent the
+			// compressed ACK, so it stays, whatever the pace of the
+			// segments before.
+			name: "late retransmission closing the hole after the timer", delay: 35 * ms,
+			run: func(l *Link) {
+				warmUp(l, 20)
+				above(l, 20, 7, t0, 500*us)
+				handToUE(l, dataSegment(20*mss, mss), t0+10*ms)
+				for i := 29; i < 31; i++ {
+					handToUE(l, dataSegment(uint32(i*mss), mss), t0+20*ms)
+				}
+			},
+			wantAt: []time.Duration{t0, t0 + 500*us, t0 + ms, t0 + 2500*us, t0 + 4*ms, t0 + 20*ms, t0 + 20*ms},
+		},
+		{
+			// The segment closing the hole is a packet a context release
+			// held back, delivered at 10 ms: the timer
 			// fired before, and its ACK stays.
 			name: "held packet closing the hole after the timer", delay: 35 * ms,
 			run: func(l *Link) {

@@ -104,7 +104,7 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 	if opts.Scale == 0 {
 		opts.Scale = 1
 	}
-	g := generator{rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x6d32686f))}
+	g := generator{rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x6d32686f)), scale: opts.Scale}
 	sc := &Scenario{
 		Name:        fmt.Sprintf("generated-%s-seed%d", opts.Mobility, opts.Seed),
 		Description: fmt.Sprintf("%s, %v, drawn from data/handover-timing.md statistics", opts.Mobility, opts.Duration),
@@ -203,6 +203,8 @@ func (m *mixTracker) count(source, target diag.Band) {
 
 type generator struct {
 	rng *rand.Rand
+	// scale is the scenario's scale factor: buffers shrink with it.
+	scale float64
 }
 
 // ms draws a normal duration in milliseconds, clamped to [lo, hi].
@@ -275,10 +277,66 @@ func (g *generator) handover(at time.Duration, source, target Cell) Event {
 		overflow = probOverflowFromMmWave
 	}
 	if g.rng.Float64() < overflow {
-		// A target buffer well under the source's bandwidth-delay product.
-		e.TargetBufferBytes = 250000 + g.rng.IntN(1750000)
+		e.TargetBufferBytes = g.smallTargetBuffer(source, target)
 	}
 	return e
+}
+
+// Bounds of the buffer a target grants during an overflowing handover, as
+// a fraction of the smaller of its own buffer and the source's
+// bandwidth-delay product.
+const (
+	smallTargetBufferMin = 1.0 / 6
+	smallTargetBufferMax = 2.0 / 3
+)
+
+// smallTargetBuffer draws the room the target grants during a handover
+// that overflows it (finding 3): a sixth to two thirds of the smaller of
+// the target's own buffer and the source's bandwidth-delay product. The
+// override replaces the target's buffer while the procedure lasts, so it
+// has to be below that buffer, or the handover would get more room than
+// an ordinary one. Under the source's bandwidth-delay product, CUBIC's
+// window (which exceeds it once it fills the source's buffer) overflows
+// it with the forwarded queue and what arrives during the interruption,
+// whatever the target's band: that is what the flag promises. With the
+// cells of cells() this is about 220 to 870 kB after a sub-6 source
+// (150 Mbit/s × 70 ms), 250 kB to 1 MB from mmWave to sub-6 (the target's
+// 1.5 MB) and about 1.5 to 5.8 MB between mmWave cells (1 Gbit/s × 70
+// ms): the larger the source's window, the more is lost, as the paper
+// sees more overflows after a mmWave source. It is never below one packet
+// at the scenario's scale, which would drop everything; when even that
+// does not fit below the target's buffer, there is no override.
+func (g *generator) smallTargetBuffer(source, target Cell) int {
+	// One draw, whatever the outcome, so that the rest of the scenario
+	// does not depend on the cells' sizes.
+	f := smallTargetBufferMin + (smallTargetBufferMax-smallTargetBufferMin)*g.rng.Float64()
+	if ScaledBytes(target.BufferBytes, g.scale) <= PacketBytes {
+		return 0
+	}
+	room := float64(target.BufferBytes)
+	if mbps, ok := meanMbps(source.Capacity); ok {
+		room = min(room, mbps*1e6/8*(source.DelayDown+source.DelayUp).Seconds())
+	}
+	onePacket := int(math.Ceil(PacketBytes / g.scale))
+	return max(int(f*room), onePacket)
+}
+
+// meanMbps is the mean rate of a synthetic capacity profile; ok is false
+// for a trace.
+func meanMbps(c CapacitySpec) (mbps float64, ok bool) {
+	if c.ConstantMbps > 0 {
+		return c.ConstantMbps, true
+	}
+	var bits float64
+	var total time.Duration
+	for _, s := range c.Steps {
+		bits += s.Mbps * s.Duration.Seconds()
+		total += s.Duration
+	}
+	if total <= 0 {
+		return 0, false
+	}
+	return bits / total.Seconds(), true
 }
 
 // falseReport is a measurement report pair that leads to no handover:

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -30,6 +31,16 @@ const (
 	CarrierRBsSub6   = 106
 	CarrierRBsMmWave = 66
 )
+
+// PacketBytes is the largest IP packet the emulated link carries (the
+// MTU): a buffer smaller than this, after scaling, holds nothing.
+const PacketBytes = 1500
+
+// ScaledBytes is a buffer size as the emulator applies it: multiplied by
+// the scenario's scale factor and rounded to a byte.
+func ScaledBytes(bytes int, scale float64) int {
+	return int(math.Round(float64(bytes) * scale))
+}
 
 // Event types of a timeline.
 const (
@@ -114,6 +125,9 @@ type Event struct {
 	MeasEvent diag.MeasEvent `yaml:"meas_event,omitempty"`
 	MeasLead  time.Duration  `yaml:"meas_lead,omitempty"`
 	// CommandLead is the time from the handover command to execution.
+	// Left out or 0, either lead takes its default (DefaultMeasLead,
+	// DefaultCommandLead): a command at the instant of execution is no
+	// timing a network produces.
 	CommandLead time.Duration `yaml:"command_lead,omitempty"`
 	// Interruption is how long nothing is delivered (for rlf: the time to
 	// re-establish).
@@ -289,7 +303,7 @@ func (s *Scenario) Validate() error {
 	}
 	names := map[string]bool{}
 	for i, c := range s.Cells {
-		if err := c.validate(); err != nil {
+		if err := c.validate(s.Scale); err != nil {
 			return fmt.Errorf("cell %d (%s): %w", i, c.Name, err)
 		}
 		if names[c.Name] {
@@ -330,6 +344,13 @@ func (s *Scenario) Validate() error {
 			}
 			if !names[e.Target] || e.Target == e.Source {
 				return fmt.Errorf("timeline %d: target %q is not another cell", i, e.Target)
+			}
+			// The emulator applies the scaled size: below one packet, the
+			// target would drop everything during the handover.
+			if e.TargetBufferBytes > 0 {
+				if err := checkBuffer("target_buffer_bytes", e.TargetBufferBytes, s.Scale); err != nil {
+					return fmt.Errorf("timeline %d: %w", i, err)
+				}
 			}
 			serving = e.Target
 		case TypeRLF:
@@ -398,7 +419,20 @@ func (e *Event) span() (begin, end time.Duration, err error) {
 	}
 }
 
-func (c *Cell) validate() error {
+// checkBuffer rejects a buffer that holds no packet once scaled as the
+// emulator scales it.
+func checkBuffer(field string, bytes int, scale float64) error {
+	scaled := ScaledBytes(bytes, scale)
+	if scaled >= PacketBytes {
+		return nil
+	}
+	if scale == 1 {
+		return fmt.Errorf("%s %d is smaller than one packet (%d bytes)", field, bytes, PacketBytes)
+	}
+	return fmt.Errorf("%s %d at scale %v is %d bytes, smaller than one packet (%d bytes)", field, bytes, scale, scaled, PacketBytes)
+}
+
+func (c *Cell) validate(scale float64) error {
 	if c.Name == "" {
 		return errors.New("no name")
 	}
@@ -424,8 +458,8 @@ func (c *Cell) validate() error {
 	if sources != 1 {
 		return fmt.Errorf("capacity needs exactly one of constant_mbps, steps, mahimahi, lumos5g (has %d)", sources)
 	}
-	if c.BufferBytes < 1500 {
-		return fmt.Errorf("buffer_bytes %d is smaller than one packet", c.BufferBytes)
+	if err := checkBuffer("buffer_bytes", c.BufferBytes, scale); err != nil {
+		return err
 	}
 	if c.DelayDown < 0 || c.DelayUp < 0 {
 		return errors.New("negative delay")

@@ -58,6 +58,18 @@ func TestParse(t *testing.T) {
 		{name: "unknown field", timeline: "timelime: []\n", wantErr: "field timelime not found"},
 		{name: "unknown type", timeline: "timeline:\n  - {at: 5s, type: teleport}\n", wantErr: "type \"teleport\""},
 		{name: "empty held", timeline: "timeline:\n  - {at: 5s, type: handover, source: a, target: b, context_release: {held_packets: 0}}\n", wantErr: "held_packets"},
+		{name: "zero leads take the defaults", timeline: "timeline:\n  - {at: 5s, type: handover, source: a, target: b, meas_lead: 0s, command_lead: 0s}\n", check: func(t *testing.T, sc *Scenario) {
+			assert.Equal(t, DefaultMeasLead, sc.Timeline[0].MeasLead)
+			assert.Equal(t, DefaultCommandLead, sc.Timeline[0].CommandLead)
+		}},
+		{name: "negative command lead", timeline: "timeline:\n  - {at: 5s, type: handover, source: a, target: b, command_lead: -1ms}\n", wantErr: "command_lead >= 0"},
+		// The emulator applies buffer sizes after scaling: 100000 bytes
+		// at scale 0.01 are 1000 bytes, less than one packet.
+		{name: "cell buffer below one packet once scaled", timeline: "scale: 0.01\n", wantErr: "buffer_bytes 100000 at scale 0.01 is 1000 bytes, smaller than one packet"},
+		{name: "target buffer below one packet once scaled", timeline: "scale: 0.1\ntimeline:\n  - {at: 5s, type: handover, source: a, target: b, target_buffer_bytes: 10000}\n", wantErr: "target_buffer_bytes 10000 at scale 0.1 is 1000 bytes"},
+		{name: "target buffer of one packet once scaled", timeline: "scale: 0.1\ntimeline:\n  - {at: 5s, type: handover, source: a, target: b, target_buffer_bytes: 15000}\n", check: func(t *testing.T, sc *Scenario) {
+			assert.Equal(t, 15000, sc.Timeline[0].TargetBufferBytes)
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -160,6 +172,46 @@ func TestGenerateIsReproducible(t *testing.T) {
 	again, err := Parse(rawA)
 	require.NoError(t, err)
 	assert.Equal(t, len(a.Timeline), len(again.Timeline))
+}
+
+// The "small target buffer" of an overflow handover replaces the target's
+// buffer while the handover lasts: it has to be smaller than the target's
+// own buffer, or the handover gets more room than an ordinary one, and at
+// least one packet at the scenario's scale, or the target drops
+// everything.
+func TestGenerateSmallTargetBufferIsBelowTheTargets(t *testing.T) {
+	tests := []struct {
+		name  string
+		scale float64
+	}{
+		{name: "full scale", scale: 1},
+		{name: "the evaluation's scale", scale: 0.1},
+		// A sub-6 buffer is 7.5 kB here: one packet is a fifth of it.
+		{name: "tiny scale", scale: 0.005},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			overrides := 0
+			for seed := uint64(1); seed <= 20; seed++ {
+				sc, err := Generate(GenerateOptions{Seed: seed, Duration: 10 * time.Minute, Mobility: MobilityDriving, Scale: tt.scale, MatchMix: true})
+				require.NoError(t, err)
+				for i, e := range sc.Timeline {
+					if e.Type != TypeHandover || e.TargetBufferBytes == 0 {
+						continue
+					}
+					overrides++
+					target, ok := sc.Cell(e.Target)
+					require.True(t, ok)
+					own, small := ScaledBytes(target.BufferBytes, sc.Scale), ScaledBytes(e.TargetBufferBytes, sc.Scale)
+					assert.Less(t, small, own, "seed %d timeline %d: %s -> %s", seed, i, e.Source, e.Target)
+					assert.GreaterOrEqual(t, small, PacketBytes, "seed %d timeline %d", seed, i)
+				}
+			}
+			// 20 ten-minute drives have about 2,400 handovers, 17.7% of
+			// them with a small target buffer.
+			assert.Greater(t, overrides, 300)
+		})
+	}
 }
 
 func TestGenerateFollowsTheStatistics(t *testing.T) {
