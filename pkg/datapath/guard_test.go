@@ -21,7 +21,11 @@ func TestMapGuard(t *testing.T) {
 		close(closed)
 	}()
 	require.Eventually(t, func() bool {
-		return errors.Is(g.enter(), ErrClosed)
+		err := g.enter()
+		if err == nil {
+			g.leave() // close has not begun yet
+		}
+		return errors.Is(err, ErrClosed)
 	}, 5*time.Second, time.Millisecond, "no use starts once close has begun")
 	g.leave()
 	select {
