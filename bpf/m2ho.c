@@ -435,20 +435,28 @@ static __always_inline struct flow_entry *create_flow(const struct flow_key *key
 }
 
 /*
- * lookup_flow returns the flow of pkt, creating it unless the segment is a
- * RST (which ends a connection). A SYN the host sends starts a connection
- * afresh, so it resets any state left by an earlier one with the same ports.
+ * lookup_flow returns the flow of pkt. Only the host's segments create
+ * flows, and not a RST (which ends a connection): were the peer's to do
+ * so, anyone on the Internet could fill the table with bare segments from
+ * ports of their choosing, and every later connection would go untracked.
+ * A SYN the host sends starts a connection afresh: it resets the state an
+ * earlier connection with the same ports left, and drops that one's stored
+ * handshake, which must never reach this connection (its flow may yet be
+ * created from a later segment, should the table be full at the SYN).
  */
 static __always_inline struct flow_state *lookup_flow(const struct packet *pkt, __u64 now, bool egress)
 {
+	bool opens = egress && (pkt->tcp_flags & TCPF_SYN);
+	if (opens)
+		bpf_map_delete_elem(&handshake_hints, &pkt->key);
 	__u64 hash = flow_hash(&pkt->key);
 	struct flow_entry *entry = find_flow(&pkt->key, hash);
 	if (entry) {
-		if (egress && (pkt->tcp_flags & TCPF_SYN))
+		if (opens)
 			reset_flow(&entry->state, now);
 		return &entry->state;
 	}
-	if (pkt->tcp_flags & TCPF_RST)
+	if (!egress || (pkt->tcp_flags & TCPF_RST))
 		return NULL;
 	entry = create_flow(&pkt->key, hash, now);
 	return entry ? &entry->state : NULL;

@@ -201,7 +201,12 @@ func flowFromMap(k *m2hoFlowKey, s *m2hoFlowState, clock clockAnchor) Flow {
 // works if its connection resumes. A closed flow needs only a short stay,
 // for the last packets of its connection; one that is evicted and then
 // sees such a packet is tracked afresh, without a handshake, which only
-// its clamp needed.
+// its clamp needed. So does a flow that never received a segment with a
+// sequence number to count (a connection whose peer never answered, or
+// one half-opened by forged SYNs to a listening port), which holds
+// nothing to protect and leaves no handshake behind: a flood of such
+// flows must neither keep the table full nor push the handshakes of real
+// connections out of their store.
 func (d *Datapath) EvictIdle(idle, closedIdle time.Duration) (int, error) {
 	if idle < 0 || closedIdle < 0 {
 		return 0, fmt.Errorf("datapath: negative idle time %v or %v", idle, closedIdle)
@@ -211,7 +216,7 @@ func (d *Datapath) EvictIdle(idle, closedIdle time.Duration) (int, error) {
 	openCutoff, closedCutoff := cutoff(idle), cutoff(closedIdle)
 	kept := handshakeBatch{hints: d.objs.HandshakeHints, maps: &d.maps}
 	evicted, err := d.eachFlow(func(k *m2hoFlowKey, s *m2hoFlowState) bool {
-		if s.Flags&uint32(m2hoFlowFlagsFLOW_CLOSED) != 0 {
+		if s.Flags&uint32(m2hoFlowFlagsFLOW_CLOSED) != 0 || s.Flags&uint32(m2hoFlowFlagsFLOW_RX_SEQ_VALID) == 0 {
 			return s.LastSeenNs < closedCutoff
 		}
 		if s.LastSeenNs >= openCutoff {

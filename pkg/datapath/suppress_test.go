@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -490,6 +492,73 @@ func TestBursts(t *testing.T) {
 	c, err := d.Counters()
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), c.Bursts)
+}
+
+// TestPeerSegmentsCreateNoFlow checks that only the host's segments
+// create flows: a remote peer sending bare segments from ports of its
+// choosing must not fill the table and leave the host's next connection
+// untracked.
+func TestPeerSegmentsCreateNoFlow(t *testing.T) {
+	const tableSize = 8
+	d := loadDetached(t, true, tableSize)
+	for range 4 * tableSize {
+		probe := peerData(freshPorts(segment{}), 0, 0) // a bare ACK
+		assert.Equal(t, int32(verdictPass), verdictOf(t, d, probe, false))
+	}
+	c, err := d.Counters()
+	require.NoError(t, err)
+	assert.Zero(t, c.FlowsCreated)
+	assert.Equal(t, uint64(4*tableSize), c.Untracked)
+
+	s := freshPorts(segment{})
+	handshake(t, d, s, 7, 7)
+	require.NoError(t, d.SetClamp(1<<14, time.Now().Add(time.Minute)))
+	expectWindow(t, d, hostACK(s, 50000, 0), 128)
+}
+
+// TestHostSYNDropsStoredHandshake checks that a connection the host opens
+// afresh never meets the handshake an earlier connection on its ports
+// left: were its own SYN missed, a stale scale would put its clamped
+// window below one segment.
+func TestHostSYNDropsStoredHandshake(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	s := freshPorts(segment{})
+	key := fixtureFlowKey(s.localPort, s.remotePort)
+	stale := handshakeBatch{hints: d.objs.HandshakeHints, maps: &d.maps}
+	stale.add(&key, hostMSS, 7)
+	_, err := stale.done()
+	require.NoError(t, err)
+
+	handshake(t, d, s, 2, 7)
+	var hint m2hoHandshakeHint
+	assert.ErrorIs(t, d.objs.HandshakeHints.Lookup(&key, &hint), ebpf.ErrKeyNotExist)
+}
+
+// TestEvictionOfFlowsThatReceivedNothing checks that a flow that never
+// received a counted segment (a peer that never answered, a SYN-ACK to a
+// forged SYN) goes after the short idle time of closed flows and leaves
+// no handshake to fill the store.
+func TestEvictionOfFlowsThatReceivedNothing(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	answered := freshPorts(segment{})
+	handshake(t, d, answered, 7, 7)
+	halfOpen := freshPorts(segment{})
+	synAck := hostACK(halfOpen, 64240, 0)
+	synAck.syn, synAck.seq, synAck.ack = true, hostISN, peerISN+1
+	synAck.mss, synAck.wscale = hostMSS, 7
+	require.Equal(t, int32(verdictPass), verdictOf(t, d, synAck, true))
+
+	time.Sleep(20 * time.Millisecond)
+	evicted, err := d.EvictIdle(time.Hour, 10*time.Millisecond)
+	require.NoError(t, err)
+	assert.Equal(t, 1, evicted)
+	flows, err := d.Flows()
+	require.NoError(t, err)
+	require.Len(t, flows, 1)
+	assert.Equal(t, answered.localPort, flows[0].Local.Port())
+	key := fixtureFlowKey(halfOpen.localPort, halfOpen.remotePort)
+	var hint m2hoHandshakeHint
+	assert.ErrorIs(t, d.objs.HandshakeHints.Lookup(&key, &hint), ebpf.ErrKeyNotExist)
 }
 
 func TestFlowsAndEviction(t *testing.T) {
