@@ -190,11 +190,25 @@ static __always_inline __u64 coarse_now(void)
 /* Flag updates are atomic: ingress and egress of one flow may run on two
  * CPUs at once, and a plain read-modify-write would lose the other's bit.
  * The plain read first keeps the common already-set case free of locked
- * instructions. */
+ * instructions. Setting a flag is also a full barrier, so that a CPU that
+ * reads the flag with flow_flags sees what was stored before it (the
+ * highest sequence before FLOW_RX_SEQ_VALID and FLOW_PEER_FIN): only the
+ * fetch form of the atomic orders memory on every architecture, and clang
+ * emits the other form, which orders nothing on arm64, when the result
+ * goes unused. */
 static __always_inline void flow_set(struct flow_state *flow, __u32 bits)
 {
-	if ((flow->flags & bits) != bits)
-		__sync_fetch_and_or(&flow->flags, bits);
+	if ((flow->flags & bits) != bits) {
+		__u32 old = __sync_fetch_and_or(&flow->flags, bits);
+		asm volatile("" : "+r"(old)); /* the result is used */
+	}
+}
+
+/* flow_flags reads the flags with a full barrier (a fetch atomic), so
+ * that what a flag announces is read after it. */
+static __always_inline __u32 flow_flags(struct flow_state *flow)
+{
+	return __sync_fetch_and_or(&flow->flags, 0);
 }
 
 static __always_inline void flow_clear(struct flow_state *flow, __u32 bits)
@@ -500,8 +514,12 @@ static __always_inline void enter_epoch(struct flow_state *flow, const struct po
 	if (flow->epoch == pol->epoch)
 		return;
 	flow->epoch = pol->epoch;
-	flow->snapshot_rx_seq = flow->highest_rx_seq;
-	if (flow->flags & FLOW_RX_SEQ_VALID)
+	/* The flag before the sequence: a first data segment arriving on
+	 * another CPU in between would otherwise leave a snapshot of 0 on a
+	 * flow held in suppression. */
+	bool received = flow_flags(flow) & FLOW_RX_SEQ_VALID;
+	flow->snapshot_rx_seq = READ_ONCE(flow->highest_rx_seq);
+	if (received)
 		flow_clear(flow, FLOW_RELEASED);
 	else
 		flow_set(flow, FLOW_RELEASED);
@@ -514,8 +532,9 @@ static __always_inline void enter_epoch(struct flow_state *flow, const struct po
  * time. A RST either way ends it. A FIN ends only what its sender sends:
  * the peer's FIN ends the flow once the host acknowledges it, that is once
  * everything the peer sent has arrived. Ingress marks the FIN after
- * highest_rx_seq counts it, with a full barrier, so egress never holds an
- * ACK against the sequence from before the FIN.
+ * highest_rx_seq counts it, and egress reads the mark again with a full
+ * barrier before the sequence (flow_set, flow_flags), so egress never
+ * holds an ACK against the sequence from before the FIN.
  */
 static __always_inline void note_close(struct flow_state *flow, const struct packet *pkt, bool egress)
 {
@@ -529,6 +548,7 @@ static __always_inline void note_close(struct flow_state *flow, const struct pac
 	}
 	if (!closed)
 		closed = (flow->flags & FLOW_PEER_FIN) && (pkt->tcp_flags & TCPF_ACK) &&
+			 (flow_flags(flow) & FLOW_PEER_FIN) &&
 			 seq_after_eq(pkt->ack, READ_ONCE(flow->highest_rx_seq));
 	/* both directions may see the end at once; one counts it */
 	if (closed && !(__sync_fetch_and_or(&flow->flags, FLOW_CLOSED) & FLOW_CLOSED))

@@ -6,7 +6,9 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf/asm"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -96,5 +98,20 @@ func TestLoadFailure(t *testing.T) {
 			assert.ErrorIs(t, err, tc.want)
 			assert.ErrorIs(t, err, tc.err, "the cause stays wrapped")
 		})
+	}
+}
+
+// TestFlagSetsAreBarriers checks the compiled programs for the form of
+// atomic OR that orders nothing on weakly ordered CPUs (arm64): clang
+// emits it for an unused result. Setting a flow flag must be a full
+// barrier (flow_set), or another CPU could see FLOW_RX_SEQ_VALID or
+// FLOW_PEER_FIN before the sequence they announce.
+func TestFlagSetsAreBarriers(t *testing.T) {
+	spec, err := loadM2ho()
+	require.NoError(t, err)
+	for name, prog := range spec.Programs {
+		for _, ins := range prog.Instructions {
+			assert.NotEqual(t, asm.OrAtomic, ins.OpCode.AtomicOp(), "%s: %v: an atomic OR without fetch", name, ins)
+		}
 	}
 }
