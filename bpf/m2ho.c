@@ -899,13 +899,17 @@ static __always_inline void touch_flow(struct flow_state *flow, __u64 now)
 
 /* The flow of a TCP segment in either direction, brought up to date with
  * what every segment teaches: handshake options, last-seen time and the
- * policy's handover epoch. NULL (counted) when the flow is not tracked. */
+ * policy's handover epoch. NULL when the flow is not tracked, counted
+ * unless the segment is a peer's SYN. */
 static __always_inline struct flow_state *track_flow(const struct packet *pkt, const struct policy *pol,
 						     __u64 now, bool egress)
 {
 	struct flow_state *flow = lookup_flow(pkt, now, egress);
 	if (!flow) {
-		count(CNT_UNTRACKED);
+		/* A peer's SYN asks for a connection the host has yet to
+		 * accept: its SYN-ACK creates the flow. */
+		if (egress || (pkt->tcp_flags & (TCPF_SYN | TCPF_ACK)) != TCPF_SYN)
+			count(CNT_UNTRACKED);
 		return NULL;
 	}
 	learn_handshake(flow, pkt, egress);

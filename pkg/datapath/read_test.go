@@ -181,14 +181,15 @@ func TestFlowsAcrossBatches(t *testing.T) {
 func TestEvictIdleAcrossBatches(t *testing.T) {
 	const idle, closedIdle = 20 * time.Second, 5 * time.Second
 	const oldest = 2 * idle
-	closed := uint32(m2hoFlowFlagsFLOW_CLOSED)
+	// flows that received data, open or closed
+	open, closed := uint32(m2hoFlowFlagsFLOW_RX_SEQ_VALID), uint32(m2hoFlowFlagsFLOW_RX_SEQ_VALID|m2hoFlowFlagsFLOW_CLOSED)
 	kinds := []struct {
 		flags   uint32
 		age     time.Duration
 		evicted bool
 	}{
-		{0, oldest, true},
-		{0, idle / 2, false},
+		{open, oldest, true},
+		{open, idle / 2, false},
 		{closed, idle / 2, true},
 		{closed, closedIdle / 5, false},
 	}

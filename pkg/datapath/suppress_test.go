@@ -505,6 +505,11 @@ func TestPeerSegmentsCreateNoFlow(t *testing.T) {
 		probe := peerData(freshPorts(segment{}), 0, 0) // a bare ACK
 		assert.Equal(t, int32(verdictPass), verdictOf(t, d, probe, false))
 	}
+	// A peer's SYN is a connection the host has yet to accept, not a
+	// segment of one left untracked.
+	syn := peerData(freshPorts(segment{}), 0, 0)
+	syn.syn, syn.ackFlag, syn.seq = true, false, peerISN
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, syn, false))
 	c, err := d.Counters()
 	require.NoError(t, err)
 	assert.Zero(t, c.FlowsCreated)
