@@ -54,18 +54,18 @@ const flowBatch = 256
 // call per batch of flows, so the cost follows the number of live flows,
 // plus the kernel's step over the empty hash buckets, about 0.1 ms for the
 // default 65,536), and the entries read from the memory-mapped table.
-// visit returns true to delete the flow. eachFlow returns how many flows
-// it deleted.
-func (d *Datapath) eachFlow(visit func(*m2hoFlowKey, *m2hoFlowState) bool) (int, error) {
+// visit returns true to delete the flow. eachFlow returns the flows it
+// deleted.
+func (d *Datapath) eachFlow(visit func(*m2hoFlowKey, *m2hoFlowState) bool) ([]doomedFlow, error) {
 	if err := d.maps.enter(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer d.maps.leave()
 	return d.walkFlows(flowBatch, visit)
 }
 
 // walkFlows is eachFlow reading up to batch index entries per system call.
-func (d *Datapath) walkFlows(batch int, visit func(*m2hoFlowKey, *m2hoFlowState) bool) (int, error) {
+func (d *Datapath) walkFlows(batch int, visit func(*m2hoFlowKey, *m2hoFlowState) bool) ([]doomedFlow, error) {
 	keys := make([]m2hoFlowKey, batch)
 	slots := make([]uint32, batch)
 	var (
@@ -83,7 +83,7 @@ func (d *Datapath) walkFlows(batch int, visit func(*m2hoFlowKey, *m2hoFlowState)
 			continue
 		}
 		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return 0, fmt.Errorf("datapath: read flows: %w", err)
+			return nil, fmt.Errorf("datapath: read flows: %w", err)
 		}
 		for i := range n {
 			// A slot being created, or reused since the index was
@@ -92,7 +92,7 @@ func (d *Datapath) walkFlows(batch int, visit func(*m2hoFlowKey, *m2hoFlowState)
 				continue
 			}
 			if visit(&keys[i], &entry.State) {
-				doomed = append(doomed, doomedFlow{key: keys[i], slot: slots[i]})
+				doomed = append(doomed, doomedFlow{key: keys[i], slot: slots[i], state: entry.State})
 			}
 		}
 		if err != nil { // ErrKeyNotExist: the walk is complete
@@ -103,25 +103,29 @@ func (d *Datapath) walkFlows(batch int, visit func(*m2hoFlowKey, *m2hoFlowState)
 	return d.deleteFlows(doomed)
 }
 
-// doomedFlow is a flow to delete: its index key and its slot.
+// doomedFlow is a flow to delete: its index key, its slot, and its state
+// when it was chosen.
 type doomedFlow struct {
-	key  m2hoFlowKey
-	slot uint32
+	key   m2hoFlowKey
+	slot  uint32
+	state m2hoFlowState
 }
 
-// deleteFlows deletes flows and returns how many it deleted. It frees a
-// slot first, so that the packet path stops finding it, then removes the
-// index entry. A packet of the flow in between finds no slot and an index
-// entry naming a free one: it goes untracked, and the next packet creates
-// the flow afresh. A flow deleted meanwhile, whose slot or index entry may
-// already belong to a new flow, is left alone.
-func (d *Datapath) deleteFlows(flows []doomedFlow) (int, error) {
+// deleteFlows deletes flows and returns those it deleted. It frees a slot
+// first, so that the packet path stops finding it, then removes the index
+// entry. A packet of the flow in between finds no slot and an index entry
+// naming a free one: it goes untracked, and the next packet creates the
+// flow afresh. A flow deleted meanwhile, whose slot or index entry may
+// already belong to a new flow, is left alone, and so is one that moved
+// since it was chosen: a packet refreshed it (its last-seen time), or the
+// host opened a new connection on its ports (its first-seen time).
+func (d *Datapath) deleteFlows(flows []doomedFlow) ([]doomedFlow, error) {
 	// Deletions take turns, so that the checks below hold until the slot
 	// is freed: the packet path never frees or takes a live slot.
 	d.deleteMu.Lock()
 	defer d.deleteMu.Unlock()
 	var entry m2hoFlowEntry
-	deleted := 0
+	var deleted []doomedFlow
 	for _, f := range flows {
 		var slot uint32
 		err := d.objs.FlowIndex.Lookup(&f.key, &slot)
@@ -135,12 +139,15 @@ func (d *Datapath) deleteFlows(flows []doomedFlow) (int, error) {
 			continue
 		}
 		if d.table.live(f.slot, &f.key, &entry) {
+			if entry.State.LastSeenNs != f.state.LastSeenNs || entry.State.FirstSeenNs != f.state.FirstSeenNs {
+				continue
+			}
 			d.table.free(f.slot)
 		}
 		if err := d.objs.FlowIndex.Delete(&f.key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return deleted, fmt.Errorf("datapath: delete flow: %w", err)
 		}
-		deleted++
+		deleted = append(deleted, f)
 	}
 	return deleted, nil
 }
@@ -214,23 +221,28 @@ func (d *Datapath) EvictIdle(idle, closedIdle time.Duration) (int, error) {
 	now := monotonicNow()
 	cutoff := func(idle time.Duration) uint64 { return now - min(now, uint64(idle)) }
 	openCutoff, closedCutoff := cutoff(idle), cutoff(closedIdle)
-	kept := handshakeBatch{hints: d.objs.HandshakeHints, maps: &d.maps}
-	evicted, err := d.eachFlow(func(k *m2hoFlowKey, s *m2hoFlowState) bool {
-		if s.Flags&uint32(m2hoFlowFlagsFLOW_CLOSED) != 0 || s.Flags&uint32(m2hoFlowFlagsFLOW_RX_SEQ_VALID) == 0 {
+	evicted, err := d.eachFlow(func(_ *m2hoFlowKey, s *m2hoFlowState) bool {
+		if !openWithData(s) {
 			return s.LastSeenNs < closedCutoff
 		}
-		if s.LastSeenNs >= openCutoff {
-			return false
-		}
-		// An idle connection may resume, and the flow its packets then
-		// create can learn its window scale from no SYN: the handshake
-		// is kept for the clamp to adopt. A clamped ACK that comes
-		// before it is stored goes unclamped, and the next finds it.
-		if s.Flags&uint32(m2hoFlowFlagsFLOW_WSCALE_KNOWN) != 0 {
-			kept.add(k, s.Mss, s.Wscale)
-		}
-		return true
+		return s.LastSeenNs < openCutoff
 	})
+	// An idle connection may resume, and the flow its packets then create
+	// can learn its window scale from no SYN: the handshake is kept for
+	// the clamp to adopt. A clamped ACK that comes before it is stored
+	// goes unclamped, and the next finds it.
+	kept := handshakeBatch{hints: d.objs.HandshakeHints, maps: &d.maps}
+	for _, f := range evicted {
+		if openWithData(&f.state) && f.state.Flags&uint32(m2hoFlowFlagsFLOW_WSCALE_KNOWN) != 0 {
+			kept.add(&f.key, f.state.Mss, f.state.Wscale)
+		}
+	}
 	_, storeErr := kept.done()
-	return evicted, errors.Join(err, storeErr)
+	return len(evicted), errors.Join(err, storeErr)
+}
+
+// openWithData says whether a flow's connection is open and has received
+// a segment with a sequence number to count.
+func openWithData(s *m2hoFlowState) bool {
+	return s.Flags&uint32(m2hoFlowFlagsFLOW_CLOSED) == 0 && s.Flags&uint32(m2hoFlowFlagsFLOW_RX_SEQ_VALID) != 0
 }

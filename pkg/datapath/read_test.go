@@ -162,7 +162,7 @@ func TestFlowsAcrossBatches(t *testing.T) {
 				return false
 			})
 			require.NoError(t, err)
-			assert.Zero(t, deleted)
+			assert.Empty(t, deleted)
 			assert.Len(t, seen, tc.flows)
 			for port, n := range seen {
 				assert.Equal(t, 1, n, "flow with port %d", port)
@@ -247,8 +247,8 @@ func TestDeleteFlowsSkipsMissing(t *testing.T) {
 			insertFlows(t, d, keys, states)
 			doomed := make([]doomedFlow, len(keys))
 			for i, key := range keys {
-				slot, _ := flowSlot(t, d, key)
-				doomed[i] = doomedFlow{key: key, slot: slot}
+				slot, entry := flowSlot(t, d, key)
+				doomed[i] = doomedFlow{key: key, slot: slot, state: entry.State}
 			}
 			for _, i := range tc.missing {
 				_, err := d.deleteFlows(doomed[i : i+1])
@@ -256,10 +256,45 @@ func TestDeleteFlowsSkipsMissing(t *testing.T) {
 			}
 			deleted, err := d.deleteFlows(doomed)
 			require.NoError(t, err)
-			assert.Equal(t, 10-len(tc.missing), deleted)
+			assert.Len(t, deleted, 10-len(tc.missing))
 			flows, err := d.Flows()
 			require.NoError(t, err)
 			assert.Empty(t, flows)
+		})
+	}
+}
+
+// TestDeleteFlowsSkipsAFlowThatMoved checks that a flow chosen for
+// deletion and then refreshed by a packet, or reset by a new connection
+// on its ports, before the deletion reaches it, is kept.
+func TestDeleteFlowsSkipsAFlowThatMoved(t *testing.T) {
+	tests := []struct {
+		name string
+		move func(t *testing.T, d *Datapath, s segment)
+	}{
+		{"a packet of the flow", func(t *testing.T, d *Datapath, s segment) {
+			verdictOf(t, d, ackOf(s, 0), true)
+		}},
+		{"a new connection on its ports", func(t *testing.T, d *Datapath, s segment) {
+			handshake(t, d, s, 7, 7)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := loadDetached(t, true, 0)
+			s := freshPorts(segment{})
+			handshake(t, d, s, 7, 7)
+			// past the millisecond within which last-seen times stay
+			time.Sleep(5 * time.Millisecond)
+			deleted, err := d.walkFlows(flowBatch, func(*m2hoFlowKey, *m2hoFlowState) bool {
+				tc.move(t, d, s)
+				return true
+			})
+			require.NoError(t, err)
+			assert.Empty(t, deleted)
+			flows, err := d.Flows()
+			require.NoError(t, err)
+			assert.Len(t, flows, 1)
 		})
 	}
 }
