@@ -322,6 +322,7 @@ func (d *Daemon) loop(ctx context.Context, events <-chan diag.Event, bursts <-ch
 	ticker := newAlignedTicker(interval)
 	defer ticker.Stop()
 	d.tick(time.Now())
+	path := d.est.Path()
 	for {
 		select {
 		case <-ctx.Done():
@@ -346,6 +347,13 @@ func (d *Daemon) loop(ctx context.Context, events <-chan diag.Event, bursts <-ch
 			ticker.Reset(interval)
 		}
 		d.setSampleFast(want == pollInterval || now.Sub(d.lastSlotAlloc) < slotAllocHold)
+		if p := d.est.Path(); p != path {
+			// The machine changed the serving cell: the sampler takes the
+			// flows' RTT sample counts now, so that the old cell's samples
+			// stay out of the new cell's estimate.
+			path = p
+			d.wakeSampler()
+		}
 	}
 }
 
@@ -366,6 +374,11 @@ func (d *Daemon) setSampleFast(fast bool) {
 	if d.sampleFast.Swap(fast) == fast || !fast {
 		return
 	}
+	d.wakeSampler()
+}
+
+// wakeSampler makes the sampler run now rather than at its next tick.
+func (d *Daemon) wakeSampler() {
 	select {
 	case d.sampleWake <- struct{}{}:
 	default: // a wake-up is already pending
@@ -402,6 +415,9 @@ func eventTime(ev diag.Event, received time.Time) time.Time {
 	return received.Add(-time.Duration(len(ev.Slots)) * ev.SlotDuration)
 }
 
+// handleBurst passes every datapath burst on unfiltered: the estimator
+// judges it as a buffer sample, and the machine decides whether it ends
+// Smoothing (a lone packet does not; see statemachine.Machine.OnBurstEnd).
 func (d *Daemon) handleBurst(b datapath.Burst) {
 	eb := estimatorBurst(b)
 	d.metrics.Burst(eb.Bytes)
@@ -409,19 +425,33 @@ func (d *Daemon) handleBurst(b datapath.Burst) {
 	d.machine.OnBurstEnd(eb)
 }
 
-// tick ends Smoothing when no flow is pending (every flow active at the
-// handover released itself) and runs the machine's timeouts.
+// tick runs the machine's timeouts and then tells it whether suppressed
+// flows still wait for the source cell's data: Smoothing ends when none
+// does (every flow active at the handover released itself), and no burst
+// ends it while some do.
+//
+// The machine's Tick comes first, as it retries a suppression start that
+// failed. The pending count is asked only while suppression is in force:
+// the datapath also reports 0 when suppression is off, which says nothing
+// of the flows, and taken as their release it would end Smoothing, its
+// clamp, and the retry with it.
 func (d *Daemon) tick(now time.Time) {
 	d.lastTick.Store(now.UnixNano())
-	if d.machine.State() == statemachine.Smoothing && d.cfg.Mode == config.ModeEnforce {
-		// In observe mode nothing is suppressed, so nothing can be
-		// released: Smoothing ends on the burst end or SmoothingMax.
-		pending, err := d.dp.SuppressionPending()
-		if err == nil && pending == 0 {
-			d.machine.OnFlowsReleased(now)
-		}
-	}
 	d.machine.Tick(now)
+	// In observe mode nothing is suppressed, so nothing can be released:
+	// Smoothing ends on the burst end or SmoothingMax.
+	if d.machine.State() != statemachine.Smoothing || d.cfg.Mode != config.ModeEnforce || !d.act.snapshot(now).Suppressing {
+		return
+	}
+	pending, err := d.dp.SuppressionPending()
+	switch {
+	case err != nil:
+		d.logger.Debug("reading suppressed flows failed", "err", err)
+	case pending == 0:
+		d.machine.OnFlowsReleased(now)
+	default:
+		d.machine.OnFlowsPending(now)
+	}
 }
 
 // Close detaches the datapath and closes the store and inputs. Run calls

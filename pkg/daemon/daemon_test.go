@@ -39,6 +39,10 @@ type fakeDatapath struct {
 	bursts   chan datapath.Burst
 	closed   bool
 	failOp   string
+	// pendingReads counts the calls of SuppressionPending.
+	pendingReads int
+	// suppressing: a suppression start succeeded and no stop followed.
+	suppressing bool
 }
 
 func newFakeDatapath() *fakeDatapath { return &fakeDatapath{bursts: make(chan datapath.Burst, 16)} }
@@ -65,13 +69,32 @@ func (f *fakeDatapath) SetClamp(bytes uint32, _ time.Time) error {
 func (f *fakeDatapath) SetFreeze(time.Time) error { return f.record(statemachine.OpSetFreeze) }
 func (f *fakeDatapath) ClearClamp() error         { return f.record(statemachine.OpClearClamp) }
 func (f *fakeDatapath) StartSuppression(time.Time) (uint32, error) {
-	return 7, f.record(statemachine.OpStartSuppression)
+	if err := f.record(statemachine.OpStartSuppression); err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	f.suppressing = true
+	f.mu.Unlock()
+	return 7, nil
 }
-func (f *fakeDatapath) StopSuppression() error { return f.record(statemachine.OpStopSuppression) }
-func (f *fakeDatapath) AttachMode() string     { return "fake" }
+func (f *fakeDatapath) StopSuppression() error {
+	if err := f.record(statemachine.OpStopSuppression); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.suppressing = false
+	f.mu.Unlock()
+	return nil
+}
+func (f *fakeDatapath) AttachMode() string { return "fake" }
 func (f *fakeDatapath) SuppressionPending() (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.pendingReads++
+	if !f.suppressing {
+		// As the datapath: no flow is pending while suppression is off.
+		return 0, nil
+	}
 	return f.pending, nil
 }
 func (f *fakeDatapath) Counters() (datapath.Counters, error) {
@@ -144,8 +167,35 @@ type harness struct {
 	d      *Daemon
 	dp     *fakeDatapath
 	src    *chanSource
+	obs    *transitionLog
 	cancel context.CancelFunc
 	done   chan error
+}
+
+// transitionLog records the machine's transitions as "from>to:reason",
+// so that a test can tell what ended a state, and passes everything on to
+// the daemon's own observer.
+type transitionLog struct {
+	statemachine.Observer
+	mu  sync.Mutex
+	log []string
+}
+
+func (l *transitionLog) Transition(from, to statemachine.State, reason string, at time.Time) {
+	l.mu.Lock()
+	l.log = append(l.log, from.String()+">"+to.String()+":"+reason)
+	l.mu.Unlock()
+	l.Observer.Transition(from, to, reason, at)
+}
+
+// last is the latest transition, "" before any.
+func (l *transitionLog) last() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.log) == 0 {
+		return ""
+	}
+	return l.log[len(l.log)-1]
 }
 
 func startHarness(t *testing.T, cfg config.Config) *harness {
@@ -157,6 +207,9 @@ func startHarness(t *testing.T, cfg config.Config) *harness {
 		source:   func(string, diagsrc.Options) (diag.Source, error) { return h.src, nil },
 	})
 	require.NoError(t, err)
+	// Before Run: the loop is the machine's only user from then on.
+	h.obs = &transitionLog{Observer: observer{h.d.metrics}}
+	h.d.machine.SetObserver(h.obs)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go func() { h.done <- h.d.Run(ctx) }()
@@ -232,31 +285,130 @@ func TestPolicyFollowsEvents(t *testing.T) {
 	}
 }
 
-func TestSmoothingEndsWhenFlowsRelease(t *testing.T) {
-	cfg := testConfig(t)
-	// The longest Smoothing allowed, to tell a release from the timeout.
-	cfg.SmoothingMax = 190 * time.Millisecond
-	h := startHarness(t, cfg)
-	h.dp.mu.Lock()
-	h.dp.pending = 1
-	h.dp.mu.Unlock()
+func (f *fakeDatapath) pendingReadCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pendingReads
+}
+
+func (f *fakeDatapath) setPending(n int) {
+	f.mu.Lock()
+	f.pending = n
+	f.mu.Unlock()
+}
+
+// handover runs a predicted handover from cell A to cell B and waits for
+// Smoothing.
+func (h *harness) handover(t *testing.T) {
+	t.Helper()
 	h.src.events <- a3(cellA, cellB)
 	h.src.events <- diag.Event{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: cellA, Target: cellB}
 	h.src.events <- diag.Event{Type: diag.TypeHOComplete, Cell: cellB}
-	require.Eventually(t, func() bool { return h.status(t).State.String() == "smoothing" }, 2*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return h.status(t).State == statemachine.Smoothing }, 2*time.Second, time.Millisecond)
+}
+
+func TestSmoothingEndsWhenFlowsRelease(t *testing.T) {
+	cfg := testConfig(t)
+	// The longest Smoothing allowed: the flows release well before it,
+	// and the transition's reason tells a release from the timeout.
+	cfg.SmoothingMax = 190 * time.Millisecond
+	h := startHarness(t, cfg)
+	h.dp.setPending(1)
+	h.handover(t)
 	st := h.status(t)
 	assert.True(t, st.InForce.Suppressing)
 	assert.Equal(t, uint32(7), st.InForce.Epoch, "the epoch the datapath returned")
 
-	// A flow still pending holds Smoothing across ticks.
+	// A flow still pending holds Smoothing across ticks, which come every
+	// pollInterval: about ten in 100 ms, where the idle pace gives one or
+	// two and a flow's release would wait up to idleInterval.
+	reads := h.dp.pendingReadCount()
+	time.Sleep(10 * pollInterval)
+	assert.Equal(t, statemachine.Smoothing, h.status(t).State)
+	assert.GreaterOrEqual(t, h.dp.pendingReadCount()-reads, 5, "ticks in 100 ms of Smoothing")
+
+	h.dp.setPending(0)
+	require.Eventually(t, func() bool { return h.status(t).State == statemachine.Stable }, 2*time.Second, time.Millisecond)
+	assert.Equal(t, "smoothing>stable:flows_released", h.obs.last())
+	assert.Contains(t, h.dp.callsSnapshot(), statemachine.OpStopSuppression)
+}
+
+// TestSmoothingEndsOnTheTargetCellsDrain: the first burst period of the
+// target cell after the handover ends Smoothing, whether the datapath saw
+// it as a packet train of real size or rb_alloc shows it in the slots;
+// a lone packet does not, nor does any burst while a flow waits for its
+// forwarded data. SmoothingMax is long enough to tell them apart.
+func TestSmoothingEndsOnTheTargetCellsDrain(t *testing.T) {
+	fullSlot, partialSlot, emptySlot := diag.Slot{Given: 100, Total: 106}, diag.Slot{Given: 20, Total: 106}, diag.Slot{Total: 106}
+	tests := []struct {
+		name    string
+		mode    config.Mode
+		pending int
+		// bytes of the datapath train, or 0 for an rb_alloc event instead.
+		bytes uint64
+		want  string
+	}{
+		{name: "a drain-sized train", mode: config.ModeObserve, bytes: 100_000, want: "smoothing>stable:burst_end"},
+		{name: "a burst period in the target cell's slots", mode: config.ModeObserve, want: "smoothing>stable:burst_end"},
+		{name: "a lone 52-byte packet", mode: config.ModeObserve, bytes: 52, want: "smoothing>stable:smoothing_max"},
+		{name: "a drain while a flow waits", mode: config.ModeEnforce, pending: 1, bytes: 100_000, want: "smoothing>stable:smoothing_max"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.Mode = tc.mode
+			cfg.SmoothingMax = 190 * time.Millisecond
+			h := startHarness(t, cfg)
+			h.dp.setPending(tc.pending)
+			h.handover(t)
+			if tc.pending > 0 {
+				// The loop learns of the waiting flow at a tick.
+				require.Eventually(t, func() bool { return h.dp.pendingReadCount() > 0 }, time.Second, time.Millisecond)
+			}
+			if tc.bytes > 0 {
+				// After the execution: the loop stamped it before.
+				start := time.Now()
+				h.dp.bursts <- datapath.Burst{Start: start, End: start.Add(2 * time.Millisecond), Bytes: tc.bytes, Packets: tc.bytes/1500 + 1}
+			} else {
+				// The loop takes the slots to end at receipt; they must
+				// lie after the execution.
+				time.Sleep(5 * time.Millisecond)
+				h.src.events <- diag.Event{Type: diag.TypeRBAlloc, Cell: cellB, SlotDuration: 500 * time.Microsecond,
+					Slots: []diag.Slot{fullSlot, fullSlot, partialSlot, emptySlot}}
+			}
+			require.Eventually(t, func() bool { return h.status(t).State == statemachine.Stable }, 2*time.Second, time.Millisecond)
+			assert.Equal(t, tc.want, h.obs.last())
+		})
+	}
+}
+
+// TestFailedSuppressionStartIsRetried: a StartSuppression write that
+// failed leaves suppression off in the datapath, whose pending count is
+// then 0; that must not read as every flow released, or Smoothing ends
+// before the machine's Tick retries the write.
+func TestFailedSuppressionStartIsRetried(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SmoothingMax = 190 * time.Millisecond
+	h := startHarness(t, cfg)
+	h.dp.mu.Lock()
+	h.dp.failOp = statemachine.OpStartSuppression
+	h.dp.mu.Unlock()
+	h.dp.setPending(1)
+	h.handover(t)
+	// Several ticks pass with the write failing.
 	time.Sleep(3 * pollInterval)
-	assert.Equal(t, "smoothing", h.status(t).State.String())
+	assert.Equal(t, statemachine.Smoothing, h.status(t).State, "Smoothing outlives a failed suppression start")
+	assert.NotContains(t, h.dp.callsSnapshot(), statemachine.OpStopSuppression)
 
 	h.dp.mu.Lock()
-	h.dp.pending = 0
+	h.dp.failOp = ""
 	h.dp.mu.Unlock()
-	require.Eventually(t, func() bool { return h.status(t).State.String() == "stable" }, 2*time.Second, time.Millisecond)
-	assert.Contains(t, h.dp.callsSnapshot(), statemachine.OpStopSuppression)
+	require.Eventually(t, func() bool { return h.status(t).InForce.Suppressing }, time.Second, time.Millisecond,
+		"a tick retried the write")
+	assert.Equal(t, statemachine.Smoothing, h.status(t).State)
+	h.dp.setPending(0)
+	require.Eventually(t, func() bool { return h.status(t).State == statemachine.Stable }, 2*time.Second, time.Millisecond)
+	assert.Equal(t, "smoothing>stable:flows_released", h.obs.last())
 }
 
 func TestBurstsTeachTheServingCell(t *testing.T) {
@@ -464,24 +616,31 @@ func TestRTTSampler(t *testing.T) {
 	ms := time.Millisecond
 	steps := []struct {
 		name     string
+		path     uint64
 		flows    []datapath.Flow
 		wantRTTs []time.Duration
 	}{
-		{"first sample", []datapath.Flow{flow(peer1, 1, 20*ms)}, []time.Duration{20 * ms}},
-		{"no new sample", []datapath.Flow{flow(peer1, 1, 20*ms)}, nil},
-		{"new samples: only the latest", []datapath.Flow{flow(peer1, 5, 30*ms)}, []time.Duration{30 * ms}},
-		{"flow without samples", []datapath.Flow{flow(peer1, 5, 30*ms), flow(peer2, 0, 0)}, nil},
-		{"second flow measures", []datapath.Flow{flow(peer1, 6, 25*ms), flow(peer2, 1, 40*ms)},
+		{"first sample", 0, []datapath.Flow{flow(peer1, 1, 20*ms)}, []time.Duration{20 * ms}},
+		{"no new sample", 0, []datapath.Flow{flow(peer1, 1, 20*ms)}, nil},
+		{"new samples: only the latest", 0, []datapath.Flow{flow(peer1, 5, 30*ms)}, []time.Duration{30 * ms}},
+		{"flow without samples", 0, []datapath.Flow{flow(peer1, 5, 30*ms), flow(peer2, 0, 0)}, nil},
+		{"second flow measures", 0, []datapath.Flow{flow(peer1, 6, 25*ms), flow(peer2, 1, 40*ms)},
 			[]time.Duration{25 * ms, 40 * ms}},
-		{"first evicted", []datapath.Flow{flow(peer2, 1, 40*ms)}, nil},
-		{"key reused by a new connection", []datapath.Flow{flow(peer1, 1, 5*ms), flow(peer2, 1, 40*ms)},
+		{"first evicted", 0, []datapath.Flow{flow(peer2, 1, 40*ms)}, nil},
+		{"key reused by a new connection", 0, []datapath.Flow{flow(peer1, 1, 5*ms), flow(peer2, 1, 40*ms)},
 			[]time.Duration{5 * ms}},
-		{"empty table", nil, nil},
+		// The serving cell changed since the last walk: peer1's new
+		// sample may predate the handover, so the walk only takes the
+		// counts.
+		{"serving cell changed", 1, []datapath.Flow{flow(peer1, 2, 5*ms), flow(peer2, 1, 40*ms)}, nil},
+		{"samples after the change", 1, []datapath.Flow{flow(peer1, 3, 60*ms), flow(peer2, 1, 40*ms)},
+			[]time.Duration{60 * ms}},
+		{"empty table", 1, nil, nil},
 	}
 	s := newRTTSampler()
 	for _, step := range steps {
 		var rtts []time.Duration
-		s.observe(step.flows, func(rtt time.Duration) { rtts = append(rtts, rtt) })
+		s.observe(step.path, step.flows, func(rtt time.Duration) { rtts = append(rtts, rtt) })
 		assert.Equal(t, step.wantRTTs, rtts, step.name)
 	}
 }

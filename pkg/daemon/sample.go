@@ -21,9 +21,12 @@ const rttSampleInterval = 100 * time.Millisecond
 type flowKey struct{ local, remote netip.AddrPort }
 
 // rttSampler finds the RTT samples the datapath took since the previous
-// walk of the flow table.
+// walk of the flow table on the same path (serving cell, as numbered by
+// Estimator.Path).
 type rttSampler struct {
 	seen, next map[flowKey]uint64
+	// path is the path on which the counts in seen were taken.
+	path uint64
 }
 
 func newRTTSampler() *rttSampler {
@@ -33,24 +36,50 @@ func newRTTSampler() *rttSampler {
 // observe passes to onRTT the latest RTT of every flow that measured one
 // since the previous walk. Between two walks only the latest sample of a
 // flow is kept, which is enough for a smoothed and a minimum RTT.
-func (s *rttSampler) observe(flows []datapath.Flow, onRTT func(time.Duration)) {
+//
+// A walk on a new path only takes the sample counts. The datapath keeps a
+// flow's latest sample and a count, not when the sample was taken, so a
+// sample counted since the last walk on the old path may have been
+// measured before the handover; fed to the new cell's estimate, a faster
+// old path (mmWave before sub-6) would become its RTT_min for 10 s and
+// hold Eq. 2's window at a fraction of the new bandwidth-delay product.
+// The daemon wakes the sampler when the path changes, so these counts are
+// those at the change, give or take what the new cell delivered within a
+// wake-up, usually nothing as the handover interrupts the downlink.
+func (s *rttSampler) observe(path uint64, flows []datapath.Flow, onRTT func(time.Duration)) {
 	clear(s.next)
+	rebase := path != s.path
 	for _, f := range flows {
 		key := flowKey{f.Local, f.Remote}
 		// A count below the last one is a new connection on the key of
 		// an evicted flow, whose samples are new too.
-		if f.RTTLatest > 0 && f.RTTSamples != s.seen[key] {
+		if !rebase && f.RTTLatest > 0 && f.RTTSamples != s.seen[key] {
 			onRTT(f.RTTLatest)
 		}
 		s.next[key] = f.RTTSamples
 	}
 	s.seen, s.next = s.next, s.seen
+	s.path = path
+}
+
+// walkRTTs reads the flow table and feeds the estimator the RTT samples
+// taken since the previous walk, stamped now. The path is read before the
+// flows: if the serving cell changes during the walk, AddPathRTT drops
+// what the walk read, which may be the old cell's.
+func (d *Daemon) walkRTTs(now time.Time, rtts *rttSampler) error {
+	path := d.est.Path()
+	flows, err := d.dp.Flows()
+	if err != nil {
+		return err
+	}
+	rtts.observe(path, flows, func(rtt time.Duration) { d.est.AddPathRTT(path, now, rtt) })
+	return nil
 }
 
 // sampleLoop feeds the estimator until ctx ends: the interface's received
 // bytes and the finished downlink bursts every sampleInterval, RTT samples
-// at most every rttSampleInterval while traffic flows, and it evicts idle
-// flows every evictInterval. The byte count is the datapath's own ingress
+// at most every rttSampleInterval while traffic flows (and at once when
+// the serving cell changed), and it evicts idle flows every evictInterval. The byte count is the datapath's own ingress
 // counter: one map lookup, right in whatever network namespace the daemon
 // joined, where sysfs would still show the host's interfaces.
 func (d *Daemon) sampleLoop(ctx context.Context) {
@@ -87,12 +116,12 @@ func (d *Daemon) sampleLoop(ctx context.Context) {
 		if rx != lastBytes {
 			lastBytes, lastChange = rx, now
 		}
-		if rx != walkedBytes && now.Sub(lastWalk) >= rttSampleInterval {
+		// A change of serving cell walks at once, whatever the pace, to
+		// take the sample counts at the change (see rttSampler.observe).
+		if d.est.Path() != rtts.path || (rx != walkedBytes && now.Sub(lastWalk) >= rttSampleInterval) {
 			walkedBytes, lastWalk = rx, now
-			if flows, err := d.dp.Flows(); err != nil {
+			if err := d.walkRTTs(now, rtts); err != nil {
 				d.logger.Debug("reading flows failed", "err", err)
-			} else {
-				rtts.observe(flows, func(rtt time.Duration) { d.est.AddRTT(now, rtt) })
 			}
 		}
 		if now.Sub(lastEvict) >= evictInterval {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/m2ho/m2ho/pkg/datapath"
+	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/estimator"
 )
 
@@ -161,6 +162,87 @@ func TestSampleLoopFollowsTheLoop(t *testing.T) {
 			reads := fake.reads.Load() - before
 			assert.GreaterOrEqual(t, reads, tc.minReads)
 			assert.LessOrEqual(t, reads, tc.maxReads)
+		})
+	}
+}
+
+// hookedFlowsDatapath runs onRead right after a read of the flow table,
+// as the loop may change the serving cell while the sampler walks.
+type hookedFlowsDatapath struct {
+	*fakeDatapath
+	onRead func()
+}
+
+func (h *hookedFlowsDatapath) Flows() ([]datapath.Flow, error) {
+	flows, err := h.fakeDatapath.Flows()
+	if h.onRead != nil {
+		h.onRead()
+		h.onRead = nil
+	}
+	return flows, err
+}
+
+// TestRTTWalksKeepTheOldCellOut follows a mmWave to sub-6 handover
+// (10 ms RTT before, 40 ms after) through the flow walks: the last
+// mmWave sample, taken after the previous walk, must not become the sub-6
+// cell's RTT_min, or Eq. 2 holds the window at a quarter of its value.
+func TestRTTWalksKeepTheOldCellOut(t *testing.T) {
+	mm := diag.Cell{RAT: diag.RATNR, Band: diag.BandMmWave, PCI: 7, ARFCN: 2079167}
+	sub6 := diag.Cell{RAT: diag.RATNR, Band: diag.BandSub6, PCI: 2, ARFCN: 632628}
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	const rate = 10e6 // bytes/s
+	tests := []struct {
+		name string
+		// duringWalk: the handover is handled while the walk at 210 ms
+		// reads the flows, rather than before it.
+		duringWalk bool
+	}{
+		{name: "handover between two walks"},
+		{name: "handover during a walk", duringWalk: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			est, err := estimator.New(estimator.DefaultConfig(), nil, nil)
+			require.NoError(t, err)
+			fake := &hookedFlowsDatapath{fakeDatapath: newFakeDatapath()}
+			d := &Daemon{dp: fake, est: est, logger: slog.New(slog.DiscardHandler)}
+			flow := datapath.Flow{Local: netip.MustParseAddrPort("10.0.0.2:40000"), Remote: netip.MustParseAddrPort("192.0.2.1:443")}
+			sample := func(rtt time.Duration) {
+				flow.RTTSamples++
+				flow.RTTLatest = rtt
+				fake.flows = []datapath.Flow{flow}
+			}
+			rtts := newRTTSampler()
+			walk := func(ms int) { require.NoError(t, d.walkRTTs(at(ms), rtts)) }
+
+			est.SetServing(mm, at(0))
+			sample(10 * time.Millisecond)
+			walk(10)
+			sample(10 * time.Millisecond)
+			walk(110)
+			// The last mmWave sample, after the last walk on that cell.
+			sample(10 * time.Millisecond)
+			handover := func() { est.SetServing(sub6, at(200)) }
+			if tc.duringWalk {
+				fake.onRead = handover
+			} else {
+				handover()
+			}
+			// The sub-6 cell has not delivered yet: this walk finds only
+			// the mmWave sample.
+			walk(210)
+			for ms := 300; ms <= 1300; ms += 10 {
+				if ms%50 == 0 {
+					sample(40 * time.Millisecond)
+					walk(ms)
+				}
+				est.AddBytes(at(ms), uint64(rate*float64(ms)/1000))
+			}
+			got, ok := est.BandwidthClamp(at(1300))
+			require.True(t, ok)
+			// Eq. 2 on the sub-6 path: 2 * 10 MB/s * 40 ms * 40/40.
+			assert.InDelta(t, 2*rate*0.040, float64(got), 2*rate*0.040/20)
 		})
 	}
 }

@@ -279,3 +279,41 @@ func TestBandwidthClampCappedByBuffer(t *testing.T) {
 		})
 	}
 }
+
+// TestPathRTTDropsSamplesOfThePreviousCell: a sample read before the
+// serving cell changed may have been measured on the old path; reaching
+// the restarted estimate, a faster old path would be the new cell's
+// RTT_min for RTTMinWindow.
+func TestPathRTTDropsSamplesOfThePreviousCell(t *testing.T) {
+	tests := []struct {
+		name string
+		// change serves nrA at 100 ms, after the sample was read.
+		change      bool
+		wantMinRTT  time.Duration
+		wantSkipped uint64
+	}{
+		{name: "same cell: the sample counts", wantMinRTT: 10 * time.Millisecond},
+		{name: "cell changed since the read: dropped", change: true, wantSkipped: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEstimator(t, nil)
+			e.SetServing(lteA, at(0))
+			path := e.Path()
+			if tc.change {
+				e.SetServing(nrA, at(100))
+				assert.NotEqual(t, path, e.Path(), "a new cell is a new path")
+			}
+			e.AddPathRTT(path, at(110), 10*time.Millisecond)
+			assert.Equal(t, tc.wantMinRTT, e.bw.minRTT)
+			assert.Equal(t, tc.wantSkipped, e.skipped["rtt_previous_cell"])
+		})
+	}
+	t.Run("same cell again is the same path", func(t *testing.T) {
+		e := newEstimator(t, nil)
+		e.SetServing(lteA, at(0))
+		path := e.Path()
+		e.SetServing(lteA, at(50))
+		assert.Equal(t, path, e.Path())
+	})
+}

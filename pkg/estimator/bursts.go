@@ -56,8 +56,9 @@ func (e *Estimator) invalidBurst(b Burst) string {
 	return ""
 }
 
-// slotDetector follows the slots of one cell across rb_alloc events.
-type slotDetector struct {
+// SlotBursts finds the burst periods in the slots of one cell, across
+// its consecutive rb_alloc events. The zero value is ready to use.
+type SlotBursts struct {
 	// next is when the slot after the last one seen starts; a later
 	// event that does not continue there breaks the sequence.
 	next         time.Time
@@ -67,6 +68,33 @@ type slotDetector struct {
 	// partialEnd is the end of the last partial slot: where the burst
 	// ends if the next slot is empty.
 	partialEnd time.Time
+}
+
+// Feed runs slots, consecutive and the first starting at start, and calls
+// found for each burst period that ends among them. Slots that do not
+// continue the previous ones (within slotContinuity) start afresh. It
+// returns false, and forgets the sequence, when a slot is corrupt (no
+// resource blocks, or more given than exist).
+func (d *SlotBursts) Feed(start time.Time, slotDuration time.Duration, slots []diag.Slot, found func(start, end time.Time)) bool {
+	for _, s := range slots {
+		if s.Total == 0 || s.Given > s.Total {
+			*d = SlotBursts{}
+			return false
+		}
+	}
+	if gap := start.Sub(d.next); gap > slotContinuity || gap < -slotContinuity {
+		*d = SlotBursts{}
+	}
+	for _, s := range slots {
+		end := start.Add(slotDuration)
+		if burstEnd, done := d.step(s, start, end); done {
+			found(d.start, burstEnd)
+			d.inBurst = false
+		}
+		start = end
+	}
+	d.next = start
+	return true
 }
 
 type pendingBurst struct {
@@ -99,40 +127,23 @@ func (e *Estimator) AddRBAlloc(ev diag.Event) {
 		e.skipLocked("rb_alloc_no_slots")
 		return
 	}
-	for _, s := range ev.Slots {
-		if s.Total == 0 || s.Given > s.Total {
-			e.skipLocked("rb_alloc_bad_slot")
-			delete(e.slots, cell.Key())
-			return
-		}
-	}
 	d, ok := e.slots[cell.Key()]
-	if !ok || !d.continuedBy(ev.Time) {
-		d = &slotDetector{}
+	if !ok {
+		d = &SlotBursts{}
 		e.slots[cell.Key()] = d
 	}
-	slotStart := ev.Time
-	for _, s := range ev.Slots {
-		slotEnd := slotStart.Add(ev.SlotDuration)
-		if end, done := d.step(s, slotStart, slotEnd); done {
-			e.queueBurstLocked(pendingBurst{cell: cell, start: d.start, end: end})
-			d.inBurst = false
-		}
-		slotStart = slotEnd
+	if !d.Feed(ev.Time, ev.SlotDuration, ev.Slots, func(start, end time.Time) {
+		e.queueBurstLocked(pendingBurst{cell: cell, start: start, end: end})
+	}) {
+		e.skipLocked("rb_alloc_bad_slot")
+		return
 	}
-	d.next = slotStart
 	e.resolvePendingLocked()
-}
-
-// continuedBy reports whether slots starting at t follow the last ones.
-func (d *slotDetector) continuedBy(t time.Time) bool {
-	gap := t.Sub(d.next)
-	return gap <= slotContinuity && gap >= -slotContinuity
 }
 
 // step advances the detector by one slot and reports whether a burst
 // ended, and where.
-func (d *slotDetector) step(s diag.Slot, start, end time.Time) (time.Time, bool) {
+func (d *SlotBursts) step(s diag.Slot, start, end time.Time) (time.Time, bool) {
 	full := uint32(s.Given)*100 > fullSlotPercent*uint32(s.Total)
 	partial := uint32(s.Given)*100 < partialSlotPercent*uint32(s.Total)
 	if !d.inBurst {

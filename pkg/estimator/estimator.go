@@ -152,12 +152,15 @@ type Estimator struct {
 	serving diag.Cell
 	// servingSince is when serving started to serve.
 	servingSince time.Time
-	cells        map[diag.CellKey]*CellRecord
+	// path counts the changes of serving cell: RTT samples read while
+	// an older path was current belong to that path (see AddPathRTT).
+	path  uint64
+	cells map[diag.CellKey]*CellRecord
 	// bandMin caches the smallest estimate per band; a band is absent
 	// when it must be recomputed. Estimates only grow, so after the
 	// first bursts of a cell lookups rarely scan.
 	bandMin map[diag.Band]uint64
-	slots   map[diag.CellKey]*slotDetector
+	slots   map[diag.CellKey]*SlotBursts
 	pending []pendingBurst
 	bytes   byteHistory
 	bw      bandwidth
@@ -181,7 +184,7 @@ func New(cfg Config, store Store, logger *slog.Logger) (*Estimator, error) {
 		logger:  logger,
 		cells:   make(map[diag.CellKey]*CellRecord),
 		bandMin: make(map[diag.Band]uint64),
-		slots:   make(map[diag.CellKey]*slotDetector),
+		slots:   make(map[diag.CellKey]*SlotBursts),
 		skipped: make(map[string]uint64),
 	}
 	if store == nil {
@@ -219,8 +222,19 @@ func (e *Estimator) SetServing(c diag.Cell, at time.Time) {
 	if c.Key() != e.serving.Key() {
 		e.bw.restart()
 		e.servingSince = at
+		e.path++
 	}
 	e.serving = c
+}
+
+// Path returns a number that changes each time the serving cell does.
+// A reader of RTT samples takes it before reading them and hands it to
+// AddPathRTT, so that samples read on the previous path cannot reach the
+// estimate that SetServing restarted for the new one.
+func (e *Estimator) Path() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.path
 }
 
 // TargetBuffer returns the buffer estimate to clamp the window to before a

@@ -37,6 +37,11 @@ type Config struct {
 	// SmoothingMax bounds duplicate-ACK suppression after a handover; it
 	// must stay below the sender's minimum RTO (200 ms on Linux).
 	SmoothingMax time.Duration
+	// DrainBurstBytes is the smallest datapath packet train that counts
+	// as the target cell draining its buffer, which ends Smoothing (see
+	// Machine.OnBurstEnd). Slot bursts found in rb_alloc events need no
+	// size: their first slot shows the cell had a backlog.
+	DrainBurstBytes uint64
 	// DefaultT2 is the measurement-to-command interval assumed for a band
 	// until MinT2Samples intervals were measured; a prediction times out
 	// after 2*T2 without a command.
@@ -62,6 +67,14 @@ type Config struct {
 // timer after which the UE itself declares the handover failed.
 // PolicyLease of 500 ms bounds what a crashed daemon leaves behind while
 // needing a renewal only every 250 ms.
+//
+// DrainBurstBytes is 16 KiB, eleven full-size segments with no 1 ms gap
+// between them: more than a lone reply, a run of pure ACKs for uplink data
+// or a trickle of forwarded segments, each of which the datapath also
+// reports as a train, and far less than the drain of a buffer that holds
+// the data forwarded from the source cell (the paper's sub-6 cells hold
+// about 1.5 MB, section 3.2). A drain smaller than that is left to the
+// flows' own release or SmoothingMax, which are safe either way.
 func DefaultConfig() Config {
 	return Config{
 		Policy:           PolicyM2HO,
@@ -69,6 +82,7 @@ func DefaultConfig() Config {
 		Suppression:      true,
 		BandwidthClamp:   true,
 		SmoothingMax:     150 * time.Millisecond,
+		DrainBurstBytes:  16 << 10,
 		DefaultT2:        146 * time.Millisecond,
 		MinT2Samples:     5,
 		PolicyLease:      500 * time.Millisecond,
@@ -83,6 +97,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("statemachine: policy %q: want %q or %q", c.Policy, PolicyM2HO, PolicyFreeze)
 	case c.SmoothingMax <= 0 || c.SmoothingMax >= linuxMinRTO:
 		return fmt.Errorf("statemachine: smoothing max %v: must be positive and below the 200ms minimum RTO", c.SmoothingMax)
+	case c.DrainBurstBytes == 0:
+		return errors.New("statemachine: drain burst bytes must be positive: a lone packet would end Smoothing")
 	case c.DefaultT2 <= 0:
 		return fmt.Errorf("statemachine: default T2 %v: must be positive", c.DefaultT2)
 	case c.MinT2Samples < 1:

@@ -10,8 +10,10 @@
 //     commanded; the window is clamped to the target cell's buffer estimate
 //     (section 4.3).
 //   - Smoothing: the handover executed; duplicate ACKs are suppressed until
-//     the flows release themselves, the first downlink burst ends, or
-//     Config.SmoothingMax passes (section 4.4).
+//     the flows release themselves, the target cell's first burst period
+//     ends (it drained the forwarded data), or Config.SmoothingMax passes
+//     (section 4.4). While the datapath reports flows still waiting, their
+//     release or SmoothingMax rules, not a burst.
 //
 // The machine tells the estimator which cell is serving (SetServing) and
 // asks it for clamps; the daemon feeds the estimator everything else
@@ -214,6 +216,11 @@ type Machine struct {
 	// warmup is the clamp of the last executed handover, which the
 	// bandwidth hold keeps until the new cell has an estimate.
 	warmup warmupClamp
+	// flowsPending: in this Smoothing the datapath reported flows still
+	// waiting for the data of the source cell (OnFlowsPending).
+	flowsPending bool
+	// drain follows the new cell's slots in this Smoothing.
+	drain estimator.SlotBursts
 
 	t2  map[diag.Band]*t2Mean
 	pol datapathPolicy
@@ -266,9 +273,11 @@ func (m *Machine) advance(t time.Time) {
 	m.runTimers()
 }
 
-// HandleEvent runs one diag event, at ev.Time. rb_alloc events are the
-// estimator's: the daemon passes them to Estimator.AddRBAlloc, and the
-// machine only counts them.
+// HandleEvent runs one diag event, at ev.Time. rb_alloc events are
+// mostly the estimator's (the daemon passes them to
+// Estimator.AddRBAlloc); the machine looks in them for the end of the new
+// cell's first burst period in Smoothing, with ev.Time the start of the
+// first slot.
 func (m *Machine) HandleEvent(ev diag.Event) {
 	if ev.Time.IsZero() {
 		m.cnt.ignored["no_time"]++
@@ -285,6 +294,9 @@ func (m *Machine) HandleEvent(ev diag.Event) {
 	case diag.TypeHOFailure:
 		m.onFailure(ev.Cause)
 	case diag.TypeRBAlloc:
+		if m.state == Smoothing {
+			m.onSmoothingSlots(ev)
+		}
 		if m.pcell.RAT == "" && m.scg.IsZero() {
 			// Until a report or handover names the serving cell, the
 			// scheduled one is: without it the datapath's bursts
@@ -349,14 +361,76 @@ func (m *Machine) expirePrediction() {
 	m.cnt.predictions[OutcomeTimedOut]++
 }
 
-// OnBurstEnd ends Smoothing when b is the first downlink burst after the
-// handover: the target cell has drained what the source cell forwarded.
-// It does not feed the estimator; the daemon also calls
-// Estimator.AddBurst.
+// OnBurstEnd ends Smoothing when b shows the target cell drained its
+// buffer, forwarded data included (section 4.4: the end of the first
+// burst period after execution). A datapath packet train qualifies if it
+// ended after the execution (a train cut by the handover's interruption
+// ended before it, with the source cell's data) and carries at least
+// Config.DrainBurstBytes: the datapath reports every packet train, down
+// to a lone ACK or DNS reply, and such a packet says nothing of the
+// cell's buffer. rb_alloc events give the other kind of burst period
+// (see HandleEvent).
+//
+// While the datapath reports flows still waiting (OnFlowsPending) no
+// burst ends Smoothing: the flows' own release, an acknowledgement past
+// what each had received before the handover, is direct evidence that
+// the forwarded data arrived, a burst only indirect, and SmoothingMax
+// bounds the wait below the sender's minimum RTO. The burst decides when
+// nothing is known of the flows: in observe mode, or while suppression
+// is not in force.
+//
+// Which bursts end Smoothing is decided here rather than filtered by the
+// daemon: it is part of the state's exit rule, next to the flows' release
+// and SmoothingMax, and the packet trains, the rb_alloc slots and the
+// flows' pending state only meet here. The machine does not feed the
+// estimator; the daemon also calls Estimator.AddBurst.
 func (m *Machine) OnBurstEnd(b estimator.Burst) {
 	m.advance(b.End)
-	if m.state == Smoothing && b.End.After(m.executedAt) {
-		m.endSmoothing(ReasonBurstEnd)
+	if m.state != Smoothing || !b.End.After(m.executedAt) {
+		return
+	}
+	if b.Bytes < m.cfg.DrainBurstBytes {
+		m.cnt.ignored["burst_too_small"]++
+		return
+	}
+	m.drained()
+}
+
+// drained ends Smoothing on a burst that drained the target cell, unless
+// flows are known to wait.
+func (m *Machine) drained() {
+	if m.flowsPending {
+		m.cnt.ignored["burst_flows_pending"]++
+		return
+	}
+	m.endSmoothing(ReasonBurstEnd)
+}
+
+// onSmoothingSlots follows the slots of the cell served since the
+// handover and ends Smoothing when its first burst period ends after the
+// execution. Slots of another cell (the source cell's last log, an LTE
+// anchor beside the NR data cell) say nothing of the target's buffer.
+func (m *Machine) onSmoothingSlots(ev diag.Event) {
+	cell := ev.Cell.Normalized()
+	if (cell.RAT != "" && cell.Key() != m.dataCell().Key()) || ev.SlotDuration <= 0 {
+		return
+	}
+	drained := false
+	m.drain.Feed(ev.Time, ev.SlotDuration, ev.Slots, func(_, end time.Time) {
+		drained = drained || end.After(m.executedAt)
+	})
+	if drained {
+		m.drained()
+	}
+}
+
+// OnFlowsPending tells the machine that the datapath still counts flows
+// waiting for the data of the source cell: until they release (see
+// OnFlowsReleased) or SmoothingMax passes, no burst ends Smoothing.
+func (m *Machine) OnFlowsPending(now time.Time) {
+	m.advance(now)
+	if m.state == Smoothing {
+		m.flowsPending = true
 	}
 }
 
@@ -654,6 +728,7 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 		return
 	}
 	m.executedAt = m.now
+	m.flowsPending, m.drain = false, estimator.SlotBursts{}
 	end := m.now.Add(m.cfg.SmoothingMax)
 	// The clamp stays through Smoothing (the target cell's buffer is
 	// still filling with forwarded data) but no longer than it.
