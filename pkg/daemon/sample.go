@@ -79,9 +79,10 @@ func (d *Daemon) walkRTTs(now time.Time, rtts *rttSampler) error {
 // sampleLoop feeds the estimator until ctx ends: the interface's received
 // bytes and the finished downlink bursts every sampleInterval, RTT samples
 // at most every rttSampleInterval while traffic flows (and at once when
-// the serving cell changed), and it evicts idle flows every evictInterval. The byte count is the datapath's own ingress
-// counter: one map lookup, right in whatever network namespace the daemon
-// joined, where sysfs would still show the host's interfaces.
+// the serving cell changed), and it evicts idle flows every evictInterval.
+// The byte count is the datapath's own ingress counter: one map lookup,
+// right in whatever network namespace the daemon joined, where sysfs would
+// still show the host's interfaces.
 func (d *Daemon) sampleLoop(ctx context.Context) {
 	rtts := newRTTSampler()
 	interval := pollInterval
