@@ -268,6 +268,10 @@ static __always_inline __u16 default_mss(const struct packet *pkt)
 static __always_inline __u64 flow_hash(const struct flow_key *key)
 {
 	const __u64 *word = (const __u64 *)key;
+	/* Hidden from the compiler, the key is read as the words the parser
+	 * stored: left to it, it may rebuild each word from the parser's
+	 * 32-bit halves in registers, which spills and costs more. */
+	asm volatile("" : "+r"(word));
 	__u64 h = cfg_flow_hash_seed;
 #pragma unroll
 	for (int i = 0; i < sizeof(*key) / sizeof(__u64); i++) {
