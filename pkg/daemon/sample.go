@@ -64,7 +64,7 @@ func (s *rttSampler) observe(path uint64, flows []datapath.Flow, onRTT func(time
 
 // walkRTTs reads the flow table and feeds the estimator the RTT samples
 // taken since the previous walk, stamped now. The path is read before the
-// flows: if the serving cell changes during the walk, AddPathRTT drops
+// flows: if the serving cell changes during the walk, AddRTT drops
 // what the walk read, which may be the old cell's.
 func (d *Daemon) walkRTTs(now time.Time, rtts *rttSampler) error {
 	path := d.est.Path()
@@ -72,7 +72,7 @@ func (d *Daemon) walkRTTs(now time.Time, rtts *rttSampler) error {
 	if err != nil {
 		return err
 	}
-	rtts.observe(path, flows, func(rtt time.Duration) { d.est.AddPathRTT(path, now, rtt) })
+	rtts.observe(path, flows, func(rtt time.Duration) { d.est.AddRTT(path, now, rtt) })
 	return nil
 }
 

@@ -145,31 +145,19 @@ func (e *Estimator) closeRoundLocked(s byteSample) {
 	b.roundStart = s
 }
 
-// AddRTT takes an RTT sample measured at t.
-func (e *Estimator) AddRTT(t time.Time, rtt time.Duration) {
+// AddRTT takes an RTT sample measured at t and read while Path returned
+// path. A sample of an earlier path is dropped (and counted): the serving
+// cell changed while it was being read, so it may have been measured on
+// the previous cell, and a faster old path would become the new cell's
+// RTT_min for RTTMinWindow and shrink Eq. 2's window below the new path's
+// bandwidth-delay product.
+func (e *Estimator) AddRTT(path uint64, t time.Time, rtt time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.addRTTLocked(t, rtt)
-}
-
-// AddPathRTT is AddRTT for a sample read while Path returned path. A
-// sample of an earlier path is dropped (and counted): the serving cell
-// changed while it was being read, so it may have been measured on the
-// previous cell, and a faster old path would become the new cell's
-// RTT_min for RTTMinWindow and shrink Eq. 2's window below the new
-// path's bandwidth-delay product.
-func (e *Estimator) AddPathRTT(path uint64, t time.Time, rtt time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if path != e.path {
+	switch {
+	case path != e.path:
 		e.skipLocked("rtt_previous_cell")
 		return
-	}
-	e.addRTTLocked(t, rtt)
-}
-
-func (e *Estimator) addRTTLocked(t time.Time, rtt time.Duration) {
-	switch {
 	case rtt <= 0:
 		e.skipLocked("rtt_not_positive")
 		return

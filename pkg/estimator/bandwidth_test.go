@@ -170,7 +170,7 @@ func feedSeries(e *Estimator, rtts []rttSample, bytes []byteSampleIn) {
 	i, j := 0, 0
 	for i < len(rtts) || j < len(bytes) {
 		if j == len(bytes) || (i < len(rtts) && rtts[i].ms <= bytes[j].ms) {
-			e.AddRTT(at(rtts[i].ms), rtts[i].rtt)
+			e.AddRTT(e.Path(), at(rtts[i].ms), rtts[i].rtt)
 			i++
 			continue
 		}
@@ -182,10 +182,10 @@ func feedSeries(e *Estimator, rtts []rttSample, bytes []byteSampleIn) {
 func TestMinRTTWindow(t *testing.T) {
 	e := newEstimator(t, nil)
 	e.SetServing(lteA, at(0))
-	e.AddRTT(at(0), 20*time.Millisecond)
-	e.AddRTT(at(5000), 60*time.Millisecond)
+	e.AddRTT(e.Path(), at(0), 20*time.Millisecond)
+	e.AddRTT(e.Path(), at(5000), 60*time.Millisecond)
 	assert.Equal(t, 20*time.Millisecond, e.bw.minRTT, "within the window")
-	e.AddRTT(at(10_001), 60*time.Millisecond)
+	e.AddRTT(e.Path(), at(10_001), 60*time.Millisecond)
 	assert.Equal(t, 60*time.Millisecond, e.bw.minRTT, "expired after 10 s")
 }
 
@@ -223,7 +223,7 @@ func TestCellChangeRestartsBandwidth(t *testing.T) {
 			var total uint64
 			for ms := 0; ms <= 400; ms += 10 {
 				if ms%50 == 0 {
-					e.AddRTT(at(float64(ms)), 50*time.Millisecond)
+					e.AddRTT(e.Path(), at(float64(ms)), 50*time.Millisecond)
 				}
 				if ms == 200 {
 					e.SetServing(tc.next, at(200))
@@ -269,7 +269,7 @@ func TestBandwidthClampCappedByBuffer(t *testing.T) {
 			if tc.buffer > 0 {
 				e.AddBurst(Burst{Start: at(0), End: at(5), Bytes: tc.buffer})
 			}
-			e.AddRTT(at(0), 70*time.Millisecond)
+			e.AddRTT(e.Path(), at(0), 70*time.Millisecond)
 			for _, s := range steadyBytes(rate, 300) {
 				e.AddBytes(at(s.ms), s.total)
 			}
@@ -280,11 +280,11 @@ func TestBandwidthClampCappedByBuffer(t *testing.T) {
 	}
 }
 
-// TestPathRTTDropsSamplesOfThePreviousCell: a sample read before the
+// TestRTTOfThePreviousPathIsDropped: a sample read before the
 // serving cell changed may have been measured on the old path; reaching
 // the restarted estimate, a faster old path would be the new cell's
 // RTT_min for RTTMinWindow.
-func TestPathRTTDropsSamplesOfThePreviousCell(t *testing.T) {
+func TestRTTOfThePreviousPathIsDropped(t *testing.T) {
 	tests := []struct {
 		name string
 		// change serves nrA at 100 ms, after the sample was read.
@@ -304,7 +304,7 @@ func TestPathRTTDropsSamplesOfThePreviousCell(t *testing.T) {
 				e.SetServing(nrA, at(100))
 				assert.NotEqual(t, path, e.Path(), "a new cell is a new path")
 			}
-			e.AddPathRTT(path, at(110), 10*time.Millisecond)
+			e.AddRTT(path, at(110), 10*time.Millisecond)
 			assert.Equal(t, tc.wantMinRTT, e.bw.minRTT)
 			assert.Equal(t, tc.wantSkipped, e.skipped["rtt_previous_cell"])
 		})

@@ -58,7 +58,7 @@ func BenchmarkBandwidthClamp(b *testing.B) {
 		now = now.Add(10 * time.Millisecond)
 		total += 125_000
 		e.AddBytes(now, total)
-		e.AddRTT(now, 50*time.Millisecond)
+		e.AddRTT(e.Path(), now, 50*time.Millisecond)
 		e.BandwidthClamp(now)
 	}
 }

@@ -153,7 +153,7 @@ type Estimator struct {
 	// servingSince is when serving started to serve.
 	servingSince time.Time
 	// path counts the changes of serving cell: RTT samples read while
-	// an older path was current belong to that path (see AddPathRTT).
+	// an older path was current belong to that path (see AddRTT).
 	path  uint64
 	cells map[diag.CellKey]*CellRecord
 	// bandMin caches the smallest estimate per band; a band is absent
@@ -229,7 +229,7 @@ func (e *Estimator) SetServing(c diag.Cell, at time.Time) {
 
 // Path returns a number that changes each time the serving cell does.
 // A reader of RTT samples takes it before reading them and hands it to
-// AddPathRTT, so that samples read on the previous path cannot reach the
+// AddRTT, so that samples read on the previous path cannot reach the
 // estimate that SetServing restarted for the new one.
 func (e *Estimator) Path() uint64 {
 	e.mu.Lock()

@@ -353,7 +353,7 @@ func TestConcurrentUse(t *testing.T) {
 		defer close(done)
 		for i := range perWorker {
 			e.AddBytes(at(float64(i)), uint64(i)*1000)
-			e.AddRTT(at(float64(i)), 40*time.Millisecond)
+			e.AddRTT(e.Path(), at(float64(i)), 40*time.Millisecond)
 		}
 	}()
 	bursts := make(chan struct{})

@@ -103,7 +103,7 @@ func BenchmarkTickBandwidthHold(b *testing.B) {
 	for b.Loop() {
 		now = now.Add(10 * time.Millisecond)
 		total += 125_000
-		m.est.AddRTT(now, 50*time.Millisecond)
+		m.est.AddRTT(m.est.Path(), now, 50*time.Millisecond)
 		m.est.AddBytes(now, total)
 		m.Tick(now)
 	}

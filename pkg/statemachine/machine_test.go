@@ -86,14 +86,14 @@ func released(ms int) step { return func(h *harness) { h.m.OnFlowsReleased(at(ms
 // rtt feeds a 50 ms RTT sample: the minimum RTT restarts with each new
 // serving cell.
 func rtt(ms int) step {
-	return func(h *harness) { h.est.AddRTT(at(ms), 50*time.Millisecond) }
+	return func(h *harness) { h.est.AddRTT(h.est.Path(), at(ms), 50*time.Millisecond) }
 }
 
 // withBandwidth feeds the estimator 12.5 MB/s at a 50 ms RTT up to t0:
 // Eq. 2 gives 2 * 625000 * 50/50 = 1,250,000 bytes.
 func withBandwidth(h *harness) {
 	for i, ms := range []int{-100, -50, 0} {
-		h.est.AddRTT(at(ms), 50*time.Millisecond)
+		h.est.AddRTT(h.est.Path(), at(ms), 50*time.Millisecond)
 		h.est.AddBytes(at(ms), uint64(i)*625_000)
 	}
 }
@@ -119,7 +119,7 @@ func sub6LinkFrom(fromMs, toMs int, bytesPerSecond, offset uint64) step {
 		base := 2*625_000 + offset
 		for ms := fromMs; ms <= toMs; ms += 10 {
 			if (ms-fromMs)%50 == 0 {
-				h.est.AddRTT(at(ms), 50*time.Millisecond)
+				h.est.AddRTT(h.est.Path(), at(ms), 50*time.Millisecond)
 			}
 			h.est.AddBytes(at(ms), base+bytesPerSecond*uint64(ms-fromMs)/1000)
 		}

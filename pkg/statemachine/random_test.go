@@ -133,7 +133,7 @@ func randomStep(rng *rand.Rand, m *Machine, est *estimator.Estimator, t time.Tim
 		m.OnFlowsReleased(t)
 		return "released"
 	case 8:
-		est.AddRTT(t, time.Duration(10+rng.IntN(200))*time.Millisecond)
+		est.AddRTT(est.Path(), t, time.Duration(10+rng.IntN(200))*time.Millisecond)
 		est.AddBytes(t, uint64(t.Sub(t0).Milliseconds())*uint64(rng.IntN(20_000)))
 		m.Tick(t)
 		return "estimates and tick"
