@@ -12,8 +12,9 @@ import (
 	"github.com/m2ho/m2ho/pkg/handshakes"
 )
 
-// adoption starts a batch of handshakes to adopt, for the link the
-// programs are on.
+// adoption starts a batch of handshakes for the programs' store: those a
+// scan found (adopt), on the link the programs are on, and those of
+// evicted flows (add).
 func (d *Datapath) adoption() *handshakeBatch {
 	d.attachMu.Lock()
 	mtu := d.linkMTU

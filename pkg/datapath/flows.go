@@ -231,7 +231,7 @@ func (d *Datapath) EvictIdle(idle, closedIdle time.Duration) (int, error) {
 	// can learn its window scale from no SYN: the handshake is kept for
 	// the clamp to adopt. A clamped ACK that comes before it is stored
 	// goes unclamped, and the next finds it.
-	kept := handshakeBatch{hints: d.objs.HandshakeHints, maps: &d.maps}
+	kept := d.adoption()
 	for _, f := range evicted {
 		if openWithData(&f.state) && f.state.Flags&uint32(m2hoFlowFlagsFLOW_WSCALE_KNOWN) != 0 {
 			kept.add(&f.key, f.state.Mss, f.state.Wscale)

@@ -529,7 +529,7 @@ func TestHostSYNDropsStoredHandshake(t *testing.T) {
 	d := loadDetached(t, true, 0)
 	s := freshPorts(segment{})
 	key := fixtureFlowKey(s.localPort, s.remotePort)
-	stale := handshakeBatch{hints: d.objs.HandshakeHints, maps: &d.maps}
+	stale := d.adoption()
 	stale.add(&key, hostMSS, 7)
 	_, err := stale.done()
 	require.NoError(t, err)
