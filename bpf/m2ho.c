@@ -98,8 +98,8 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct counter_values);
-} counters SEC(".maps");
+	__type(value, struct cpu_state);
+} cpu_state_map SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -116,20 +116,6 @@ struct {
 } burst_map SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct burst_cpu);
-} burst_cpu_map SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct coarse_clock);
-} coarse_clock_map SEC(".maps");
-
-struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, M2HO_BURST_RINGBUF_BYTES);
 } bursts SEC(".maps");
@@ -142,27 +128,17 @@ const enum ts_stamp_unit *btf_ts_stamp_unit __attribute__((unused));
 const struct burst_event *btf_burst_event __attribute__((unused));
 const enum counter_id *btf_counter_id __attribute__((unused));
 
-static __always_inline struct counter_values *cpu_counters(void)
+static __always_inline struct cpu_state *this_cpu_state(void)
 {
 	__u32 zero = 0;
-	return bpf_map_lookup_elem(&counters, &zero);
+	return bpf_map_lookup_elem(&cpu_state_map, &zero);
 }
 
 static __always_inline void count(enum counter_id id)
 {
-	struct counter_values *cpu = cpu_counters();
+	struct cpu_state *cpu = this_cpu_state();
 	if (cpu)
-		cpu->values[id]++;
-}
-
-/* count_ingress counts a downlink packet and its IP bytes with one lookup. */
-static __always_inline void count_ingress(__u64 ip_bytes)
-{
-	struct counter_values *cpu = cpu_counters();
-	if (cpu) {
-		cpu->values[CNT_INGRESS_PACKETS]++;
-		cpu->values[CNT_INGRESS_BYTES] += ip_bytes;
-	}
+		cpu->counters[id]++;
 }
 
 /*
@@ -173,18 +149,14 @@ static __always_inline void count_ingress(__u64 ip_bytes)
  * copy read in between lags until the next tick: at most two ticks in all,
  * which last-seen times and policy deadlines can afford.
  */
-static __always_inline __u64 coarse_now(void)
+static __always_inline __u64 coarse_now(struct cpu_state *cpu)
 {
-	__u32 zero = 0;
-	struct coarse_clock *clock = bpf_map_lookup_elem(&coarse_clock_map, &zero);
-	if (!clock)
-		return bpf_ktime_get_coarse_ns();
 	__u64 jiffies = bpf_jiffies64();
-	if (clock->jiffies != jiffies || !clock->ns) {
-		clock->ns = bpf_ktime_get_coarse_ns();
-		clock->jiffies = jiffies;
+	if (cpu->clock_jiffies != jiffies || !cpu->clock_ns) {
+		cpu->clock_ns = bpf_ktime_get_coarse_ns();
+		cpu->clock_jiffies = jiffies;
 	}
-	return clock->ns;
+	return cpu->clock_ns;
 }
 
 /* Flag updates are atomic: ingress and egress of one flow may run on two
@@ -803,20 +775,19 @@ static long scan_cpu(__u64 index, void *ctx)
 	__u32 cpu = index, zero = 0;
 	if (cpu >= cfg_nr_cpus)
 		return 1;
-	struct counter_values *cnt = bpf_map_lookup_percpu_elem(&counters, &zero, cpu);
-	if (cnt) {
-		scan->bytes += cnt->values[CNT_INGRESS_BYTES];
-		scan->packets += cnt->values[CNT_INGRESS_PACKETS];
-	}
-	struct burst_cpu *clock = bpf_map_lookup_percpu_elem(&burst_cpu_map, &zero, cpu);
-	if (clock && cpu != scan->this_cpu && (__s64)(clock->last_ns - scan->last_ns) > 0)
-		scan->last_ns = clock->last_ns;
+	struct cpu_state *state = bpf_map_lookup_percpu_elem(&cpu_state_map, &zero, cpu);
+	if (!state)
+		return 0;
+	scan->bytes += state->counters[CNT_INGRESS_BYTES];
+	scan->packets += state->counters[CNT_INGRESS_PACKETS];
+	if (cpu != scan->this_cpu && (__s64)(state->burst_last_ns - scan->last_ns) > 0)
+		scan->last_ns = state->burst_last_ns;
 	return 0;
 }
 
 /*
- * account_burst adds an ingress packet, already counted in its CPU's
- * counters, to the current downlink burst. The packet that arrives more
+ * account_burst adds an ingress packet, already counted in the counters
+ * of cpu, its CPU's state, to the current downlink burst. The packet that arrives more
  * than the idle gap after the latest one on any CPU ends the burst: it
  * emits the finished one, once, and starts the next. The common case only
  * reads the shared state. Packets on other CPUs racing with the boundary
@@ -824,14 +795,13 @@ static long scan_cpu(__u64 index, void *ctx)
  * count, since each burst is the difference of two sums of cumulative
  * counters.
  */
-static __always_inline void account_burst(__u64 now, __u64 bytes)
+static __always_inline void account_burst(struct cpu_state *cpu, __u64 now, __u64 bytes)
 {
 	/* seen_ns lags the latest packet by at most a quarter gap */
 	const __u64 refresh_ns = cfg_burst_gap_ns / 4;
 	__u32 zero = 0;
 	struct burst_state *state = bpf_map_lookup_elem(&burst_map, &zero);
-	struct burst_cpu *clock = bpf_map_lookup_elem(&burst_cpu_map, &zero);
-	if (!state || !clock)
+	if (!state)
 		return;
 	__u64 seen = state->seen_ns;
 	__s64 idle = now - seen;
@@ -842,7 +812,7 @@ static __always_inline void account_burst(__u64 now, __u64 bytes)
 		goto out;
 	}
 	/* a first packet, or a possible gap that seen_ns alone cannot tell */
-	struct burst_scan scan = {.last_ns = clock->last_ns, .this_cpu = bpf_get_smp_processor_id()};
+	struct burst_scan scan = {.last_ns = cpu->burst_last_ns, .this_cpu = bpf_get_smp_processor_id()};
 	bpf_loop(M2HO_MAX_CPUS, scan_cpu, &scan, 0);
 	if (seen && scan.last_ns && (__s64)(now - scan.last_ns) <= (__s64)cfg_burst_gap_ns) {
 		state->seen_ns = now;
@@ -869,7 +839,7 @@ static __always_inline void account_burst(__u64 now, __u64 bytes)
 	state->start_bytes = bytes_before;
 	state->start_packets = packets_before;
 out:
-	clock->last_ns = now;
+	cpu->burst_last_ns = now;
 }
 
 /*
@@ -926,7 +896,10 @@ SEC("tc")
 int m2ho_egress(struct __sk_buff *skb)
 {
 	struct packet pkt = {};
-	count(CNT_EGRESS_PACKETS);
+	struct cpu_state *cpu = this_cpu_state();
+	if (!cpu)
+		return TC_ACT_UNSPEC;
+	cpu->counters[CNT_EGRESS_PACKETS]++;
 	int result = parse(skb, &pkt, true);
 	if (result != PARSE_TCP) {
 		count_parse_failure(result);
@@ -938,7 +911,7 @@ int m2ho_egress(struct __sk_buff *skb)
 	/* The coarse clock (same base, at most two ticks behind) is precise
 	 * enough for last-seen times and policy deadlines and costs next to
 	 * nothing; TSval stamps read the precise clock themselves. */
-	__u64 now = coarse_now();
+	__u64 now = coarse_now(cpu);
 	struct flow_state *flow = track_flow(&pkt, pol, now, true);
 	if (!flow)
 		return TC_ACT_UNSPEC;
@@ -968,8 +941,12 @@ int m2ho_ingress(struct __sk_buff *skb)
 	/* bursts cover every downlink packet, whatever its protocol */
 	__u32 l2_len = result == PARSE_NOT_IP || result == PARSE_MALFORMED ? 0 : pkt.l3_off;
 	__u32 ip_bytes = skb->len - l2_len;
-	count_ingress(ip_bytes);
-	account_burst(now, ip_bytes);
+	struct cpu_state *cpu = this_cpu_state();
+	if (cpu) {
+		cpu->counters[CNT_INGRESS_PACKETS]++;
+		cpu->counters[CNT_INGRESS_BYTES] += ip_bytes;
+		account_burst(cpu, now, ip_bytes);
+	}
 	if (result != PARSE_TCP) {
 		count_parse_failure(result);
 		return TC_ACT_UNSPEC;

@@ -219,18 +219,6 @@ struct burst_state {
 	__u64 start_packets; /* the same for CNT_INGRESS_PACKETS */
 };
 
-/* One CPU's copy of the coarse clock, read again only when jiffies moves:
- * the two advance together at each tick. */
-struct coarse_clock {
-	__u64 jiffies;
-	__u64 ns; /* CLOCK_MONOTONIC, coarse; 0 before the first read */
-};
-
-/* When one CPU last saw a downlink packet. */
-struct burst_cpu {
-	__u64 last_ns; /* CLOCK_MONOTONIC, 0 before its first packet */
-};
-
 /* A finished downlink burst, emitted to the ring buffer. */
 struct burst_event {
 	__u64 start_ns; /* first packet, CLOCK_MONOTONIC */
@@ -239,7 +227,7 @@ struct burst_event {
 	__u64 packets;
 };
 
-/* Index into struct counter_values. Append only: user space maps the
+/* Index into struct cpu_state's counters. Append only: user space maps the
  * indices to names. */
 enum counter_id {
 	CNT_EGRESS_PACKETS,
@@ -276,10 +264,23 @@ enum counter_id {
 	CNT_MAX,
 };
 
-/* Every counter of one CPU, in one per-CPU map value, so that user space
- * reads them all with a single lookup. */
-struct counter_values {
-	__u64 values[CNT_MAX];
+/*
+ * Everything the programs keep for one CPU, in one per-CPU map value: a
+ * packet looks up its CPU's share once, and the fields every packet reads
+ * or writes (the clocks and the packet counts, the first six words) lie
+ * together, in at most two cache lines. User space reads every counter
+ * with a single lookup.
+ */
+struct cpu_state {
+	/* This CPU's copy of the coarse clock, read again only when jiffies
+	 * moves: the two advance together at each tick. */
+	__u64 clock_jiffies;
+	__u64 clock_ns;      /* CLOCK_MONOTONIC, coarse; 0 before the first read */
+	__u64 burst_last_ns; /* this CPU's latest downlink packet, CLOCK_MONOTONIC; 0 before its first */
+	__u64 counters[CNT_MAX];
 };
+
+_Static_assert(__builtin_offsetof(struct cpu_state, counters[CNT_INGRESS_BYTES]) < 6 * sizeof(__u64),
+	       "the counters every packet updates follow the clocks");
 
 #endif /* M2HO_H */

@@ -112,8 +112,8 @@ func (d *Datapath) Counters() (Counters, error) {
 		return c, err
 	}
 	defer d.maps.leave()
-	var perCPU []m2hoCounterValues
-	if err := d.objs.Counters.Lookup(&onlyEntry, &perCPU); err != nil {
+	var perCPU []m2hoCpuState
+	if err := d.objs.CpuStateMap.Lookup(&onlyEntry, &perCPU); err != nil {
 		return c, fmt.Errorf("datapath: read counters: %w", err)
 	}
 	for id := range m2hoCounterIdCNT_MAX {
@@ -122,7 +122,7 @@ func (d *Datapath) Counters() (Counters, error) {
 			continue
 		}
 		for cpu := range perCPU {
-			*f += perCPU[cpu].Values[id]
+			*f += perCPU[cpu].Counters[id]
 		}
 	}
 	return c, nil

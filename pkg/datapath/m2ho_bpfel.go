@@ -13,11 +13,6 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type m2hoBurstCpu struct {
-	_      structs.HostLayout
-	LastNs uint64
-}
-
 type m2hoBurstEvent struct {
 	_       structs.HostLayout
 	StartNs uint64
@@ -41,12 +36,6 @@ const (
 	m2hoClampModeCLAMP_BYTES  m2hoClampMode = 1
 	m2hoClampModeCLAMP_FREEZE m2hoClampMode = 2
 )
-
-type m2hoCoarseClock struct {
-	_       structs.HostLayout
-	Jiffies uint64
-	Ns      uint64
-}
 
 type m2hoCounterId uint32
 
@@ -81,9 +70,12 @@ const (
 	m2hoCounterIdCNT_MAX               m2hoCounterId = 27
 )
 
-type m2hoCounterValues struct {
-	_      structs.HostLayout
-	Values [27]uint64
+type m2hoCpuState struct {
+	_            structs.HostLayout
+	ClockJiffies uint64
+	ClockNs      uint64
+	BurstLastNs  uint64
+	Counters     [27]uint64
 }
 
 type m2hoFlowBucket struct {
@@ -197,11 +189,9 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	m2hoMapBurstCpuMap       = "burst_cpu_map"
 	m2hoMapBurstMap          = "burst_map"
 	m2hoMapBursts            = "bursts"
-	m2hoMapCoarseClockMap    = "coarse_clock_map"
-	m2hoMapCounters          = "counters"
+	m2hoMapCpuStateMap       = "cpu_state_map"
 	m2hoMapFlowIndex         = "flow_index"
 	m2hoMapFlowTable         = "flow_table"
 	m2hoMapHandshakeHints    = "handshake_hints"
@@ -273,11 +263,9 @@ type m2hoProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type m2hoMapSpecs struct {
-	BurstCpuMap    *ebpf.MapSpec `ebpf:"burst_cpu_map"`
 	BurstMap       *ebpf.MapSpec `ebpf:"burst_map"`
 	Bursts         *ebpf.MapSpec `ebpf:"bursts"`
-	CoarseClockMap *ebpf.MapSpec `ebpf:"coarse_clock_map"`
-	Counters       *ebpf.MapSpec `ebpf:"counters"`
+	CpuStateMap    *ebpf.MapSpec `ebpf:"cpu_state_map"`
 	FlowIndex      *ebpf.MapSpec `ebpf:"flow_index"`
 	FlowTable      *ebpf.MapSpec `ebpf:"flow_table"`
 	HandshakeHints *ebpf.MapSpec `ebpf:"handshake_hints"`
@@ -323,11 +311,9 @@ func (o *m2hoObjects) Close() error {
 //
 // It can be passed to loadM2hoObjects or ebpf.CollectionSpec.LoadAndAssign.
 type m2hoMaps struct {
-	BurstCpuMap    *ebpf.Map `ebpf:"burst_cpu_map"`
 	BurstMap       *ebpf.Map `ebpf:"burst_map"`
 	Bursts         *ebpf.Map `ebpf:"bursts"`
-	CoarseClockMap *ebpf.Map `ebpf:"coarse_clock_map"`
-	Counters       *ebpf.Map `ebpf:"counters"`
+	CpuStateMap    *ebpf.Map `ebpf:"cpu_state_map"`
 	FlowIndex      *ebpf.Map `ebpf:"flow_index"`
 	FlowTable      *ebpf.Map `ebpf:"flow_table"`
 	HandshakeHints *ebpf.Map `ebpf:"handshake_hints"`
@@ -338,11 +324,9 @@ type m2hoMaps struct {
 
 func (m *m2hoMaps) Close() error {
 	return _M2hoClose(
-		m.BurstCpuMap,
 		m.BurstMap,
 		m.Bursts,
-		m.CoarseClockMap,
-		m.Counters,
+		m.CpuStateMap,
 		m.FlowIndex,
 		m.FlowTable,
 		m.HandshakeHints,

@@ -69,10 +69,10 @@ func BenchmarkCounters(b *testing.B) {
 		}
 	})
 	b.Run("per_counter", func(b *testing.B) {
-		var perCPU []m2hoCounterValues
+		var perCPU []m2hoCpuState
 		for range b.N {
 			for range m2hoCounterIdCNT_MAX {
-				require.NoError(b, d.objs.Counters.Lookup(&onlyEntry, &perCPU))
+				require.NoError(b, d.objs.CpuStateMap.Lookup(&onlyEntry, &perCPU))
 			}
 		}
 	})

@@ -88,20 +88,20 @@ func TestCountersSumEveryCPU(t *testing.T) {
 	d := loadDetached(t, true, 0)
 	cpus, err := ebpf.PossibleCPU()
 	require.NoError(t, err)
-	perCPU := make([]m2hoCounterValues, cpus)
+	perCPU := make([]m2hoCpuState, cpus)
 	for cpu := range perCPU {
-		for id := range perCPU[cpu].Values {
-			perCPU[cpu].Values[id] = uint64(id+1) << (8 * cpu % 56)
+		for id := range perCPU[cpu].Counters {
+			perCPU[cpu].Counters[id] = uint64(id+1) << (8 * cpu % 56)
 		}
 	}
-	require.NoError(t, d.objs.Counters.Update(&onlyEntry, perCPU, ebpf.UpdateAny))
+	require.NoError(t, d.objs.CpuStateMap.Update(&onlyEntry, perCPU, ebpf.UpdateAny))
 
 	c, err := d.Counters()
 	require.NoError(t, err)
 	for id := range m2hoCounterIdCNT_MAX {
 		var want uint64
 		for cpu := range perCPU {
-			want += perCPU[cpu].Values[id]
+			want += perCPU[cpu].Counters[id]
 		}
 		assert.Equal(t, want, *c.field(id), "counter %d", id)
 	}
