@@ -425,14 +425,28 @@ static __always_inline struct flow_entry *create_flow(const struct flow_key *key
 }
 
 /*
+ * repeats_host_syn says whether pkt, a SYN the host sends, is a copy of
+ * the one that began flow, still open: a retransmission, whose sequence
+ * number is the same. The host may retransmit after the peer's answer
+ * passed the hook, should the stack drop that answer, and the peer may
+ * then answer with a bare ACK that teaches the scale no more. A connection
+ * that ended retransmits nothing: a SYN on its ports opens another.
+ */
+static __always_inline bool repeats_host_syn(const struct flow_state *flow, const struct packet *pkt)
+{
+	return (flow->flags & (FLOW_HOST_SYN | FLOW_CLOSED)) == FLOW_HOST_SYN && flow->host_syn_seq == pkt->seq;
+}
+
+/*
  * lookup_flow returns the flow of pkt. Only the host's segments create
  * flows, and not a RST (which ends a connection): were the peer's to do
  * so, anyone on the Internet could fill the table with bare segments from
  * ports of their choosing, and every later connection would go untracked.
- * A SYN the host sends starts a connection afresh: it resets the state an
- * earlier connection with the same ports left, and drops that one's stored
- * handshake, which must never reach this connection (its flow may yet be
- * created from a later segment, should the table be full at the SYN).
+ * A SYN the host sends, other than a copy of the flow's own, starts a
+ * connection afresh: it resets the state an earlier connection with the
+ * same ports left, and drops that one's stored handshake, which must never
+ * reach this connection (its flow may yet be created from a later segment,
+ * should the table be full at the SYN).
  */
 static __always_inline struct flow_state *lookup_flow(const struct packet *pkt, __u64 now, bool egress)
 {
@@ -442,7 +456,7 @@ static __always_inline struct flow_state *lookup_flow(const struct packet *pkt, 
 	__u64 hash = flow_hash(&pkt->key);
 	struct flow_entry *entry = find_flow(&pkt->key, hash);
 	if (entry) {
-		if (opens)
+		if (opens && !repeats_host_syn(&entry->state, pkt))
 			reset_flow(&entry->state, now);
 		return &entry->state;
 	}
@@ -456,13 +470,19 @@ static __always_inline struct flow_state *lookup_flow(const struct packet *pkt, 
  * learn_handshake records the host's window scale and MSS. Scaling is in
  * effect only when both SYNs carry the option (RFC 7323 section 2.2): the
  * host's SYN-ACK carries it only if the peer's SYN did, while an offer in the
- * host's SYN must wait for the peer's SYN-ACK.
+ * host's SYN must wait for the peer's SYN-ACK. A copy of the host's SYN
+ * teaches nothing the first did not, and the peer's answer to the first
+ * may already have settled the scale.
  */
 static __always_inline void learn_handshake(struct flow_state *flow, const struct packet *pkt, bool egress)
 {
 	if (!(pkt->tcp_flags & TCPF_SYN))
 		return;
 	if (egress) {
+		if (repeats_host_syn(flow, pkt))
+			return;
+		flow->host_syn_seq = pkt->seq;
+		flow_set(flow, FLOW_HOST_SYN);
 		/* a zero MSS option would remove the one-segment floor */
 		flow->mss = pkt->opts.has_mss && pkt->opts.mss ? pkt->opts.mss : default_mss(pkt);
 		flow->wscale = pkt->opts.has_wscale ? pkt->opts.wscale : 0;

@@ -61,6 +61,9 @@ enum flow_flags {
 	/* The connection ended: a RST either way, or the host acknowledged
 	 * everything up to the peer's FIN. No new data will arrive. */
 	FLOW_CLOSED = 1 << 7,
+	/* host_syn_seq holds the sequence number of the host's SYN or
+	 * SYN-ACK that began the flow. */
+	FLOW_HOST_SYN = 1 << 8,
 };
 
 /*
@@ -120,10 +123,11 @@ struct flow_state {
 	/* written by egress (and a stamp freed by ingress once per echo) */
 	__u32 last_ack;        /* ack number of the last egress ACK let through */
 	__u32 last_tsval;      /* last TSval stamped on egress */
+	__u32 host_syn_seq;    /* see FLOW_HOST_SYN */
 	/* TSvals awaiting their echo; a TSval that finds none free goes
 	 * unstamped, so a flow yields up to this many samples per RTT */
 	struct ts_stamp stamps[M2HO_TS_STAMPS_PER_FLOW];
-	__u8 pad_egress[24];
+	__u8 pad_egress[20];
 };
 
 /* Values of a flow bucket's tag besides the live tags. */

@@ -90,8 +90,12 @@ func TestFlowClosed(t *testing.T) {
 					}
 					assert.Equal(t, wantCloses, after.FlowsClosed-before.FlowsClosed, "each end counts once")
 
-					// the same ports open a new connection
-					handshake(t, d, s, 7, 7)
+					// the same ports open a new connection, from another
+					// initial sequence number
+					syn := s
+					syn.egress, syn.syn, syn.ackFlag = true, true, false
+					syn.seq, syn.ack, syn.window, syn.mss, syn.wscale = hostISN+1<<20, 0, 64240, hostMSS, 7
+					verdictOf(t, d, syn, true)
 					assert.False(t, flowOf(t, d, s).Closed, "a SYN opens the flow again")
 				})
 			}

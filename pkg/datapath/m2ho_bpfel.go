@@ -102,6 +102,7 @@ const (
 	m2hoFlowFlagsFLOW_TSVAL_VALID    m2hoFlowFlags = 32
 	m2hoFlowFlagsFLOW_PEER_FIN       m2hoFlowFlags = 64
 	m2hoFlowFlagsFLOW_CLOSED         m2hoFlowFlags = 128
+	m2hoFlowFlagsFLOW_HOST_SYN       m2hoFlowFlags = 256
 )
 
 type m2hoFlowKey struct {
@@ -133,8 +134,9 @@ type m2hoFlowState struct {
 	LastTsecr     uint32
 	LastAck       uint32
 	LastTsval     uint32
+	HostSynSeq    uint32
 	Stamps        [4]m2hoTsStamp
-	PadEgress     [24]uint8
+	PadEgress     [20]uint8
 }
 
 type m2hoFlowTag uint32

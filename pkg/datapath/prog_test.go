@@ -529,3 +529,87 @@ func TestFlowFoundAtEverySlot(t *testing.T) {
 		})
 	}
 }
+
+// TestHostSYNOnKnownPorts checks what a host SYN or SYN-ACK does to the
+// flow its ports already have. A copy of the handshake segment the flow
+// began with (same sequence number: a retransmission, which the host may
+// send after the peer's answer passed the hook, should the stack drop that
+// answer) changes nothing: the peer may answer it with a bare ACK, which
+// would never teach the scale again, and the connection would go unclamped
+// for good. Any other sequence number, or any after the connection ended,
+// opens a new connection, which starts afresh.
+func TestHostSYNOnKnownPorts(t *testing.T) {
+	const clampBytes = 20000
+	tests := []struct {
+		name string
+		// seq of the second handshake segment; synAck makes both the
+		// host's SYN-ACK of an inbound connection
+		seq    uint32
+		synAck bool
+		// the second segment's scale, and the peer's answer to it (< 0:
+		// no answer)
+		wscale, answerWScale int
+		// closeFirst ends the first connection with the peer's RST
+		closeFirst  bool
+		wantKnown   bool
+		wantScale   uint8
+		wantRxBytes uint64
+	}{
+		{name: "retransmitted SYN, no answer", seq: hostISN, wscale: 7, answerWScale: -1,
+			wantKnown: true, wantScale: 7, wantRxBytes: 1000},
+		{name: "retransmitted SYN-ACK", seq: hostISN, synAck: true, wscale: 7, answerWScale: -1,
+			wantKnown: true, wantScale: 7, wantRxBytes: 1000},
+		{name: "new connection, not yet answered", seq: hostISN + 100000, wscale: 2, answerWScale: -1,
+			wantKnown: false, wantRxBytes: 0},
+		{name: "new connection, answered", seq: hostISN + 100000, wscale: 2, answerWScale: 7,
+			wantKnown: true, wantScale: 2, wantRxBytes: 0},
+		{name: "new inbound connection", seq: hostISN + 100000, synAck: true, wscale: 2, answerWScale: -1,
+			wantKnown: true, wantScale: 2, wantRxBytes: 0},
+		{name: "same sequence after a RST", seq: hostISN, closeFirst: true, wscale: 2, answerWScale: 7,
+			wantKnown: true, wantScale: 2, wantRxBytes: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := loadDetached(t, true, 0)
+			require.NoError(t, d.SetClamp(clampBytes, time.Now().Add(time.Minute)))
+			s := freshPorts(segment{timestamps: true, tsval: 5})
+			open := func(seq uint32, wscale int) {
+				t.Helper()
+				seg := s
+				seg.egress, seg.syn, seg.ackFlag = true, true, tc.synAck
+				seg.seq, seg.window, seg.mss, seg.wscale = seq, 64240, hostMSS, wscale
+				if tc.synAck {
+					seg.ack = peerISN + 1
+				}
+				require.Equal(t, int32(verdictPass), verdictOf(t, d, seg, true))
+			}
+			open(hostISN, 7)
+			if !tc.synAck {
+				answer := s
+				answer.syn, answer.ackFlag = true, true
+				answer.seq, answer.ack, answer.window, answer.mss, answer.wscale = peerISN, hostISN+1, 65160, 1400, 7
+				require.Equal(t, int32(verdictPass), verdictOf(t, d, answer, false))
+			}
+			require.Equal(t, int32(verdictPass), verdictOf(t, d, peerData(s, 0, 1000), false))
+			if tc.closeFirst {
+				require.Equal(t, int32(verdictPass), verdictOf(t, d, withFlags(peerData(s, 1000, 0), false, true), false))
+			}
+
+			open(tc.seq, tc.wscale)
+			if tc.answerWScale >= 0 {
+				answer := s
+				answer.syn, answer.ackFlag = true, true
+				answer.seq, answer.ack, answer.window, answer.mss, answer.wscale = peerISN, tc.seq+1, 65160, 1400, tc.answerWScale
+				require.Equal(t, int32(verdictPass), verdictOf(t, d, answer, false))
+			}
+
+			f := flowOf(t, d, s)
+			assert.Equal(t, tc.wantKnown, f.WScaleKnown)
+			assert.Equal(t, tc.wantRxBytes, f.RxBytes)
+			if tc.wantKnown {
+				assert.Equal(t, tc.wantScale, f.WScale)
+				expectWindow(t, d, hostACK(s, 65535, 0), expectedClamp(65535, int(tc.wantScale), clampBytes))
+			}
+		})
+	}
+}
