@@ -7,11 +7,14 @@ package eval
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"time"
@@ -29,9 +32,9 @@ var DefaultVariants = []string{
 	"cubic+m2ho-no-prediction", "cubic+m2ho-no-suppression", "cubic+m2ho-no-bandwidth_clamp",
 }
 
-// Options are one evaluation's parameters. Everything but Out, M2hod,
-// Log and Progress is recorded in the manifest and must match when a run
-// resumes.
+// Options are one evaluation's parameters. Everything but Out, Log and
+// Progress is recorded in the manifest and must match when a run resumes:
+// M2hod by the SHA-256 of the binary it names.
 type Options struct {
 	Out string
 	// Handovers is the corpus's minimum number of handovers (radio link
@@ -70,8 +73,12 @@ type Manifest struct {
 	Mobility         string        `json:"mobility"`
 	Scale            float64       `json:"scale"`
 	Variants         []string      `json:"variants"`
-	Corpus           []CorpusEntry `json:"corpus"`
-	Created          time.Time     `json:"created"`
+	// M2hodSHA256 is the SHA-256 of the m2hod binary the m2ho variants
+	// run, empty without such variants: a resumed evaluation must run the
+	// same daemon, or one table would mix versions.
+	M2hodSHA256 string        `json:"m2hod_sha256,omitempty"`
+	Corpus      []CorpusEntry `json:"corpus"`
+	Created     time.Time     `json:"created"`
 }
 
 // CorpusEntry is one generated scenario.
@@ -143,14 +150,22 @@ func Prepare(opts Options) (*Manifest, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	daemon, err := m2hodDigest(opts)
+	if err != nil {
+		return nil, err
+	}
 	want := Manifest{
 		Handovers: opts.Handovers, Seed: opts.Seed, ScenarioDuration: opts.ScenarioDuration,
-		Mobility: opts.Mobility, Scale: opts.Scale, Variants: opts.Variants,
+		Mobility: opts.Mobility, Scale: opts.Scale, Variants: opts.Variants, M2hodSHA256: daemon,
 	}
 	path := filepath.Join(opts.Out, ManifestFile)
 	if old, err := ReadManifest(opts.Out); err == nil {
 		if !sameParameters(old, &want) {
 			return nil, fmt.Errorf("%s holds an evaluation with other parameters (%s): use another --out or remove it", opts.Out, path)
+		}
+		if old.M2hodSHA256 != want.M2hodSHA256 {
+			return nil, fmt.Errorf("%s holds an evaluation run with another m2hod binary (SHA-256 %q, while %s has %q): resume it with that binary, or use another --out",
+				opts.Out, old.M2hodSHA256, opts.M2hod, want.M2hodSHA256)
 		}
 		return old, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -173,6 +188,34 @@ func Prepare(opts Options) (*Manifest, error) {
 		return nil, err
 	}
 	return &want, nil
+}
+
+// m2hodDigest returns the hex SHA-256 of the m2hod binary, found as the
+// runs will find it, or "" when no variant runs it.
+func m2hodDigest(opts Options) (string, error) {
+	needed := false
+	for _, name := range opts.Variants {
+		if v, err := testbed.ParseVariant(name); err == nil && v.M2HO {
+			needed = true
+		}
+	}
+	if !needed {
+		return "", nil
+	}
+	path, err := exec.LookPath(opts.M2hod)
+	if err != nil {
+		return "", fmt.Errorf("m2hod binary: %w", err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("m2hod binary: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("m2hod binary %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func sameParameters(a, b *Manifest) bool {

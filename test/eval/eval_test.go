@@ -27,8 +27,10 @@ func TestMain(m *testing.M) {
 
 func TestPrepareGeneratesEnoughHandoversAndResumes(t *testing.T) {
 	out := t.TempDir()
+	daemon := filepath.Join(t.TempDir(), "m2hod")
+	require.NoError(t, os.WriteFile(daemon, []byte("one build"), 0o755))
 	opts := Options{Out: out, Handovers: 30, Seed: 5, ScenarioDuration: time.Minute, Mobility: "driving", Scale: 0.1,
-		Variants: []string{"cubic", "cubic+m2ho"}, M2hod: "m2hod"}
+		Variants: []string{"cubic", "cubic+m2ho"}, M2hod: daemon}
 	m, err := Prepare(opts)
 	require.NoError(t, err)
 	total := 0
@@ -48,10 +50,22 @@ func TestPrepareGeneratesEnoughHandoversAndResumes(t *testing.T) {
 	again, err := Prepare(opts)
 	require.NoError(t, err)
 	assert.Equal(t, m.Corpus, again.Corpus, "a second invocation reuses the corpus")
+	assert.Equal(t, "35b5c9836731bd31e75d30f3186350b17b62adf380da9d852d822b741f05922a", again.M2hodSHA256)
+
+	// another build of the daemon must not finish what this one began
+	require.NoError(t, os.WriteFile(daemon, []byte("another build"), 0o755))
+	_, err = Prepare(opts)
+	assert.ErrorContains(t, err, "another m2hod binary")
 
 	opts.Seed = 6
 	_, err = Prepare(opts)
 	assert.ErrorContains(t, err, "other parameters")
+
+	// variants without the daemon record none
+	opts.Out, opts.Variants = t.TempDir(), []string{"cubic"}
+	plain, err := Prepare(opts)
+	require.NoError(t, err)
+	assert.Empty(t, plain.M2hodSHA256)
 }
 
 func TestOptionsAreValidated(t *testing.T) {
