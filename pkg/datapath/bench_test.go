@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/netip"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -923,5 +924,105 @@ func reportRunTime(b *testing.B, progs map[string]*ebpf.Program) {
 		perRun := float64((after.Runtime - before[name].Runtime).Nanoseconds()) / float64(runs)
 		b.ReportMetric(perRun, name+"_ns/packet")
 		b.ReportMetric(float64(runs)/window.Seconds(), name+"_packets/s")
+	}
+}
+
+// BenchmarkVethProgramTime weighs the programs against those of another
+// build, the bpf2go object that M2HO_COMPARE_OBJECT names (for instance
+// one saved with git show REV:pkg/datapath/m2ho_bpfel.o): on one live
+// CUBIC download over veth, with the kernel's run-time statistics on, it
+// attaches the two builds in turn, in alternating order, and reports each
+// build's own time per packet in each direction and the median of the
+// per-round ratios. A change that saves a few nanoseconds per packet shows
+// here long before the throughput ratio of BenchmarkVethThroughput can
+// resolve it. The statistics add their own clock reads to every run of
+// either build. Without the variable, the benchmark skips.
+func BenchmarkVethProgramTime(b *testing.B) {
+	const (
+		minRounds = 20
+		settle    = 100 * time.Millisecond
+		window    = 400 * time.Millisecond
+	)
+	otherObject := os.Getenv("M2HO_COMPARE_OBJECT")
+	if otherObject == "" {
+		b.Skip("M2HO_COMPARE_OBJECT names no object to compare with")
+	}
+	server, ue := vethPair(b)
+	var dp *Datapath
+	require.NoError(b, ue.Do(func() error {
+		var err error
+		dp, err = Open(Options{Iface: "veth0", Logger: quietLogger()})
+		return err
+	}))
+	b.Cleanup(func() { _ = dp.Close() })
+	spec, err := ebpf.LoadCollectionSpec(otherObject)
+	require.NoError(b, err)
+	_, err = configureSpec(spec, false, DefaultBurstGap, DefaultMaxFlows)
+	require.NoError(b, err)
+	other, err := ebpf.NewCollection(spec)
+	require.NoError(b, err)
+	b.Cleanup(other.Close)
+	// each build's programs, ingress then egress
+	builds := [2]struct {
+		name     string
+		programs [2]*ebpf.Program
+	}{
+		{"this", [2]*ebpf.Program{dp.objs.M2hoIngress, dp.objs.M2hoEgress}},
+		{"other", [2]*ebpf.Program{other.Programs["m2ho_ingress"], other.Programs["m2ho_egress"]}},
+	}
+	ifindex := ifindexIn(b, ue, "veth0")
+	startVethDownload(b, server, ue)
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	require.NoError(b, err)
+	defer stats.Close()
+
+	var runTime, runs [2][2]float64 // by build, then direction
+	// measure attaches a build and returns its time per packet over one
+	// window, in each direction.
+	measure := func(build int) (perPacket [2]float64) {
+		require.NoError(b, dp.attachment.detach())
+		dp.attachment = detached{}
+		programs := builds[build].programs
+		require.NoError(b, ue.Do(func() error {
+			var err error
+			dp.attachment, err = attach(ifindex, AttachTCX, programs[0], programs[1])
+			return err
+		}))
+		time.Sleep(settle)
+		var before [2]*ebpf.ProgramStats
+		for dir, prog := range programs {
+			before[dir], err = prog.Stats()
+			require.NoError(b, err)
+		}
+		time.Sleep(window)
+		for dir, prog := range programs {
+			after, err := prog.Stats()
+			require.NoError(b, err)
+			ns := float64((after.Runtime - before[dir].Runtime).Nanoseconds())
+			n := float64(after.RunCount - before[dir].RunCount)
+			require.Positive(b, n, "the flow moved no packet")
+			runTime[build][dir] += ns
+			runs[build][dir] += n
+			perPacket[dir] = ns / n
+		}
+		return perPacket
+	}
+	var ratios [2][]float64 // by direction: this build's time over the other's
+	b.ResetTimer()
+	for round := range max(b.N, minRounds) {
+		var perPacket [2][2]float64
+		first := round % 2
+		perPacket[first] = measure(first)
+		perPacket[1-first] = measure(1 - first)
+		for dir := range ratios {
+			ratios[dir] = append(ratios[dir], perPacket[0][dir]/perPacket[1][dir])
+		}
+	}
+	b.StopTimer()
+	for dir, direction := range []string{"ingress", "egress"} {
+		for build := range builds {
+			b.ReportMetric(runTime[build][dir]/runs[build][dir], builds[build].name+"_"+direction+"_ns/packet")
+		}
+		b.ReportMetric(quantile(ratios[dir], 0.5), direction+"_this/other_median")
 	}
 }

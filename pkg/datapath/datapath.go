@@ -239,6 +239,11 @@ func loadSpec(rawIP bool, burstGap time.Duration, maxFlows uint32) (*ebpf.Collec
 	if err != nil {
 		return nil, fmt.Errorf("datapath: read embedded BPF objects: %w", err)
 	}
+	return configureSpec(spec, rawIP, burstGap, maxFlows)
+}
+
+// configureSpec sets the load-time constants and map sizes of spec.
+func configureSpec(spec *ebpf.CollectionSpec, rawIP bool, burstGap time.Duration, maxFlows uint32) (*ebpf.CollectionSpec, error) {
 	var raw uint8
 	if rawIP {
 		raw = 1
