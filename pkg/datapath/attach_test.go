@@ -45,6 +45,36 @@ func ifindexIn(tb testing.TB, ns *nstest.NS, ifname string) int {
 	return ifindex
 }
 
+// openOnVeth opens a datapath on veth0 in namespace ns, closed at the
+// end of the test unless the test closes it first.
+func openOnVeth(tb testing.TB, ns *nstest.NS) *Datapath {
+	tb.Helper()
+	var dp *Datapath
+	require.NoError(tb, ns.Do(func() error {
+		var err error
+		dp, err = Open(Options{Iface: "veth0", Logger: quietLogger()})
+		return err
+	}))
+	tb.Cleanup(func() { _ = dp.Close() })
+	return dp
+}
+
+// attachOnly replaces whatever dp has attached to the interface ifindex in
+// namespace ns with ingress and egress, or with nothing when they are nil.
+func attachOnly(tb testing.TB, dp *Datapath, ns *nstest.NS, ifindex int, ingress, egress *ebpf.Program) {
+	tb.Helper()
+	require.NoError(tb, dp.attachment.detach())
+	dp.attachment = detached{}
+	if ingress == nil {
+		return
+	}
+	require.NoError(tb, ns.Do(func() error {
+		var err error
+		dp.attachment, err = attach(ifindex, AttachTCX, ingress, egress)
+		return err
+	}))
+}
+
 func tcxPrograms(t *testing.T, ns *nstest.NS, ifname string) int {
 	t.Helper()
 	count := 0
@@ -154,12 +184,7 @@ func TestClsactLeavesForeignStateAlone(t *testing.T) {
 // datapath closes.
 func TestCloseStopsReadBursts(t *testing.T) {
 	_, ue := vethPair(t)
-	var dp *Datapath
-	require.NoError(t, ue.Do(func() error {
-		var err error
-		dp, err = Open(Options{Iface: "veth0", Logger: quietLogger()})
-		return err
-	}))
+	dp := openOnVeth(t, ue)
 	done := make(chan error, 1)
 	go func() { done <- dp.ReadBursts(context.Background(), func(Burst) {}) }()
 	time.Sleep(50 * time.Millisecond)

@@ -662,13 +662,7 @@ func BenchmarkVethThroughput(b *testing.B) {
 	// medians have noise to average over.
 	const minRounds = 100
 	server, ue := vethPair(b)
-	var dp *Datapath
-	require.NoError(b, ue.Do(func() error {
-		var err error
-		dp, err = Open(Options{Iface: "veth0", Logger: quietLogger()})
-		return err
-	}))
-	b.Cleanup(func() { _ = dp.Close() })
+	dp := openOnVeth(b, ue)
 	ifindex := ifindexIn(b, ue, "veth0")
 	emptyTC := referenceTCProgram(b)
 	received := startVethDownload(b, server, ue)
@@ -678,18 +672,13 @@ func BenchmarkVethThroughput(b *testing.B) {
 		if want == state {
 			return
 		}
-		require.NoError(b, dp.attachment.detach())
-		dp.attachment = detached{}
-		if want != vethDetached {
-			ingress, egress := dp.objs.M2hoIngress, dp.objs.M2hoEgress
-			if want == vethEmpty {
-				ingress, egress = emptyTC, emptyTC
-			}
-			require.NoError(b, ue.Do(func() error {
-				var err error
-				dp.attachment, err = attach(ifindex, AttachTCX, ingress, egress)
-				return err
-			}))
+		switch want {
+		case vethDetached:
+			attachOnly(b, dp, ue, ifindex, nil, nil)
+		case vethEmpty:
+			attachOnly(b, dp, ue, ifindex, emptyTC, emptyTC)
+		default:
+			attachOnly(b, dp, ue, ifindex, dp.objs.M2hoIngress, dp.objs.M2hoEgress)
 		}
 		state = want
 	}
@@ -948,13 +937,7 @@ func BenchmarkVethProgramTime(b *testing.B) {
 		b.Skip("M2HO_COMPARE_OBJECT names no object to compare with")
 	}
 	server, ue := vethPair(b)
-	var dp *Datapath
-	require.NoError(b, ue.Do(func() error {
-		var err error
-		dp, err = Open(Options{Iface: "veth0", Logger: quietLogger()})
-		return err
-	}))
-	b.Cleanup(func() { _ = dp.Close() })
+	dp := openOnVeth(b, ue)
 	spec, err := ebpf.LoadCollectionSpec(otherObject)
 	require.NoError(b, err)
 	_, err = configureSpec(spec, false, DefaultBurstGap, DefaultMaxFlows)
@@ -980,14 +963,8 @@ func BenchmarkVethProgramTime(b *testing.B) {
 	// measure attaches a build and returns its time per packet over one
 	// window, in each direction.
 	measure := func(build int) (perPacket [2]float64) {
-		require.NoError(b, dp.attachment.detach())
-		dp.attachment = detached{}
 		programs := builds[build].programs
-		require.NoError(b, ue.Do(func() error {
-			var err error
-			dp.attachment, err = attach(ifindex, AttachTCX, programs[0], programs[1])
-			return err
-		}))
+		attachOnly(b, dp, ue, ifindex, programs[0], programs[1])
 		time.Sleep(settle)
 		var before [2]*ebpf.ProgramStats
 		for dir, prog := range programs {
