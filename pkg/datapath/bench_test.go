@@ -897,23 +897,45 @@ func reportRunTime(b *testing.B, progs map[string]*ebpf.Program) {
 		return
 	}
 	defer stats.Close()
-	before := make(map[string]*ebpf.ProgramStats, len(progs))
+	var names []string
+	var programs []*ebpf.Program
 	for name, prog := range progs {
-		before[name], err = prog.Stats()
-		require.NoError(b, err)
+		names = append(names, name)
+		programs = append(programs, prog)
 	}
-	time.Sleep(window)
-	for name, prog := range progs {
-		after, err := prog.Stats()
-		require.NoError(b, err)
-		runs := after.RunCount - before[name].RunCount
-		if runs == 0 {
+	for i, t := range runTimes(b, programs, window) {
+		if t.runs == 0 {
 			continue
 		}
-		perRun := float64((after.Runtime - before[name].Runtime).Nanoseconds()) / float64(runs)
-		b.ReportMetric(perRun, name+"_ns/packet")
-		b.ReportMetric(float64(runs)/window.Seconds(), name+"_packets/s")
+		b.ReportMetric(t.ns/t.runs, names[i]+"_ns/packet")
+		b.ReportMetric(t.runs/window.Seconds(), names[i]+"_packets/s")
 	}
+}
+
+// programRunTime is a program's total run time and number of runs.
+type programRunTime struct{ ns, runs float64 }
+
+// runTimes returns what each program ran over window, from the kernel's
+// run-time statistics, which the caller has turned on.
+func runTimes(tb testing.TB, progs []*ebpf.Program, window time.Duration) []programRunTime {
+	tb.Helper()
+	before := make([]*ebpf.ProgramStats, len(progs))
+	for i, prog := range progs {
+		var err error
+		before[i], err = prog.Stats()
+		require.NoError(tb, err)
+	}
+	time.Sleep(window)
+	times := make([]programRunTime, len(progs))
+	for i, prog := range progs {
+		after, err := prog.Stats()
+		require.NoError(tb, err)
+		times[i] = programRunTime{
+			ns:   float64((after.Runtime - before[i].Runtime).Nanoseconds()),
+			runs: float64(after.RunCount - before[i].RunCount),
+		}
+	}
+	return times
 }
 
 // BenchmarkVethProgramTime weighs the programs against those of another
@@ -959,28 +981,18 @@ func BenchmarkVethProgramTime(b *testing.B) {
 	require.NoError(b, err)
 	defer stats.Close()
 
-	var runTime, runs [2][2]float64 // by build, then direction
+	var totals [2][2]programRunTime // by build, then direction
 	// measure attaches a build and returns its time per packet over one
 	// window, in each direction.
 	measure := func(build int) (perPacket [2]float64) {
 		programs := builds[build].programs
 		attachOnly(b, dp, ue, ifindex, programs[0], programs[1])
 		time.Sleep(settle)
-		var before [2]*ebpf.ProgramStats
-		for dir, prog := range programs {
-			before[dir], err = prog.Stats()
-			require.NoError(b, err)
-		}
-		time.Sleep(window)
-		for dir, prog := range programs {
-			after, err := prog.Stats()
-			require.NoError(b, err)
-			ns := float64((after.Runtime - before[dir].Runtime).Nanoseconds())
-			n := float64(after.RunCount - before[dir].RunCount)
-			require.Positive(b, n, "the flow moved no packet")
-			runTime[build][dir] += ns
-			runs[build][dir] += n
-			perPacket[dir] = ns / n
+		for dir, t := range runTimes(b, programs[:], window) {
+			require.Positive(b, t.runs, "the flow moved no packet")
+			totals[build][dir].ns += t.ns
+			totals[build][dir].runs += t.runs
+			perPacket[dir] = t.ns / t.runs
 		}
 		return perPacket
 	}
@@ -998,7 +1010,7 @@ func BenchmarkVethProgramTime(b *testing.B) {
 	b.StopTimer()
 	for dir, direction := range []string{"ingress", "egress"} {
 		for build := range builds {
-			b.ReportMetric(runTime[build][dir]/runs[build][dir], builds[build].name+"_"+direction+"_ns/packet")
+			b.ReportMetric(totals[build][dir].ns/totals[build][dir].runs, builds[build].name+"_"+direction+"_ns/packet")
 		}
 		b.ReportMetric(quantile(ratios[dir], 0.5), direction+"_this/other_median")
 	}
