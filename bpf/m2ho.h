@@ -135,8 +135,12 @@ enum flow_tag {
 	FLOW_TAG_FREE = 0,
 	/* taken by a CPU that is filling the slot in */
 	FLOW_TAG_CLAIMED = 1,
-	/* live tags are the flow's hash, moved out of the two values above */
-	FLOW_TAG_LIVE_MIN = 2,
+	/* evicted by user space, which frees the slot once every program run
+	 * that may have found the flow before has ended: a packet still
+	 * writing into the old flow must not land in the next one */
+	FLOW_TAG_DEAD = 2,
+	/* live tags are the flow's hash, moved out of the values above */
+	FLOW_TAG_LIVE_MIN = 3,
 };
 
 struct flow_entry {

@@ -125,7 +125,7 @@ func (d *Daemon) sampleLoop(ctx context.Context) {
 				d.logger.Debug("reading flows failed", "err", err)
 			}
 		}
-		if now.Sub(lastEvict) >= evictInterval {
+		if evictDue(d.sampleFast.Load(), now.Sub(lastEvict)) {
 			lastEvict = now
 			if n, err := d.dp.EvictIdle(flowIdle, closedFlowIdle); err != nil {
 				d.logger.Warn("evicting idle flows failed", "err", err)
@@ -138,6 +138,15 @@ func (d *Daemon) sampleLoop(ctx context.Context) {
 			ticker.Reset(interval)
 		}
 	}
+}
+
+// evictDue says whether the sampler evicts idle flows now, sinceLast after
+// the last eviction: every evictInterval, but not while fine samples are
+// needed (fast), since an eviction that deletes flows waits for the
+// programs' runs under way (see datapath.EvictIdle), longer than a sample
+// interval.
+func evictDue(fast bool, sinceLast time.Duration) bool {
+	return !fast && sinceLast >= evictInterval
 }
 
 // sampleInterval paces the byte sampling: pollInterval when fine samples

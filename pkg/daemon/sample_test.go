@@ -110,6 +110,25 @@ func TestSampleInterval(t *testing.T) {
 	}
 }
 
+func TestEvictDue(t *testing.T) {
+	tests := []struct {
+		name      string
+		fast      bool
+		sinceLast time.Duration
+		want      bool
+	}{
+		{"due", false, evictInterval, true},
+		{"not yet due", false, evictInterval - time.Millisecond, false},
+		// an eviction may wait longer than a fine sample's interval
+		{"due while fine samples are needed", true, 10 * evictInterval, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, evictDue(tc.fast, tc.sinceLast))
+		})
+	}
+}
+
 // countingDatapath counts the reads of the ingress byte counter.
 type countingDatapath struct {
 	*fakeDatapath

@@ -307,10 +307,25 @@ func loadDatapath(rawIP bool, burstGap time.Duration, maxFlows uint32, pinPath s
 	}
 	d := &Datapath{objs: objs, table: table, attachment: detached{}, log: logger, iface: iface, rawIP: rawIP, pins: pins}
 	if takeover {
+		d.releaseRetired()
 		flows, err := d.Flows()
 		logger.Info("took over pinned flows", "dir", pins.path, "flows", len(flows), "err", err)
 	}
 	return d, nil
+}
+
+// releaseRetired frees the slots that a process retired and died before
+// releasing (see deleteFlows).
+func (d *Datapath) releaseRetired() {
+	retired := d.table.retiredSlots()
+	if len(retired) == 0 {
+		return
+	}
+	waitForProgramRuns()
+	for _, slot := range retired {
+		d.table.release(slot)
+	}
+	d.log.Info("freed flow table slots whose release a process left unfinished", "slots", len(retired))
 }
 
 // loadFailure wraps a failure to load the programs: ErrPermission when

@@ -71,6 +71,7 @@ func (d *Datapath) walkFlows(batch int, visit func(*m2hoFlowKey, *m2hoFlowState)
 	var (
 		cursor ebpf.MapBatchCursor
 		doomed []doomedFlow
+		strays []indexEntry
 		entry  m2hoFlowEntry
 	)
 	for {
@@ -86,9 +87,12 @@ func (d *Datapath) walkFlows(batch int, visit func(*m2hoFlowKey, *m2hoFlowState)
 			return nil, fmt.Errorf("datapath: read flows: %w", err)
 		}
 		for i := range n {
-			// A slot being created, or reused since the index was
-			// read, belongs to no listed flow.
+			// A slot being created, or retired or reused since the
+			// index was read, belongs to no listed flow; an entry
+			// left behind by a process that died while deleting
+			// its flow never will (see deleteFlows).
 			if !d.table.live(slots[i], &keys[i], &entry) {
+				strays = append(strays, indexEntry{key: keys[i], slot: slots[i]})
 				continue
 			}
 			if visit(&keys[i], &entry.State) {
@@ -100,7 +104,13 @@ func (d *Datapath) walkFlows(batch int, visit func(*m2hoFlowKey, *m2hoFlowState)
 		}
 	}
 	// Deleting during the walk would move the cursor's bucket; delete after.
-	return d.deleteFlows(doomed)
+	return d.deleteFlows(doomed, strays)
+}
+
+// indexEntry is an entry of the flow index: a flow's key and its slot.
+type indexEntry struct {
+	key  m2hoFlowKey
+	slot uint32
 }
 
 // doomedFlow is a flow to delete: its index key, its slot, and its state
@@ -111,21 +121,52 @@ type doomedFlow struct {
 	state m2hoFlowState
 }
 
-// deleteFlows deletes flows and returns those it deleted. It frees a slot
-// first, so that the packet path stops finding it, then removes the index
-// entry. A packet of the flow in between finds no slot and an index entry
-// naming a free one: it goes untracked, and the next packet creates the
-// flow afresh. A flow deleted meanwhile, whose slot or index entry may
-// already belong to a new flow, is left alone, and so is one that moved
-// since it was chosen: a packet refreshed it (its last-seen time), or the
-// host opened a new connection on its ports (its first-seen time).
-func (d *Datapath) deleteFlows(flows []doomedFlow) ([]doomedFlow, error) {
+// deleteFlows deletes flows and returns those it deleted. It retires a
+// slot first, so that the packet path stops finding it, then removes the
+// index entry. A packet of the flow in between finds no slot and an index
+// entry naming a retired one: it goes untracked, and the next packet
+// creates the flow afresh. Once every program run that may have found a
+// deleted flow has ended, its slot is freed: a packet under way on another
+// CPU would otherwise write into the next flow to take the slot. A flow
+// deleted meanwhile, whose slot or index entry may already belong to a new
+// flow, is left alone, and so is one that moved since it was chosen: a
+// packet refreshed it (its last-seen time), or the host opened a new
+// connection on its ports (its first-seen time).
+//
+// strays are index entries that named a slot not holding their flow when
+// read. deleteFlows removes those that still do after the same wait: a
+// creation under way, which enters its index entry before its slot's tag
+// within one program run, has ended by then, so what is left is an entry
+// whose deletion a process did not finish, and would otherwise keep its
+// key's packets untracked for good.
+func (d *Datapath) deleteFlows(flows []doomedFlow, strays []indexEntry) ([]doomedFlow, error) {
+	if len(flows) == 0 && len(strays) == 0 {
+		return nil, nil
+	}
 	// Deletions take turns, so that the checks below hold until the slot
-	// is freed: the packet path never frees or takes a live slot.
+	// is retired: the packet path never retires or takes a live slot.
 	d.deleteMu.Lock()
 	defer d.deleteMu.Unlock()
+	deleted, err := d.retireFlows(flows)
+	if len(deleted) == 0 && len(strays) == 0 {
+		return nil, err
+	}
+	waitForProgramRuns()
+	for _, f := range deleted {
+		d.table.release(f.slot)
+	}
+	removed, strayErr := d.removeStrays(strays)
+	if removed > 0 {
+		d.log.Info("removed index entries of flows whose deletion a process left unfinished", "entries", removed)
+	}
+	return deleted, errors.Join(err, strayErr)
+}
+
+// retireFlows retires the slots of flows still as they were chosen and
+// removes their index entries; it returns those it retired.
+func (d *Datapath) retireFlows(flows []doomedFlow) ([]doomedFlow, error) {
 	var entry m2hoFlowEntry
-	var deleted []doomedFlow
+	var retired []doomedFlow
 	for _, f := range flows {
 		var slot uint32
 		err := d.objs.FlowIndex.Lookup(&f.key, &slot)
@@ -133,23 +174,49 @@ func (d *Datapath) deleteFlows(flows []doomedFlow) ([]doomedFlow, error) {
 			continue
 		}
 		if err != nil {
-			return deleted, fmt.Errorf("datapath: look up flow: %w", err)
+			return retired, fmt.Errorf("datapath: look up flow: %w", err)
 		}
-		if slot != f.slot {
+		if slot != f.slot || !d.table.live(f.slot, &f.key, &entry) {
 			continue
 		}
-		if d.table.live(f.slot, &f.key, &entry) {
-			if entry.State.LastSeenNs != f.state.LastSeenNs || entry.State.FirstSeenNs != f.state.FirstSeenNs {
-				continue
-			}
-			d.table.free(f.slot)
+		if entry.State.LastSeenNs != f.state.LastSeenNs || entry.State.FirstSeenNs != f.state.FirstSeenNs {
+			continue
 		}
+		d.table.retire(f.slot)
+		retired = append(retired, f)
 		if err := d.objs.FlowIndex.Delete(&f.key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return deleted, fmt.Errorf("datapath: delete flow: %w", err)
+			return retired, fmt.Errorf("datapath: delete flow: %w", err)
 		}
-		deleted = append(deleted, f)
 	}
-	return deleted, nil
+	return retired, nil
+}
+
+// removeStrays deletes the index entries of strays that still name the
+// same slot, which still does not hold their flow, and returns how many
+// it deleted. Only deleteFlows, which holds deleteMu, deletes index
+// entries, and the packet path never replaces one: an entry found again
+// is the one read before.
+func (d *Datapath) removeStrays(strays []indexEntry) (int, error) {
+	var entry m2hoFlowEntry
+	removed := 0
+	for _, s := range strays {
+		var slot uint32
+		err := d.objs.FlowIndex.Lookup(&s.key, &slot)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			continue
+		}
+		if err != nil {
+			return removed, fmt.Errorf("datapath: look up flow: %w", err)
+		}
+		if slot != s.slot || d.table.live(slot, &s.key, &entry) {
+			continue
+		}
+		if err := d.objs.FlowIndex.Delete(&s.key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return removed, fmt.Errorf("datapath: delete stray flow index entry: %w", err)
+		}
+		removed++
+	}
+	return removed, nil
 }
 
 // Flows returns a snapshot of every tracked flow.
@@ -201,7 +268,10 @@ func flowFromMap(k *m2hoFlowKey, s *m2hoFlowState, clock clockAnchor) Flow {
 
 // EvictIdle deletes the flows without a packet for longer than idle, and
 // the closed ones (Flow.Closed) without a packet for longer than
-// closedIdle, and returns how many it deleted. The flow table is bounded:
+// closedIdle, and returns how many it deleted. When it deletes any, it
+// returns only after every run of the programs under way has ended, so
+// that it can free their slots: an RCU grace period, 8 to 28 ms on a
+// 2-CPU VM at HZ=250 (see waitForProgramRuns). The flow table is bounded:
 // without eviction, it fills up and new flows go untracked
 // (Counters.MapFull). An idle open flow leaves its handshake behind in the
 // store of adopted ones (see handshakeBatch), so that its clamp still

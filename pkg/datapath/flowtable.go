@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -25,9 +26,9 @@ func flowTableBuckets(maxFlows uint32) uint32 {
 }
 
 // flowTable is the flow table mapped into memory: user space reads flows
-// and frees slots without a system call, and frees a slot with one atomic
-// store to its tag. Writing a whole bucket through the map would overwrite
-// the packet path's concurrent updates of the bucket's other flows.
+// and frees slots without a system call, with one atomic operation on a
+// slot's tag. Writing a whole bucket through the map would overwrite the
+// packet path's concurrent updates of the bucket's other flows.
 type flowTable struct {
 	mem     []byte
 	buckets []m2hoFlowBucket
@@ -80,9 +81,53 @@ func (t *flowTable) live(n uint32, key *m2hoFlowKey, entry *m2hoFlowEntry) bool 
 	return entry.Key == *key
 }
 
-// free frees slot n.
-func (t *flowTable) free(n uint32) {
+// retire takes slot n out of use: the packet path neither finds its flow
+// (the tag is no longer live) nor claims the slot for another (it is not
+// free), while a program run that found the flow before may still be
+// writing into it. release frees it once no such run can remain.
+func (t *flowTable) retire(n uint32) {
 	if tag, _ := t.slot(n); tag != nil {
-		atomic.StoreUint32(tag, uint32(m2hoFlowTagFLOW_TAG_FREE))
+		atomic.StoreUint32(tag, uint32(m2hoFlowTagFLOW_TAG_DEAD))
+	}
+}
+
+// release frees slot n if it is retired.
+func (t *flowTable) release(n uint32) {
+	if tag, _ := t.slot(n); tag != nil {
+		atomic.CompareAndSwapUint32(tag, uint32(m2hoFlowTagFLOW_TAG_DEAD), uint32(m2hoFlowTagFLOW_TAG_FREE))
+	}
+}
+
+// retiredSlots lists the retired slots: a process that died between
+// retiring slots and releasing them leaves them so in a pinned table.
+func (t *flowTable) retiredSlots() []uint32 {
+	var retired []uint32
+	for b := range t.buckets {
+		for position := range t.buckets[b].Tags {
+			if atomic.LoadUint32(&t.buckets[b].Tags[position]) == uint32(m2hoFlowTagFLOW_TAG_DEAD) {
+				retired = append(retired, uint32(b)*flowBucketSlots+uint32(position))
+			}
+		}
+	}
+	return retired
+}
+
+// membarrierCmdGlobal is MEMBARRIER_CMD_GLOBAL of linux/membarrier.h.
+const membarrierCmdGlobal = 1 << 0
+
+// fallbackGrace is how long waitForProgramRuns sleeps where the kernel
+// cannot wait for the programs: thousands of times longer than a run lasts.
+const fallbackGrace = 100 * time.Millisecond
+
+// waitForProgramRuns returns once every run of the programs that began
+// before the call has ended. The kernel runs tc programs inside RCU
+// read-side critical sections, and membarrier(MEMBARRIER_CMD_GLOBAL) waits
+// for an RCU grace period (synchronize_rcu), which ends only after every
+// such section that had begun. Kernels with nohz_full CPUs refuse that
+// command, and those built without membarrier lack it: there it sleeps
+// for fallbackGrace instead.
+func waitForProgramRuns() {
+	if _, _, errno := unix.Syscall(unix.SYS_MEMBARRIER, membarrierCmdGlobal, 0, 0); errno != 0 {
+		time.Sleep(fallbackGrace)
 	}
 }

@@ -144,7 +144,8 @@ type m2hoFlowTag uint32
 const (
 	m2hoFlowTagFLOW_TAG_FREE     m2hoFlowTag = 0
 	m2hoFlowTagFLOW_TAG_CLAIMED  m2hoFlowTag = 1
-	m2hoFlowTagFLOW_TAG_LIVE_MIN m2hoFlowTag = 2
+	m2hoFlowTagFLOW_TAG_DEAD     m2hoFlowTag = 2
+	m2hoFlowTagFLOW_TAG_LIVE_MIN m2hoFlowTag = 3
 )
 
 type m2hoHandshakeHint struct {

@@ -36,7 +36,7 @@ type pinMeta struct {
 // pinFormat is bumped whenever the meaning of the pinned values changes
 // while their layout stays: a program must not read pins whose values it
 // would misread.
-const pinFormat = 1
+const pinFormat = 2
 
 // flowLayout identifies the format and the layout of the pinned maps' keys
 // and values.

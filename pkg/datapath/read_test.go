@@ -216,6 +216,7 @@ func TestEvictIdleAcrossBatches(t *testing.T) {
 	evicted, err := d.EvictIdle(idle, closedIdle)
 	require.NoError(t, err)
 	assert.Equal(t, wantEvicted, evicted)
+	assert.Empty(t, d.table.retiredSlots(), "every slot retired is free again")
 	flows, err := d.Flows()
 	require.NoError(t, err)
 	require.Equal(t, len(keys)-wantEvicted, len(flows), "flows left")
@@ -251,10 +252,10 @@ func TestDeleteFlowsSkipsMissing(t *testing.T) {
 				doomed[i] = doomedFlow{key: key, slot: slot, state: entry.State}
 			}
 			for _, i := range tc.missing {
-				_, err := d.deleteFlows(doomed[i : i+1])
+				_, err := d.deleteFlows(doomed[i:i+1], nil)
 				require.NoError(t, err)
 			}
-			deleted, err := d.deleteFlows(doomed)
+			deleted, err := d.deleteFlows(doomed, nil)
 			require.NoError(t, err)
 			assert.Len(t, deleted, 10-len(tc.missing))
 			flows, err := d.Flows()
