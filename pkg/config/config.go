@@ -85,7 +85,11 @@ const (
 	maxSmoothing = 200 * time.Millisecond
 	maxLambda    = 16
 	maxBurstGap  = 100 * time.Millisecond
-	maxIfaceName = 15 // IFNAMSIZ - 1
+	// maxDrainBurst is tens of times the cell buffers the paper measured
+	// (about 1.5 MB on sub-6, section 3.2): a larger drain threshold is
+	// a typo, under which only SmoothingMax would ever end Smoothing.
+	maxDrainBurst = 64 << 20
+	maxIfaceName  = 15 // IFNAMSIZ - 1
 	// maxFlows is the largest flow table the datapath builds.
 	maxFlows = datapath.MaxFlowsLimit
 )
@@ -121,6 +125,10 @@ type Config struct {
 	// BurstGap is the idle gap that splits downlink packet trains; 0
 	// keeps the datapath's default.
 	BurstGap time.Duration
+	// DrainBurstBytes is the smallest downlink packet train that counts as
+	// the target cell draining its buffer, which ends Smoothing; 0 keeps
+	// the state machine's default.
+	DrainBurstBytes uint64
 	// MaxFlows bounds the datapath's flow table; 0 keeps its default.
 	MaxFlows uint32
 	// PinDir, on a BPF filesystem, keeps the flow state across an unclean
@@ -162,6 +170,7 @@ type file struct {
 	Lambda             *float64       `yaml:"lambda"`
 	DefaultBufferBytes *uint64        `yaml:"default_buffer_bytes"`
 	BurstGap           *time.Duration `yaml:"burst_gap"`
+	DrainBurstBytes    *uint64        `yaml:"drain_burst_bytes"`
 	MaxFlows           *uint32        `yaml:"max_flows"`
 	PinDir             *string        `yaml:"pin_dir"`
 }
@@ -213,6 +222,7 @@ func (f file) apply(cfg Config) (Config, error) {
 	setValue(&cfg.Lambda, f.Lambda)
 	setValue(&cfg.DefaultBufferBytes, f.DefaultBufferBytes)
 	setValue(&cfg.BurstGap, f.BurstGap)
+	setValue(&cfg.DrainBurstBytes, f.DrainBurstBytes)
 	setValue(&cfg.MaxFlows, f.MaxFlows)
 	setValue(&cfg.PinDir, f.PinDir)
 	return cfg, nil
@@ -299,6 +309,9 @@ func (c Config) Validate() error {
 	if c.BurstGap < 0 || c.BurstGap > maxBurstGap {
 		return fmt.Errorf("burst_gap: must be between 0 (default) and %v, got %v", maxBurstGap, c.BurstGap)
 	}
+	if c.DrainBurstBytes > maxDrainBurst {
+		return fmt.Errorf("drain_burst_bytes: must be 0 (default) or at most %d, got %d", maxDrainBurst, c.DrainBurstBytes)
+	}
 	if c.PinDir != "" && !filepath.IsAbs(c.PinDir) {
 		return fmt.Errorf("pin_dir: must be an absolute path or empty, got %q", c.PinDir)
 	}
@@ -350,7 +363,7 @@ type flagValues struct {
 	diag                                                                        stringList
 	smoothingMax, burstGap                                                      time.Duration
 	lambda                                                                      float64
-	defaultBuffer                                                               uint64
+	defaultBuffer, drainBurst                                                   uint64
 	maxFlows                                                                    uint
 }
 
@@ -374,6 +387,7 @@ func newFlagSet(v *flagValues) *flag.FlagSet {
 	fs.Float64Var(&v.lambda, "lambda", 0, "bandwidth clamp probing factor, paper Eq. 2 (0: default)")
 	fs.Uint64Var(&v.defaultBuffer, "default-buffer", 0, fmt.Sprintf("buffer estimate in `bytes` before any cell history, at least %d (0: default)", minDefaultBuffer))
 	fs.DurationVar(&v.burstGap, "burst-gap", 0, "idle gap that ends a downlink burst (0: default)")
+	fs.Uint64Var(&v.drainBurst, "drain-burst", 0, fmt.Sprintf("smallest downlink burst in `bytes` that ends Smoothing, at most %d (0: default)", maxDrainBurst))
 	fs.UintVar(&v.maxFlows, "max-flows", 0, fmt.Sprintf("size of the datapath flow table, at most %d (0: default)", maxFlows))
 	fs.StringVar(&v.pinDir, "pin-dir", def.PinDir, "`directory` on the BPF filesystem keeping flows across an unclean exit (empty: none)")
 	return fs
@@ -457,6 +471,8 @@ func (v *flagValues) apply(name string, cfg *Config) error {
 		cfg.DefaultBufferBytes = v.defaultBuffer
 	case "burst-gap":
 		cfg.BurstGap = v.burstGap
+	case "drain-burst":
+		cfg.DrainBurstBytes = v.drainBurst
 	case "max-flows":
 		// Checked before the conversion, which would wrap.
 		if v.maxFlows > maxFlows {

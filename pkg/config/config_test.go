@@ -29,6 +29,7 @@ smoothing_max: 120ms
 lambda: 1.5
 default_buffer_bytes: 300000
 burst_gap: 3ms
+drain_burst_bytes: 32768
 max_flows: 4096
 pin_dir: /sys/fs/bpf/cpe
 `
@@ -53,7 +54,7 @@ pin_dir: /sys/fs/bpf/cpe
 					Mode: ModeObserve, Listen: "127.0.0.1:9999", StateDir: "/srv/m2ho", LogLevel: slog.LevelDebug,
 					Policy: PolicyFreeze, Ablate: []Component{ComponentPrediction, ComponentBandwidthClamp},
 					SmoothingMax: 120 * time.Millisecond, Lambda: 1.5, DefaultBufferBytes: 300000,
-					BurstGap: 3 * time.Millisecond, MaxFlows: 4096, PinDir: "/sys/fs/bpf/cpe",
+					BurstGap: 3 * time.Millisecond, DrainBurstBytes: 32768, MaxFlows: 4096, PinDir: "/sys/fs/bpf/cpe",
 				}
 			},
 		},
@@ -63,20 +64,22 @@ pin_dir: /sys/fs/bpf/cpe
 			args: []string{"--iface", "usb0", "--diag", "gsmtap://127.0.0.1:4729", "--diag", "qmdl:/x.qmdl",
 				"--mode", "enforce", "--listen", "[::1]:9000", "--state-dir", "/tmp/s", "--log-level", "warn",
 				"--policy", "m2ho", "--ablate", "", "--smoothing-max", "90ms", "--lambda", "3",
-				"--default-buffer", "70000", "--burst-gap", "1ms", "--max-flows", "10", "--pin-dir", ""},
+				"--default-buffer", "70000", "--burst-gap", "1ms", "--drain-burst", "8192", "--max-flows", "10", "--pin-dir", ""},
 			want: func(c *Config) {
 				*c = Config{
 					Iface: "usb0", Diag: []string{"gsmtap://127.0.0.1:4729", "qmdl:/x.qmdl"},
 					Mode: ModeEnforce, Listen: "[::1]:9000", StateDir: "/tmp/s", LogLevel: slog.LevelWarn,
 					Policy: PolicyM2HO, SmoothingMax: 90 * time.Millisecond, Lambda: 3, DefaultBufferBytes: 70000,
-					BurstGap: time.Millisecond, MaxFlows: 10,
+					BurstGap: time.Millisecond, DrainBurstBytes: 8192, MaxFlows: 10,
 				}
 			},
 		},
 		{
 			name: "tunables at their bounds",
-			args: []string{"--iface", "x", "--default-buffer", "65536", "--max-flows", "16777216"},
-			want: func(c *Config) { c.Iface, c.DefaultBufferBytes, c.MaxFlows = "x", 65536, 16777216 },
+			args: []string{"--iface", "x", "--default-buffer", "65536", "--max-flows", "16777216", "--drain-burst", "67108864"},
+			want: func(c *Config) {
+				c.Iface, c.DefaultBufferBytes, c.MaxFlows, c.DrainBurstBytes = "x", 65536, 16777216, 67108864
+			},
 		},
 		{
 			name: "empty file keeps defaults",
@@ -108,6 +111,8 @@ pin_dir: /sys/fs/bpf/cpe
 		{name: "max flows that would wrap", args: []string{"--iface", "x", "--max-flows", "4294967306"}, wantErr: "--max-flows: must be 0 (default) or at most 16777216"},
 		{name: "max flows above the datapath limit in file", file: "iface: x\nmax_flows: 20000000\n", wantErr: "max_flows: must be 0 (default) or at most 16777216, got 20000000"},
 		{name: "burst gap too long", args: []string{"--iface", "x", "--burst-gap", "1s"}, wantErr: "burst_gap: must be between"},
+		{name: "drain burst above any buffer", args: []string{"--iface", "x", "--drain-burst", "67108865"}, wantErr: "drain_burst_bytes: must be 0 (default) or at most 67108864, got 67108865"},
+		{name: "drain burst above any buffer in file", file: "iface: x\ndrain_burst_bytes: 100000000\n", wantErr: "drain_burst_bytes: must be 0 (default) or at most 67108864"},
 		{name: "relative pin dir", args: []string{"--iface", "x", "--pin-dir", "bpf/m2ho"}, wantErr: `pin_dir: must be an absolute path or empty, got "bpf/m2ho"`},
 		{name: "bad log level flag", args: []string{"--iface", "x", "--log-level", "loud"}, wantErr: "--log-level: must be debug, info, warn or error"},
 		{name: "unknown flag", args: []string{"--ifcae", "x"}, wantErr: "command line: flag provided but not defined: -ifcae (m2hod -h lists the flags)"},

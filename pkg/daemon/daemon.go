@@ -252,6 +252,9 @@ func machineConfig(cfg config.Config) statemachine.Config {
 	if cfg.SmoothingMax != 0 {
 		c.SmoothingMax = cfg.SmoothingMax
 	}
+	if cfg.DrainBurstBytes != 0 {
+		c.DrainBurstBytes = cfg.DrainBurstBytes
+	}
 	return c
 }
 

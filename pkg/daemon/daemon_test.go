@@ -346,17 +346,24 @@ func TestSmoothingEndsOnTheTargetCellsDrain(t *testing.T) {
 		pending int
 		// bytes of the datapath train, or 0 for an rb_alloc event instead.
 		bytes uint64
-		want  string
+		// drainBurst is the configured drain_burst_bytes (0: default)
+		drainBurst uint64
+		want       string
 	}{
 		{name: "a drain-sized train", mode: config.ModeObserve, bytes: 100_000, want: "smoothing>stable:burst_end"},
 		{name: "a burst period in the target cell's slots", mode: config.ModeObserve, want: "smoothing>stable:burst_end"},
 		{name: "a lone 52-byte packet", mode: config.ModeObserve, bytes: 52, want: "smoothing>stable:smoothing_max"},
 		{name: "a drain while a flow waits", mode: config.ModeEnforce, pending: 1, bytes: 100_000, want: "smoothing>stable:smoothing_max"},
+		{name: "a train below the configured drain size", mode: config.ModeObserve, bytes: 100_000, drainBurst: 200_000,
+			want: "smoothing>stable:smoothing_max"},
+		{name: "a small train at a configured small drain size", mode: config.ModeObserve, bytes: 3000, drainBurst: 3000,
+			want: "smoothing>stable:burst_end"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t)
 			cfg.Mode = tc.mode
+			cfg.DrainBurstBytes = tc.drainBurst
 			cfg.SmoothingMax = 190 * time.Millisecond
 			h := startHarness(t, cfg)
 			h.dp.setPending(tc.pending)
