@@ -4,6 +4,9 @@
 //	m2hod --iface IFACE [--config FILE] [--diag URI ...] [--mode enforce|observe]
 //	      [--listen 127.0.0.1:9569] [--state-dir DIR] [--log-level info]
 //	m2hod decode [--raw] URI
+//
+// SIGTERM or an interrupt stops it; SIGHUP reloads the configuration
+// (see daemon.Serve).
 package main
 
 import (
@@ -61,12 +64,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "m2hod: %v\n", err)
 		return exitUsage
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	d, err := daemon.Open(cfg, logger)
-	if err != nil {
-		return fail(stderr, logger, err)
+	// SIGHUP would otherwise end the process, and systemd takes a
+	// SIGHUP death for a clean exit, which Restart=on-failure leaves be.
+	requests := make(chan os.Signal, 1)
+	signal.Notify(requests, syscall.SIGHUP)
+	defer signal.Stop(requests)
+	level := new(slog.LevelVar)
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	reload := daemon.Reload{
+		Requests: requests,
+		// The same flags over the file, as at the start; their usage
+		// text has no reader here.
+		Load:    func() (config.Config, error) { return config.Parse(args, io.Discard) },
+		Opening: func(cfg config.Config) { level.Set(cfg.LogLevel) },
 	}
-	if err := d.Run(ctx); err != nil {
+	if err := daemon.Serve(ctx, cfg, logger, reload); err != nil {
 		return fail(stderr, logger, err)
 	}
 	return 0

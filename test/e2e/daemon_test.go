@@ -3,6 +3,7 @@ package e2e
 import (
 	"crypto/rand"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -256,6 +257,37 @@ func TestObserveModeChangesNoPacket(t *testing.T) {
 	assert.Zero(t, st.Datapath.Counters["DupACKsSuppressed"])
 	assert.Zero(t, st.Datapath.Counters["Snapshots"], "no handover epoch reached the datapath")
 	assert.Positive(t, st.Datapath.Counters["RTTSamples"], "measurement still runs")
+}
+
+// TestSIGHUPReloadsTheConfiguration changes the configuration file of a
+// running m2hod and sends SIGHUP: a file that does not validate changes
+// nothing and m2hod goes on, a valid one restarts it in place with the new
+// settings, and the restarted daemon adopts the download opened before
+// and clamps it at the next predicted handover.
+func TestSIGHUPReloadsTheConfiguration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m2hod.yaml")
+	writeConfig := func(text string) { require.NoError(t, os.WriteFile(path, []byte(text), 0o600)) }
+	writeConfig("mode: observe\n")
+	d, dl, _ := startWithHistory(t, "--config", path)
+	assert.Equal(t, "observe", d.status().Mode)
+
+	writeConfig("mode: enforce\nlambda: 99\n")
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGHUP))
+	d.waitLog(5*time.Second, "configuration not reloaded")
+	assert.Contains(t, d.log.String(), "lambda: must be between")
+	assert.True(t, d.running())
+	assert.Equal(t, "observe", d.status().Mode, "the running configuration stays")
+
+	writeConfig("mode: enforce\n")
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGHUP))
+	d.waitLog(10*time.Second, "configuration reloaded")
+	d.waitHealthy(10 * time.Second)
+	assert.Equal(t, "enforce", d.status().Mode)
+
+	d.send(measReport(diag.EventA3, sub6A, sub6B))
+	d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
+	dl.waitWindow(2*time.Second, "clamped", clampedTo(targetBuffer))
+	assert.Positive(t, d.status().Datapath.Counters["ClampApplied"])
 }
 
 func TestSIGKILLWhileSuppressingRecovers(t *testing.T) {

@@ -242,11 +242,11 @@ func (sd *systemdContainer) mainProcess() map[string]string {
 // TestSystemdUnit runs deploy/m2hod.service, with deploy/m2hod.yaml as its
 // configuration, under systemd: it starts with the unit's transient user
 // and three capabilities, pins its flows, clamps a download at a handover,
-// comes back after a crash with the connection's flow state, and detaches
-// and unpins when stopped. The example configuration's interface, diag
-// input and listen address are the testbed's. It runs with and without
-// nss-systemd, which resolves the names of transient users and which
-// minimal images lack.
+// comes back after a crash with the connection's flow state, restarts in
+// place at systemctl reload, and detaches and unpins when stopped. The
+// example configuration's interface, diag input and listen address are
+// the testbed's. It runs with and without nss-systemd, which resolves the
+// names of transient users and which minimal images lack.
 func TestSystemdUnit(t *testing.T) {
 	for _, nss := range []string{"systemd", "files"} {
 		t.Run("nss="+nss, func(t *testing.T) {
@@ -311,6 +311,16 @@ func TestSystemdUnit(t *testing.T) {
 			d.waitStatus(5*time.Second, "attached again", func(s status) bool { return s.AttachMode == "tcx" })
 			assert.Len(t, linesWith(d.log.String(), "datapath attached again"), 1)
 			assert.Equal(t, "1", sd.property("NRestarts"), "no restart for the interface")
+
+			// systemctl reload: the same process restarts in place,
+			// under the same confinement.
+			pid := sd.property("MainPID")
+			sd.systemctl("reload", "m2hod.service")
+			d.waitLog(10*time.Second, "configuration reloaded")
+			d.waitHealthy(15 * time.Second)
+			assert.Equal(t, pid, sd.property("MainPID"), "reloaded in the same process")
+			assert.Equal(t, "1", sd.property("NRestarts"), "no restart for a reload")
+			assert.Equal(t, "tcx", d.status().AttachMode)
 
 			sd.systemctl("stop", "m2hod.service")
 			assert.Equal(t, "inactive", sd.property("ActiveState"))

@@ -1,0 +1,205 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/internal/logbuf"
+	"github.com/m2ho/m2ho/pkg/config"
+)
+
+// fakeRunner runs until its context ends, or fails with fail.
+type fakeRunner struct {
+	iface string
+	fail  chan error
+}
+
+func (r *fakeRunner) Run(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-r.fail:
+		return err
+	}
+}
+
+// serveHarness runs serve over fake daemons, which open for every
+// interface but those in unavailable, and records the interfaces they
+// opened with.
+type serveHarness struct {
+	requests chan os.Signal
+	log      *logbuf.Buffer
+	// next is what the next Load returns
+	next    config.Config
+	nextErr error
+	done    chan error
+	cancel  context.CancelFunc
+
+	mu          sync.Mutex
+	unavailable map[string]bool
+	opened      []string
+	running     *fakeRunner
+	// openings are the configurations Reload.Opening saw
+	openings []string
+}
+
+func startServe(t *testing.T, iface string) *serveHarness {
+	t.Helper()
+	h := &serveHarness{requests: make(chan os.Signal, 1), log: &logbuf.Buffer{}, done: make(chan error, 1),
+		unavailable: map[string]bool{"missing": true}}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-h.done:
+		case <-time.After(5 * time.Second):
+			t.Error("serve did not return after its context ended")
+		}
+	})
+	reload := Reload{
+		Requests: h.requests,
+		Load: func() (config.Config, error) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return h.next, h.nextErr
+		},
+		Opening: func(cfg config.Config) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.openings = append(h.openings, cfg.Iface)
+		},
+	}
+	open := func(cfg config.Config) (runner, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.opened = append(h.opened, cfg.Iface)
+		if h.unavailable[cfg.Iface] {
+			return nil, fmt.Errorf("interface %s not found", cfg.Iface)
+		}
+		h.running = &fakeRunner{iface: cfg.Iface, fail: make(chan error, 1)}
+		return h.running, nil
+	}
+	logger := slog.New(slog.NewTextHandler(h.log, nil))
+	go func() { h.done <- serve(ctx, config.Config{Iface: iface}, logger, reload, open) }()
+	require.Eventually(t, func() bool { return h.current() == iface }, time.Second, time.Millisecond)
+	return h
+}
+
+// current is the interface of the running daemon.
+func (h *serveHarness) current() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running == nil {
+		return ""
+	}
+	return h.running.iface
+}
+
+func (h *serveHarness) openedWith() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.opened...)
+}
+
+// reloadTo requests a reload to which Load answers cfg or err.
+func (h *serveHarness) reloadTo(cfg config.Config, err error) {
+	h.mu.Lock()
+	h.next, h.nextErr = cfg, err
+	h.mu.Unlock()
+	h.requests <- syscall.SIGHUP
+}
+
+func TestServeReloads(t *testing.T) {
+	tests := []struct {
+		name string
+		// the configuration a reload loads, or the error loading it
+		load    config.Config
+		loadErr error
+		// the interfaces daemons opened with, in order, and the one
+		// running at the end
+		wantOpened  []string
+		wantRunning string
+		wantLog     string
+	}{
+		{name: "a valid configuration restarts the daemon with it", load: config.Config{Iface: "usb0"},
+			wantOpened: []string{"wwan0", "usb0"}, wantRunning: "usb0", wantLog: "configuration reloaded"},
+		{name: "an invalid configuration leaves the daemon running", loadErr: errors.New("config: lambda: must be between"),
+			wantOpened: []string{"wwan0"}, wantRunning: "wwan0", wantLog: "configuration not reloaded"},
+		{name: "a configuration that cannot open brings back the previous one", load: config.Config{Iface: "missing"},
+			wantOpened: []string{"wwan0", "missing", "wwan0"}, wantRunning: "wwan0", wantLog: "going back to the previous one"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := startServe(t, "wwan0")
+			first := h.running
+			h.reloadTo(tc.load, tc.loadErr)
+			require.Eventually(t, func() bool { return assert.ObjectsAreEqual(tc.wantOpened, h.openedWith()) },
+				time.Second, time.Millisecond, "opened %v", h.openedWith())
+			require.Eventually(t, func() bool { return h.current() == tc.wantRunning }, time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return strings.Contains(h.log.String(), tc.wantLog) }, time.Second, time.Millisecond)
+			h.mu.Lock()
+			assert.Equal(t, tc.wantOpened, h.openings, "Opening sees every configuration opened")
+			restarted := h.running != first
+			h.mu.Unlock()
+			assert.Equal(t, len(tc.wantOpened) > 1, restarted)
+		})
+	}
+}
+
+// TestServeEnds: serve returns nil when its context ends, and the error of
+// a daemon that fails, without opening another.
+func TestServeEnds(t *testing.T) {
+	t.Run("context ends", func(t *testing.T) {
+		h := startServe(t, "wwan0")
+		h.cancel()
+		select {
+		case err := <-h.done:
+			assert.NoError(t, err)
+			h.done <- err // for the cleanup
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "serve did not return")
+		}
+	})
+	t.Run("daemon fails", func(t *testing.T) {
+		h := startServe(t, "wwan0")
+		failure := errors.New("diag input udp://x: closed")
+		h.running.fail <- failure
+		select {
+		case err := <-h.done:
+			assert.ErrorIs(t, err, failure)
+			h.done <- err
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "serve did not return")
+		}
+		assert.Equal(t, []string{"wwan0"}, h.openedWith())
+	})
+	t.Run("previous configuration fails too", func(t *testing.T) {
+		h := startServe(t, "wwan0")
+		// the interface went meanwhile: neither configuration opens
+		h.mu.Lock()
+		h.unavailable["wwan0"] = true
+		h.mu.Unlock()
+		h.reloadTo(config.Config{Iface: "missing"}, nil)
+		select {
+		case err := <-h.done:
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "the previous configuration failed too: interface wwan0 not found")
+			h.done <- err
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "serve did not return")
+		}
+		assert.Equal(t, []string{"wwan0", "missing", "wwan0"}, h.openedWith())
+	})
+}
