@@ -168,15 +168,11 @@ func (d *Datapath) retireFlows(flows []doomedFlow) ([]doomedFlow, error) {
 	var entry m2hoFlowEntry
 	var retired []doomedFlow
 	for _, f := range flows {
-		var slot uint32
-		err := d.objs.FlowIndex.Lookup(&f.key, &slot)
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			continue
-		}
+		slot, indexed, err := d.indexedSlot(&f.key)
 		if err != nil {
-			return retired, fmt.Errorf("datapath: look up flow: %w", err)
+			return retired, err
 		}
-		if slot != f.slot || !d.table.live(f.slot, &f.key, &entry) {
+		if !indexed || slot != f.slot || !d.table.live(f.slot, &f.key, &entry) {
 			continue
 		}
 		if entry.State.LastSeenNs != f.state.LastSeenNs || entry.State.FirstSeenNs != f.state.FirstSeenNs {
@@ -200,15 +196,11 @@ func (d *Datapath) removeStrays(strays []indexEntry) (int, error) {
 	var entry m2hoFlowEntry
 	removed := 0
 	for _, s := range strays {
-		var slot uint32
-		err := d.objs.FlowIndex.Lookup(&s.key, &slot)
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			continue
-		}
+		slot, indexed, err := d.indexedSlot(&s.key)
 		if err != nil {
-			return removed, fmt.Errorf("datapath: look up flow: %w", err)
+			return removed, err
 		}
-		if slot != s.slot || d.table.live(slot, &s.key, &entry) {
+		if !indexed || slot != s.slot || d.table.live(slot, &s.key, &entry) {
 			continue
 		}
 		if err := d.objs.FlowIndex.Delete(&s.key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
@@ -217,6 +209,19 @@ func (d *Datapath) removeStrays(strays []indexEntry) (int, error) {
 		removed++
 	}
 	return removed, nil
+}
+
+// indexedSlot returns the slot the flow index names for key; indexed is
+// false when the index holds no entry for it.
+func (d *Datapath) indexedSlot(key *m2hoFlowKey) (slot uint32, indexed bool, err error) {
+	err = d.objs.FlowIndex.Lookup(key, &slot)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("datapath: look up flow: %w", err)
+	}
+	return slot, true, nil
 }
 
 // Flows returns a snapshot of every tracked flow.
