@@ -96,6 +96,7 @@ type datapathAPI interface {
 	ReadBursts(ctx context.Context, fn func(datapath.Burst)) error
 	FlushBursts() error
 	Close() error
+	CloseKeepingFlows() error
 }
 
 // opener creates the external resources; tests replace it.
@@ -144,6 +145,8 @@ type Daemon struct {
 	// lastTick is the unix time in nanoseconds of the loop's last tick.
 	lastTick atomic.Int64
 	started  time.Time
+	// keepFlows: see KeepFlowsAtExit.
+	keepFlows atomic.Bool
 
 	closeOnce sync.Once
 }
@@ -465,6 +468,12 @@ func (d *Daemon) Close() error {
 	return err
 }
 
+// KeepFlowsAtExit makes the daemon, when it closes, release the policy
+// in force and leave its flow state pinned (datapath.CloseKeepingFlows)
+// instead of removing it, for the next daemon on the same interface and
+// pin directory to take over: a restart in place loses no window scale.
+func (d *Daemon) KeepFlowsAtExit() { d.keepFlows.Store(true) }
+
 func (d *Daemon) closeResources() error {
 	var errs []error
 	if d.listener != nil {
@@ -477,7 +486,16 @@ func (d *Daemon) closeResources() error {
 			_ = c.Close()
 		}
 	}
-	if d.dp != nil {
+	if d.dp != nil && d.keepFlows.Load() {
+		// The pinned policy would outlive this daemon until its
+		// deadline; the next one starts from Stable.
+		if err := errors.Join(d.dp.ClearClamp(), d.dp.StopSuppression()); err != nil {
+			errs = append(errs, fmt.Errorf("release the policy: %w", err))
+		}
+		if err := d.dp.CloseKeepingFlows(); err != nil {
+			errs = append(errs, fmt.Errorf("detach datapath: %w", err))
+		}
+	} else if d.dp != nil {
 		if err := d.dp.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("detach datapath: %w", err))
 		}

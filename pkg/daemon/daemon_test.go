@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -38,7 +39,9 @@ type fakeDatapath struct {
 	pending  int
 	bursts   chan datapath.Burst
 	closed   bool
-	failOp   string
+	// keptFlows: the daemon closed with CloseKeepingFlows
+	keptFlows bool
+	failOp    string
 	// pendingReads counts the calls of SuppressionPending.
 	pendingReads int
 	// suppressing: a suppression start succeeded and no stop followed.
@@ -124,6 +127,13 @@ func (f *fakeDatapath) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closed = true
+	return nil
+}
+
+func (f *fakeDatapath) CloseKeepingFlows() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed, f.keptFlows = true, true
 	return nil
 }
 
@@ -232,6 +242,40 @@ func (h *harness) status(t *testing.T) Status {
 	st, err := h.d.Status(ctx)
 	require.NoError(t, err)
 	return st
+}
+
+// TestCloseKeepingFlows: a daemon told to keep its flows releases the
+// policy in force and leaves its flow state pinned when it stops; any
+// other stop removes it.
+func TestCloseKeepingFlows(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep=%v", keep), func(t *testing.T) {
+			h := startHarness(t, testConfig(t))
+			h.src.events <- a3(cellA, cellB)
+			require.Eventually(t, func() bool { return h.status(t).State == statemachine.Preparation },
+				time.Second, time.Millisecond)
+			if keep {
+				h.d.KeepFlowsAtExit()
+			}
+			h.cancel()
+			select {
+			case err := <-h.done:
+				require.NoError(t, err)
+				h.done <- err // for the cleanup
+			case <-time.After(5 * time.Second):
+				require.FailNow(t, "Run did not return after cancel")
+			}
+			h.dp.mu.Lock()
+			defer h.dp.mu.Unlock()
+			assert.True(t, h.dp.closed)
+			assert.Equal(t, keep, h.dp.keptFlows)
+			if keep {
+				require.GreaterOrEqual(t, len(h.dp.calls), 2)
+				assert.Equal(t, []string{statemachine.OpClearClamp, statemachine.OpStopSuppression}, h.dp.calls[len(h.dp.calls)-2:],
+					"the clamp of Preparation released")
+			}
+		})
+	}
 }
 
 var (

@@ -25,15 +25,16 @@ type Reload struct {
 // runner is the part of a Daemon that Serve drives.
 type runner interface {
 	Run(ctx context.Context) error
+	KeepFlowsAtExit()
 }
 
 // Serve opens a daemon with cfg and runs it until ctx ends (it returns
 // nil) or the daemon fails (it returns the error). At every reload
 // request it reads the configuration again and, if it is valid, restarts
-// the daemon with it in place, as a restart of the service would: the
-// programs are detached and loaded again, the policy in force is
-// released, open connections are adopted again, and the cell history is
-// kept on disk. A configuration that does not validate leaves the running
+// the daemon with it in place: the programs are detached and loaded
+// again, the policy in force is released, the cell history is kept on
+// disk, and so is the pinned flow state when the interface and pin
+// directory stay (open connections are adopted again either way). A configuration that does not validate leaves the running
 // daemon alone; one that validates but cannot be opened (an interface or
 // a port that is not there) brings back the previous one. Either way the
 // error is logged, so that a typo in the file never stops the service.
@@ -54,7 +55,7 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, reload R
 		return err
 	}
 	for {
-		next, err := runUntilReload(ctx, d, logger, reload)
+		next, err := runUntilReload(ctx, d, cfg, logger, reload)
 		if err != nil || next == nil || ctx.Err() != nil {
 			return err
 		}
@@ -70,10 +71,10 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, reload R
 	}
 }
 
-// runUntilReload runs d until ctx ends or d fails, which it returns as
-// (nil, err), or until a reload request brings a valid configuration,
-// which it returns once d has stopped.
-func runUntilReload(ctx context.Context, d runner, logger *slog.Logger, reload Reload) (*config.Config, error) {
+// runUntilReload runs d, opened with cfg, until ctx ends or d fails, which
+// it returns as (nil, err), or until a reload request brings a valid
+// configuration, which it returns once d has stopped.
+func runUntilReload(ctx context.Context, d runner, cfg config.Config, logger *slog.Logger, reload Reload) (*config.Config, error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
@@ -89,6 +90,9 @@ func runUntilReload(ctx context.Context, d runner, logger *slog.Logger, reload R
 				continue
 			}
 			logger.Info("reloading the configuration: restarting in place")
+			if samePins(cfg, next) {
+				d.KeepFlowsAtExit()
+			}
 			cancel()
 			if err := <-done; err != nil {
 				return nil, err
@@ -96,4 +100,10 @@ func runUntilReload(ctx context.Context, d runner, logger *slog.Logger, reload R
 			return &next, nil
 		}
 	}
+}
+
+// samePins says whether daemons with configurations a and b pin their
+// flows in the same place (see flowPinDir), so that b's takes a's over.
+func samePins(a, b config.Config) bool {
+	return a.PinDir != "" && a.PinDir == b.PinDir && a.Iface == b.Iface
 }

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,9 +22,12 @@ import (
 
 // fakeRunner runs until its context ends, or fails with fail.
 type fakeRunner struct {
-	iface string
-	fail  chan error
+	iface     string
+	fail      chan error
+	keepFlows atomic.Bool
 }
+
+func (r *fakeRunner) KeepFlowsAtExit() { r.keepFlows.Store(true) }
 
 func (r *fakeRunner) Run(ctx context.Context) error {
 	select {
@@ -53,6 +57,9 @@ type serveHarness struct {
 	// openings are the configurations Reload.Opening saw
 	openings []string
 }
+
+// pins is the pin directory of the configurations serve starts with.
+const pins = "/sys/fs/bpf/m2ho"
 
 func startServe(t *testing.T, iface string) *serveHarness {
 	t.Helper()
@@ -92,7 +99,7 @@ func startServe(t *testing.T, iface string) *serveHarness {
 		return h.running, nil
 	}
 	logger := slog.New(slog.NewTextHandler(h.log, nil))
-	go func() { h.done <- serve(ctx, config.Config{Iface: iface}, logger, reload, open) }()
+	go func() { h.done <- serve(ctx, config.Config{Iface: iface, PinDir: pins}, logger, reload, open) }()
 	require.Eventually(t, func() bool { return h.current() == iface }, time.Second, time.Millisecond)
 	return h
 }
@@ -132,12 +139,20 @@ func TestServeReloads(t *testing.T) {
 		wantOpened  []string
 		wantRunning string
 		wantLog     string
+		// wantKept: the first daemon left its flows pinned for the next
+		wantKept bool
 	}{
-		{name: "a valid configuration restarts the daemon with it", load: config.Config{Iface: "usb0"},
+		{name: "the same interface and pin directory", load: config.Config{Iface: "wwan0", PinDir: pins, Lambda: 3},
+			wantOpened: []string{"wwan0", "wwan0"}, wantRunning: "wwan0", wantLog: "configuration reloaded", wantKept: true},
+		{name: "another interface", load: config.Config{Iface: "usb0", PinDir: pins},
 			wantOpened: []string{"wwan0", "usb0"}, wantRunning: "usb0", wantLog: "configuration reloaded"},
+		{name: "another pin directory", load: config.Config{Iface: "wwan0", PinDir: "/sys/fs/bpf/cpe"},
+			wantOpened: []string{"wwan0", "wwan0"}, wantRunning: "wwan0", wantLog: "configuration reloaded"},
+		{name: "pinning turned off", load: config.Config{Iface: "wwan0"},
+			wantOpened: []string{"wwan0", "wwan0"}, wantRunning: "wwan0", wantLog: "configuration reloaded"},
 		{name: "an invalid configuration leaves the daemon running", loadErr: errors.New("config: lambda: must be between"),
 			wantOpened: []string{"wwan0"}, wantRunning: "wwan0", wantLog: "configuration not reloaded"},
-		{name: "a configuration that cannot open brings back the previous one", load: config.Config{Iface: "missing"},
+		{name: "a configuration that cannot open brings back the previous one", load: config.Config{Iface: "missing", PinDir: pins},
 			wantOpened: []string{"wwan0", "missing", "wwan0"}, wantRunning: "wwan0", wantLog: "going back to the previous one"},
 	}
 	for _, tc := range tests {
@@ -154,6 +169,7 @@ func TestServeReloads(t *testing.T) {
 			restarted := h.running != first
 			h.mu.Unlock()
 			assert.Equal(t, len(tc.wantOpened) > 1, restarted)
+			assert.Equal(t, tc.wantKept, first.keepFlows.Load(), "flows kept pinned")
 		})
 	}
 }

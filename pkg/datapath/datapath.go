@@ -387,9 +387,17 @@ func (d *Datapath) AttachMode() string {
 	return d.attachment.mode()
 }
 
-// Close detaches the programs (only what Open attached) and frees the maps.
-// It is idempotent.
-func (d *Datapath) Close() error {
+// Close detaches the programs (only what Open attached), removes the
+// pinned flow state and frees the maps. It is idempotent, and so is
+// CloseKeepingFlows: whichever comes first closes.
+func (d *Datapath) Close() error { return d.close(true) }
+
+// CloseKeepingFlows is Close for a restart: the pinned flow table, flow
+// index and policy stay, for the next Open with the same PinDir to take
+// over, as after a crash. Without pins it is Close.
+func (d *Datapath) CloseKeepingFlows() error { return d.close(false) }
+
+func (d *Datapath) close(unpin bool) error {
 	d.closeOnce.Do(func() {
 		d.hooksMu.Lock()
 		for _, hook := range d.closeHooks {
@@ -403,8 +411,8 @@ func (d *Datapath) Close() error {
 		d.recordDetached()
 		d.attachMu.Unlock()
 		d.maps.close()
-		d.closeErr = errors.Join(detachErr, d.table.unmap(), d.pins.release(true), d.objs.Close())
-		d.log.Info("datapath detached", "iface", d.iface, "error", d.closeErr)
+		d.closeErr = errors.Join(detachErr, d.table.unmap(), d.pins.release(unpin), d.objs.Close())
+		d.log.Info("datapath detached", "iface", d.iface, "flows_kept_pinned", !unpin && d.pins != nil, "error", d.closeErr)
 	})
 	return d.closeErr
 }

@@ -96,6 +96,34 @@ func TestPinnedFlowsSurviveAnUncleanExit(t *testing.T) {
 	assert.NoDirExists(t, dir)
 }
 
+// TestCloseKeepingFlows closes a pinned datapath for a restart: the
+// programs go, the pins stay, and the next datapath takes the flow over
+// with its window scale, which it then removes at a normal close. Without
+// pins, it closes as Close does.
+func TestCloseKeepingFlows(t *testing.T) {
+	dir := bpffsDir(t)
+	first := loadPinned(t, dir, 1024)
+	s := freshPorts(segment{})
+	handshake(t, first, s, 7, 7)
+	require.NoError(t, first.CloseKeepingFlows())
+	require.NoError(t, first.Close(), "the first close counts")
+	for _, name := range pinNames() {
+		assert.FileExists(t, filepath.Join(dir, name))
+	}
+
+	second := loadPinned(t, dir, 1024)
+	flows, err := second.Flows()
+	require.NoError(t, err)
+	require.Len(t, flows, 1)
+	assert.True(t, flows[0].WScaleKnown)
+	assert.Equal(t, uint8(7), flows[0].WScale)
+	require.NoError(t, second.Close())
+	assert.NoDirExists(t, dir)
+
+	unpinned := loadDetached(t, true, 1024)
+	assert.NoError(t, unpinned.CloseKeepingFlows())
+}
+
 // TestPinnedFlowsReplaced starts afresh when the pins cannot be read as
 // this build's flow table.
 func TestPinnedFlowsReplaced(t *testing.T) {

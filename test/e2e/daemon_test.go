@@ -262,13 +262,17 @@ func TestObserveModeChangesNoPacket(t *testing.T) {
 // TestSIGHUPReloadsTheConfiguration changes the configuration file of a
 // running m2hod and sends SIGHUP: a file that does not validate changes
 // nothing and m2hod goes on, a valid one restarts it in place with the new
-// settings, and the restarted daemon adopts the download opened before
-// and clamps it at the next predicted handover.
+// settings. The restarted daemon takes over the pinned flow of the
+// download opened before, and clamps it at the next predicted handover.
 func TestSIGHUPReloadsTheConfiguration(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m2hod.yaml")
 	writeConfig := func(text string) { require.NoError(t, os.WriteFile(path, []byte(text), 0o600)) }
 	writeConfig("mode: observe\n")
-	d, dl, _ := startWithHistory(t, "--config", path)
+	b := newBed(t)
+	d := b.startDaemon(t, stateDirWithHistory(t), "--config", path)
+	dl := b.startDownload(t, pacing)
+	dl.waitWindow(5*time.Second, "open", unclamped)
+	d.waitStatus(2*time.Second, "the download tracked", func(s status) bool { return s.Datapath.Flows == 1 })
 	assert.Equal(t, "observe", d.status().Mode)
 
 	writeConfig("mode: enforce\nlambda: 99\n")
@@ -283,11 +287,19 @@ func TestSIGHUPReloadsTheConfiguration(t *testing.T) {
 	d.waitLog(10*time.Second, "configuration reloaded")
 	d.waitHealthy(10 * time.Second)
 	assert.Equal(t, "enforce", d.status().Mode)
+	if b.pinDir != "" {
+		taken := linesWith(d.log.String(), "took over pinned flows")
+		if assert.Len(t, taken, 1) {
+			assert.Contains(t, taken[0], "flows=1")
+		}
+	}
 
 	d.send(measReport(diag.EventA3, sub6A, sub6B))
 	d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
 	dl.waitWindow(2*time.Second, "clamped", clampedTo(targetBuffer))
-	assert.Positive(t, d.status().Datapath.Counters["ClampApplied"])
+	st := d.status()
+	assert.Positive(t, st.Datapath.Counters["ClampApplied"])
+	assert.Zero(t, st.Datapath.Counters["NoWScale"])
 }
 
 func TestSIGKILLWhileSuppressingRecovers(t *testing.T) {

@@ -321,6 +321,8 @@ func TestSystemdUnit(t *testing.T) {
 			assert.Equal(t, pid, sd.property("MainPID"), "reloaded in the same process")
 			assert.Equal(t, "1", sd.property("NRestarts"), "no restart for a reload")
 			assert.Equal(t, "tcx", d.status().AttachMode)
+			assert.Len(t, linesWith(d.log.String(), "took over pinned flows"), 2,
+				"after the crash and after the reload")
 
 			sd.systemctl("stop", "m2hod.service")
 			assert.Equal(t, "inactive", sd.property("ActiveState"))
