@@ -163,9 +163,8 @@ func Prepare(opts Options) (*Manifest, error) {
 		if !sameParameters(old, &want) {
 			return nil, fmt.Errorf("%s holds an evaluation with other parameters (%s): use another --out or remove it", opts.Out, path)
 		}
-		if old.M2hodSHA256 != want.M2hodSHA256 {
-			return nil, fmt.Errorf("%s holds an evaluation run with another m2hod binary (SHA-256 %q, while %s has %q): resume it with that binary, or use another --out",
-				opts.Out, old.M2hodSHA256, opts.M2hod, want.M2hodSHA256)
+		if err := sameM2hod(opts, old, want.M2hodSHA256); err != nil {
+			return nil, err
 		}
 		return old, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -216,6 +215,17 @@ func m2hodDigest(opts Options) (string, error) {
 		return "", fmt.Errorf("m2hod binary %s: %w", path, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// sameM2hod checks that digest, the SHA-256 of the m2hod binary now, is
+// the one m records, so that one table never mixes daemon versions:
+// neither a resume nor a unit run after a rebuild may use another.
+func sameM2hod(opts Options, m *Manifest, digest string) error {
+	if digest != m.M2hodSHA256 {
+		return fmt.Errorf("%s holds an evaluation run with another m2hod binary (SHA-256 %q, while %s has %q): resume it with that binary, or use another --out",
+			opts.Out, m.M2hodSHA256, opts.M2hod, digest)
+	}
+	return nil
 }
 
 func sameParameters(a, b *Manifest) bool {
@@ -318,6 +328,14 @@ func Run(ctx context.Context, opts Options) (*Manifest, error) {
 	start := time.Now()
 	for i, u := range todo {
 		if err := ctx.Err(); err != nil {
+			return m, err
+		}
+		// The binary may have been rebuilt since the evaluation began.
+		digest, err := m2hodDigest(opts)
+		if err != nil {
+			return m, err
+		}
+		if err := sameM2hod(opts, m, digest); err != nil {
 			return m, err
 		}
 		fmt.Fprintf(opts.Progress, "[%d/%d] %s %s (%d handovers)%s\n", i+1, len(todo), u.Scenario.Name, u.Variant,

@@ -68,6 +68,47 @@ func TestPrepareGeneratesEnoughHandoversAndResumes(t *testing.T) {
 	assert.Empty(t, plain.M2hodSHA256)
 }
 
+// rebuildOnFirstUnit stands for a rebuild of m2hod while an evaluation
+// runs: when the progress reports the first unit done, it changes the
+// binary at path.
+type rebuildOnFirstUnit struct {
+	t    *testing.T
+	path string
+	log  bytes.Buffer
+}
+
+func (w *rebuildOnFirstUnit) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("[1/2] done")) {
+		assert.NoError(w.t, os.WriteFile(w.path, []byte("another build"), 0o755))
+	}
+	return w.log.Write(p)
+}
+
+// TestRunRefusesAnM2hodRebuiltMidway rebuilds m2hod after the first unit
+// of an evaluation: the next unit must not run with the new binary, or
+// one table would mix two daemons. The first unit is plain CUBIC, which
+// runs no m2hod, so the binary need not be one.
+func TestRunRefusesAnM2hodRebuiltMidway(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces, AF_PACKET sockets and BPF")
+	}
+	daemon := filepath.Join(t.TempDir(), "m2hod")
+	require.NoError(t, os.WriteFile(daemon, []byte("one build"), 0o755))
+	progress := &rebuildOnFirstUnit{t: t, path: daemon}
+	opts := Options{Out: t.TempDir(), Handovers: 1, Seed: 1, ScenarioDuration: 10 * time.Second, Mobility: "driving",
+		Scale: 0.1, Variants: []string{"cubic", "cubic+m2ho"}, M2hod: daemon, Progress: progress}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	m, err := Run(ctx, opts)
+	require.ErrorContains(t, err, "another m2hod binary", "progress:\n%s", progress.log.String())
+	assert.Contains(t, progress.log.String(), "[1/2] done")
+	assert.NotContains(t, progress.log.String(), "[2/2]", "the second unit never started")
+	units := m.Units()
+	require.Len(t, units, 2)
+	assert.True(t, units[0].Finished(opts.Out))
+	assert.False(t, units[1].Finished(opts.Out))
+}
+
 func TestOptionsAreValidated(t *testing.T) {
 	base := Options{Out: "x", Handovers: 4, ScenarioDuration: time.Minute, Variants: []string{"cubic"}}
 	tests := []struct {
