@@ -258,13 +258,7 @@ func TestCloseKeepingFlows(t *testing.T) {
 				h.d.KeepFlowsAtExit()
 			}
 			h.cancel()
-			select {
-			case err := <-h.done:
-				require.NoError(t, err)
-				h.done <- err // for the cleanup
-			case <-time.After(5 * time.Second):
-				require.FailNow(t, "Run did not return after cancel")
-			}
+			require.NoError(t, waitReturned(t, h.done, "Run"))
 			h.dp.mu.Lock()
 			defer h.dp.mu.Unlock()
 			assert.True(t, h.dp.closed)

@@ -180,25 +180,13 @@ func TestServeEnds(t *testing.T) {
 	t.Run("context ends", func(t *testing.T) {
 		h := startServe(t, "wwan0")
 		h.cancel()
-		select {
-		case err := <-h.done:
-			assert.NoError(t, err)
-			h.done <- err // for the cleanup
-		case <-time.After(5 * time.Second):
-			require.FailNow(t, "serve did not return")
-		}
+		assert.NoError(t, waitReturned(t, h.done, "serve"))
 	})
 	t.Run("daemon fails", func(t *testing.T) {
 		h := startServe(t, "wwan0")
 		failure := errors.New("diag input udp://x: closed")
 		h.running.fail <- failure
-		select {
-		case err := <-h.done:
-			assert.ErrorIs(t, err, failure)
-			h.done <- err
-		case <-time.After(5 * time.Second):
-			require.FailNow(t, "serve did not return")
-		}
+		assert.ErrorIs(t, waitReturned(t, h.done, "serve"), failure)
 		assert.Equal(t, []string{"wwan0"}, h.openedWith())
 	})
 	t.Run("previous configuration fails too", func(t *testing.T) {
@@ -208,14 +196,24 @@ func TestServeEnds(t *testing.T) {
 		h.unavailable["wwan0"] = true
 		h.mu.Unlock()
 		h.reloadTo(config.Config{Iface: "missing"}, nil)
-		select {
-		case err := <-h.done:
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), "the previous configuration failed too: interface wwan0 not found")
-			h.done <- err
-		case <-time.After(5 * time.Second):
-			require.FailNow(t, "serve did not return")
-		}
+		err := waitReturned(t, h.done, "serve")
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "the previous configuration failed too: interface wwan0 not found")
 		assert.Equal(t, []string{"wwan0", "missing", "wwan0"}, h.openedWith())
 	})
+}
+
+// waitReturned waits for the result that a goroutine sends on done when
+// the function it runs returns, and puts it back for the test's cleanup,
+// which waits for it too.
+func waitReturned(t *testing.T, done chan error, what string) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		done <- err
+		return err
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, what+" did not return")
+		return nil
+	}
 }

@@ -53,6 +53,23 @@ func abandonedPins(t *testing.T) string {
 
 func pinNames() []string { return append([]string{pinMetaName}, pinnedMaps...) }
 
+// takeOverOneFlow loads a datapath on the pins in dir, left by one that
+// tracked one flow after a handshake with window scale 7, and returns it
+// with that flow.
+func takeOverOneFlow(t *testing.T, dir string, maxFlows uint32) (*Datapath, Flow) {
+	t.Helper()
+	for _, name := range pinNames() {
+		assert.FileExists(t, filepath.Join(dir, name))
+	}
+	d := loadPinned(t, dir, maxFlows)
+	flows, err := d.Flows()
+	require.NoError(t, err)
+	require.Len(t, flows, 1)
+	assert.True(t, flows[0].WScaleKnown)
+	assert.Equal(t, uint8(7), flows[0].WScale)
+	return d, flows[0]
+}
+
 // TestPinnedFlowsSurviveAnUncleanExit takes over the flows of a datapath
 // that went away without closing: a flow's window scale, learnt from its
 // SYN before, still lets its ACKs be clamped, its packets find it where
@@ -68,17 +85,9 @@ func TestPinnedFlowsSurviveAnUncleanExit(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, first.StopSuppression())
 	first.abandon(t)
-	for _, name := range pinNames() {
-		assert.FileExists(t, filepath.Join(dir, name))
-	}
 
-	second := loadPinned(t, dir, 0)
-	flows, err := second.Flows()
-	require.NoError(t, err)
-	require.Len(t, flows, 1)
-	assert.True(t, flows[0].WScaleKnown)
-	assert.Equal(t, uint8(7), flows[0].WScale)
-	assert.Equal(t, uint32(peerISN+1+1000), flows[0].HighestRxSeq)
+	second, flow := takeOverOneFlow(t, dir, 0)
+	assert.Equal(t, uint32(peerISN+1+1000), flow.HighestRxSeq)
 
 	require.NoError(t, second.SetClamp(20000, time.Now().Add(time.Minute)))
 	expectWindow(t, second, hostACK(s, 65535, 0), expectedClamp(65535, 7, 20000))
@@ -107,16 +116,8 @@ func TestCloseKeepingFlows(t *testing.T) {
 	handshake(t, first, s, 7, 7)
 	require.NoError(t, first.CloseKeepingFlows())
 	require.NoError(t, first.Close(), "the first close counts")
-	for _, name := range pinNames() {
-		assert.FileExists(t, filepath.Join(dir, name))
-	}
 
-	second := loadPinned(t, dir, 1024)
-	flows, err := second.Flows()
-	require.NoError(t, err)
-	require.Len(t, flows, 1)
-	assert.True(t, flows[0].WScaleKnown)
-	assert.Equal(t, uint8(7), flows[0].WScale)
+	second, _ := takeOverOneFlow(t, dir, 1024)
 	require.NoError(t, second.Close())
 	assert.NoDirExists(t, dir)
 
