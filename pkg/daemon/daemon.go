@@ -486,17 +486,17 @@ func (d *Daemon) closeResources() error {
 			_ = c.Close()
 		}
 	}
-	if d.dp != nil && d.keepFlows.Load() {
-		// The pinned policy would outlive this daemon until its
-		// deadline; the next one starts from Stable.
-		if err := errors.Join(d.dp.ClearClamp(), d.dp.StopSuppression()); err != nil {
-			errs = append(errs, fmt.Errorf("release the policy: %w", err))
+	if d.dp != nil {
+		closeDatapath := d.dp.Close
+		if d.keepFlows.Load() {
+			// The pinned policy would outlive this daemon until its
+			// deadline; the next one starts from Stable.
+			if err := errors.Join(d.dp.ClearClamp(), d.dp.StopSuppression()); err != nil {
+				errs = append(errs, fmt.Errorf("release the policy: %w", err))
+			}
+			closeDatapath = d.dp.CloseKeepingFlows
 		}
-		if err := d.dp.CloseKeepingFlows(); err != nil {
-			errs = append(errs, fmt.Errorf("detach datapath: %w", err))
-		}
-	} else if d.dp != nil {
-		if err := d.dp.Close(); err != nil {
+		if err := closeDatapath(); err != nil {
 			errs = append(errs, fmt.Errorf("detach datapath: %w", err))
 		}
 	}
