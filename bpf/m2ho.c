@@ -809,11 +809,11 @@ static long scan_cpu(__u64 index, void *ctx)
  * account_burst adds an ingress packet, already counted in the counters
  * of cpu, its CPU's state, to the current downlink burst. The packet that
  * arrives more than the idle gap after the latest one on any CPU ends the
- * burst: it emits the finished one, once, and starts the next. The common case only
- * reads the shared state. Packets on other CPUs racing with the boundary
- * land in either burst: a few bytes at the boundary, no loss and no double
- * count, since each burst is the difference of two sums of cumulative
- * counters.
+ * burst: it emits the finished one, once, and starts the next. The common
+ * case only reads the shared state. Packets on other CPUs racing with the
+ * boundary land in either burst: a few bytes at the boundary, no loss and
+ * no double count, since each burst is the difference of two sums of
+ * cumulative counters.
  */
 static __always_inline void account_burst(struct cpu_state *cpu, __u64 now, __u64 bytes)
 {
