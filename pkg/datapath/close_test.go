@@ -92,10 +92,7 @@ func TestFlowClosed(t *testing.T) {
 
 					// the same ports open a new connection, from another
 					// initial sequence number
-					syn := s
-					syn.egress, syn.syn, syn.ackFlag = true, true, false
-					syn.seq, syn.ack, syn.window, syn.mss, syn.wscale = hostISN+1<<20, 0, 64240, hostMSS, 7
-					verdictOf(t, d, syn, true)
+					verdictOf(t, d, hostSYN(s, hostISN+1<<20, 7), true)
 					assert.False(t, flowOf(t, d, s).Closed, "a SYN opens the flow again")
 				})
 			}

@@ -36,24 +36,35 @@ const (
 	hostMSS = 1460
 )
 
+// hostSYN is the host's SYN of flow s, with initial sequence number seq
+// and window scale wscale (< 0 leaves the option out).
+func hostSYN(s segment, seq uint32, wscale int) segment {
+	s.egress, s.syn, s.ackFlag = true, true, false
+	s.seq, s.ack, s.window, s.payload = seq, 0, 64240, 0
+	s.mss, s.wscale = hostMSS, wscale
+	return s
+}
+
+// peerSYNACK is the peer's SYN-ACK of flow s to the host's SYN with
+// sequence number hostSeq, with window scale wscale (< 0 leaves the
+// option out).
+func peerSYNACK(s segment, hostSeq uint32, wscale int) segment {
+	s.egress, s.syn, s.ackFlag = false, true, true
+	s.seq, s.ack, s.window, s.payload = peerISN, hostSeq+1, 65160, 0
+	s.mss, s.wscale = 1400, wscale
+	return s
+}
+
 // handshake runs the host's SYN (egress) and the peer's SYN-ACK (ingress)
 // of flow s. hostWScale/peerWScale < 0 leave the option out.
 func handshake(t testing.TB, d *Datapath, s segment, hostWScale, peerWScale int) {
 	t.Helper()
-	syn := s
-	syn.egress, syn.syn, syn.ackFlag = true, true, false
-	syn.seq, syn.ack, syn.window, syn.payload = hostISN, 0, 64240, 0
-	syn.mss, syn.wscale = hostMSS, hostWScale
-	frame, _ := syn.build(t)
+	frame, _ := hostSYN(s, hostISN, hostWScale).build(t)
 	verdict, out := d.egress(t, frame)
 	require.Equal(t, int32(verdictPass), verdict)
 	require.Equal(t, frame, out, "SYN must pass untouched")
 
-	synAck := s
-	synAck.egress, synAck.syn, synAck.ackFlag = false, true, true
-	synAck.seq, synAck.ack, synAck.window, synAck.payload = peerISN, hostISN+1, 65160, 0
-	synAck.mss, synAck.wscale = 1400, peerWScale
-	frame, _ = synAck.build(t)
+	frame, _ = peerSYNACK(s, hostISN, peerWScale).build(t)
 	verdict, out = d.ingress(t, frame)
 	require.Equal(t, int32(verdictPass), verdict)
 	require.Equal(t, frame, out)
@@ -575,20 +586,15 @@ func TestHostSYNOnKnownPorts(t *testing.T) {
 			s := freshPorts(segment{timestamps: true, tsval: 5})
 			open := func(seq uint32, wscale int) {
 				t.Helper()
-				seg := s
-				seg.egress, seg.syn, seg.ackFlag = true, true, tc.synAck
-				seg.seq, seg.window, seg.mss, seg.wscale = seq, 64240, hostMSS, wscale
+				seg := hostSYN(s, seq, wscale)
 				if tc.synAck {
-					seg.ack = peerISN + 1
+					seg.ackFlag, seg.ack = true, peerISN+1
 				}
 				require.Equal(t, int32(verdictPass), verdictOf(t, d, seg, true))
 			}
 			open(hostISN, 7)
 			if !tc.synAck {
-				answer := s
-				answer.syn, answer.ackFlag = true, true
-				answer.seq, answer.ack, answer.window, answer.mss, answer.wscale = peerISN, hostISN+1, 65160, 1400, 7
-				require.Equal(t, int32(verdictPass), verdictOf(t, d, answer, false))
+				require.Equal(t, int32(verdictPass), verdictOf(t, d, peerSYNACK(s, hostISN, 7), false))
 			}
 			require.Equal(t, int32(verdictPass), verdictOf(t, d, peerData(s, 0, 1000), false))
 			if tc.closeFirst {
@@ -597,10 +603,7 @@ func TestHostSYNOnKnownPorts(t *testing.T) {
 
 			open(tc.seq, tc.wscale)
 			if tc.answerWScale >= 0 {
-				answer := s
-				answer.syn, answer.ackFlag = true, true
-				answer.seq, answer.ack, answer.window, answer.mss, answer.wscale = peerISN, tc.seq+1, 65160, 1400, tc.answerWScale
-				require.Equal(t, int32(verdictPass), verdictOf(t, d, answer, false))
+				require.Equal(t, int32(verdictPass), verdictOf(t, d, peerSYNACK(s, tc.seq, tc.answerWScale), false))
 			}
 
 			f := flowOf(t, d, s)
