@@ -577,18 +577,21 @@ const (
 )
 
 // startVethDownload starts one CUBIC bulk TCP download from server to ue
-// over the veth pair of vethPair, lets it ramp up, and returns a reader of
+// over the veth pair of vethPair, its sender and receiver bound to cpu
+// unless it is anyCPU, lets it ramp up, and returns a reader of
 // the bytes the receiving socket has taken in so far. The count is the
 // kernel's (TCP_INFO bytes_received), so that a window's figure does not
 // depend on when the reading goroutine last ran. The download ends with the
 // benchmark.
-func startVethDownload(b *testing.B, server, ue *nstest.NS) (received func() uint64) {
+func startVethDownload(b *testing.B, server, ue *nstest.NS, cpu int) (received func() uint64) {
 	b.Helper()
 	addr := fmt.Sprintf("%s:%d", serverAddr, uePort)
-	srv := startBulkServer(b, server, addr)
+	srv := startBulkServerWrites(b, server, addr, 64<<10, cpu)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	_, conn := download(b, ctx, ue, addr)
+	conn, err := dialCubic(ctx, ue, addr)
+	require.NoError(b, err)
+	countReceived(b, ctx, conn, cpu)
 	<-srv.conns
 	time.Sleep(200 * time.Millisecond)
 	return func() uint64 {
@@ -602,8 +605,8 @@ func startVethDownload(b *testing.B, server, ue *nstest.NS) (received func() uin
 // window: the bytes received and the window's length.
 func settledWindow(received func() uint64) (bytes float64, elapsed time.Duration) {
 	time.Sleep(vethSettle)
-	n, elapsed := receivedIn(received, vethWindow)
-	return float64(n), elapsed
+	n, elapsed := receivedIn(vethWindow, received)
+	return float64(n[0]), elapsed
 }
 
 // pairRatio measures a window of the base state and one of the trial
@@ -643,52 +646,114 @@ var vethOrders = [...][vethStates]int{
 	{vethDetached, vethM2HO, vethEmpty}, {vethM2HO, vethEmpty, vethDetached}, {vethEmpty, vethDetached, vethM2HO},
 }
 
+// vethReceiver is the receiving end of a veth download, whose hooks a
+// benchmark switches between the vethStates.
+type vethReceiver struct {
+	dp      *Datapath
+	ns      *nstest.NS
+	ifindex int
+	emptyTC *ebpf.Program
+	state   int
+}
+
+// newVethReceiver opens a datapath on veth0 in ue, attached, and returns
+// it in state vethM2HO; emptyTC is the program of state vethEmpty. Like
+// m2hod, it reads the bursts the programs report: a ring that nobody
+// drains fills up, and from a quarter full on, every burst wakes a reader
+// with an interrupt of its own.
+func newVethReceiver(b *testing.B, ue *nstest.NS, emptyTC *ebpf.Program) *vethReceiver {
+	b.Helper()
+	dp := openOnVeth(b, ue)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- dp.ReadBursts(ctx, func(Burst) {}) }()
+	b.Cleanup(func() {
+		cancel()
+		assert.NoError(b, <-done)
+	})
+	return &vethReceiver{dp: dp, ns: ue, ifindex: ifindexIn(b, ue, "veth0"), emptyTC: emptyTC, state: vethM2HO}
+}
+
+// set attaches what state want calls for, unless it is attached already.
+// The objects stay loaded, so no verifier run falls next to a window.
+func (r *vethReceiver) set(b *testing.B, want int) {
+	b.Helper()
+	if want == r.state {
+		return
+	}
+	switch want {
+	case vethDetached:
+		attachOnly(b, r.dp, r.ns, r.ifindex, nil, nil)
+	case vethEmpty:
+		attachOnly(b, r.dp, r.ns, r.ifindex, r.emptyTC, r.emptyTC)
+	default:
+		attachOnly(b, r.dp, r.ns, r.ifindex, r.dp.objs.M2hoIngress, r.dp.objs.M2hoEgress)
+	}
+	r.state = want
+}
+
+// vethComparisons are the ratios the veth throughput benchmarks report: the
+// overall cost, then its two parts, the hooks and the programs that run in
+// them.
+var vethComparisons = [...]struct {
+	name        string
+	trial, base int
+}{
+	{"attached/detached", vethM2HO, vethDetached},
+	{"empty_hooks/detached", vethEmpty, vethDetached},
+	{"m2ho/empty_hooks", vethM2HO, vethEmpty},
+}
+
+// reportTotalRatios reports, for each of the vethComparisons, the ratio of
+// the total rates of its two states over rounds[c], with its 95% interval.
+func reportTotalRatios(b *testing.B, rounds func(c int) []vethRound) {
+	for c, cmp := range vethComparisons {
+		r := rounds(c)
+		b.ReportMetric(totalRatio(r, seq(len(r)), cmp.trial, cmp.base), cmp.name)
+		low, high := totalRatioInterval(r, cmp.trial, cmp.base)
+		b.ReportMetric(low, cmp.name+"_ci95_low")
+		b.ReportMetric(high, cmp.name+"_ci95_high")
+	}
+}
+
 // BenchmarkVethThroughput runs one CUBIC bulk TCP flow over a veth pair and
 // alternates short windows with the programs attached to the receiver's
-// interface, detached (the objects stay loaded, so no verifier run falls
-// next to a window), and with a program that does nothing attached to both
-// hooks in their place. Each round measures one window of each, and the
-// benchmark reports medians of the per-round ratios: on a shared machine,
-// other load shifts the windows of a round alike but changes from one
-// round to the next, which a ratio of totals would fold in. The m2ho
+// interface, detached, and with a program that does nothing attached to
+// both hooks in their place. Each round measures one window of each, and
+// the benchmark reports medians of the per-round ratios: on a shared
+// machine, other load shifts the windows of a round alike but changes from
+// one round to the next, which a ratio of totals would fold in. The m2ho
 // windows over the detached ones are the overall cost; the empty
 // program's over the detached ones split off what the hooks themselves
 // cost, whatever runs in them. The ratios of the total rates are reported
 // too, each with its 95% interval over the rounds: a 100 ms window's rate
 // varies by about 20% on this shared machine, so one run places a ratio
-// only within a few percent.
+// only within a few percent. any_cpu leaves the sender and the receiver
+// to the scheduler; one_cpu binds both to one CPU, which then does all of
+// the flow's work, as on a single-core router.
+// BenchmarkVethThroughputSharedCPU measures the one-CPU case more
+// precisely.
 func BenchmarkVethThroughput(b *testing.B) {
+	b.Run("any_cpu", func(b *testing.B) { benchmarkVethThroughput(b, anyCPU) })
+	b.Run("one_cpu", func(b *testing.B) { benchmarkVethThroughput(b, lastCPU(b)) })
+}
+
+// benchmarkVethThroughput is BenchmarkVethThroughput with the download's
+// sender and receiver bound to cpu unless it is anyCPU.
+func benchmarkVethThroughput(b *testing.B, cpu int) {
 	// minRounds is the least number of rounds, whatever b.N, so that the
 	// medians have noise to average over.
 	const minRounds = 100
 	server, ue := vethPair(b)
-	dp := openOnVeth(b, ue)
-	ifindex := ifindexIn(b, ue, "veth0")
-	emptyTC := referenceTCProgram(b)
-	received := startVethDownload(b, server, ue)
-
-	state := vethM2HO
-	setState := func(want int) {
-		if want == state {
-			return
-		}
-		switch want {
-		case vethDetached:
-			attachOnly(b, dp, ue, ifindex, nil, nil)
-		case vethEmpty:
-			attachOnly(b, dp, ue, ifindex, emptyTC, emptyTC)
-		default:
-			attachOnly(b, dp, ue, ifindex, dp.objs.M2hoIngress, dp.objs.M2hoEgress)
-		}
-		state = want
-	}
+	receiver := newVethReceiver(b, ue, referenceTCProgram(b))
+	received := startVethDownload(b, server, ue, cpu)
 
 	var rounds []vethRound
 	b.ResetTimer()
 	for round := range max(b.N, minRounds) {
 		var measured vethRound
 		for _, st := range vethOrders[round%len(vethOrders)] {
-			setState(st)
+			receiver.set(b, st)
 			bytes, elapsed := settledWindow(received)
 			measured[st] = vethWindowResult{bytes: bytes, seconds: elapsed.Seconds()}
 		}
@@ -702,21 +767,7 @@ func BenchmarkVethThroughput(b *testing.B) {
 	all := seq(len(rounds))
 	b.ReportMetric(totalRate(rounds, all, vethM2HO)*8/1e9, "attached_Gbit/s")
 	b.ReportMetric(totalRate(rounds, all, vethDetached)*8/1e9, "detached_Gbit/s")
-	// the overall cost, then its two parts: the hooks, and the programs
-	// that run in them
-	for _, r := range []struct {
-		name     string
-		num, den int
-	}{
-		{"attached/detached", vethM2HO, vethDetached},
-		{"empty_hooks/detached", vethEmpty, vethDetached},
-		{"m2ho/empty_hooks", vethM2HO, vethEmpty},
-	} {
-		b.ReportMetric(totalRatio(rounds, all, r.num, r.den), r.name)
-		low, high := totalRatioInterval(rounds, r.num, r.den)
-		b.ReportMetric(low, r.name+"_ci95_low")
-		b.ReportMetric(high, r.name+"_ci95_high")
-	}
+	reportTotalRatios(b, func(int) []vethRound { return rounds })
 	b.ReportMetric(quantile(overall, 0.5), "median_pair_ratio")
 	b.ReportMetric(quantile(overall, 0.25), "p25_pair_ratio")
 	b.ReportMetric(quantile(overall, 0.75), "p75_pair_ratio")
@@ -725,16 +776,102 @@ func BenchmarkVethThroughput(b *testing.B) {
 	// The programs' own time per packet in this traffic, without
 	// BPF_PROG_RUN's harness, after the windows: the kernel's run-time
 	// statistics add two clock reads to every run of every program.
-	setState(vethM2HO)
-	reportRunTime(b, map[string]*ebpf.Program{"ingress": dp.objs.M2hoIngress, "egress": dp.objs.M2hoEgress})
-	c, err := dp.Counters()
+	receiver.set(b, vethM2HO)
+	reportRunTime(b, map[string]*ebpf.Program{"ingress": receiver.dp.objs.M2hoIngress, "egress": receiver.dp.objs.M2hoEgress})
+	c, err := receiver.dp.Counters()
 	require.NoError(b, err)
 	require.Positive(b, c.IngressPackets)
 }
 
-// vethWindowResult is what one window of BenchmarkVethThroughput moved.
+// BenchmarkVethThroughputSharedCPU measures the ratios of
+// BenchmarkVethThroughput/one_cpu with most of the machine's swings taken
+// out. Two CUBIC downloads, each over its own veth pair, run at once, their
+// senders and receivers bound to one CPU, which then also does both pairs'
+// veth and TCP receive work (a veth transmit runs the receive path on the
+// sending CPU). In each window one pair's receiver has the trial state of
+// a comparison and the other's the base state; the next window swaps
+// them, so that a difference between the pairs cancels. The two flows
+// take turns on the CPU, and whatever slows the CPU in a window slows
+// both: the ratio of their rates in one window varies about half as much
+// as one flow's rate from window to window (window_log_ratio_sd against
+// window_log_rate_sd). The ratio measures what the trial state costs a
+// flow that competes for its CPU; BenchmarkVethThroughput/one_cpu
+// measures a flow alone on it. pair0/pair1 is the median ratio of the two
+// pairs with the states' effects cancelled, near 1 when the pairs share
+// the CPU evenly.
+func BenchmarkVethThroughputSharedCPU(b *testing.B) {
+	const minRounds = 50
+	cpu := lastCPU(b)
+	emptyTC := referenceTCProgram(b)
+	var receivers [2]*vethReceiver
+	var received [2]func() uint64
+	for i := range receivers {
+		server, ue := vethPair(b)
+		receivers[i] = newVethReceiver(b, ue, emptyTC)
+		received[i] = startVethDownload(b, server, ue, cpu)
+	}
+
+	var rounds [len(vethComparisons)][]vethRound
+	var pairRatios, logRatios, logRates []float64
+	b.ResetTimer()
+	for round := range max(b.N, minRounds) {
+		for c, cmp := range vethComparisons {
+			var measured vethRound
+			pair0OverPair1 := 1.0
+			for swap := range 2 {
+				trial := (round + swap) % 2
+				receivers[trial].set(b, cmp.trial)
+				receivers[1-trial].set(b, cmp.base)
+				time.Sleep(vethSettle)
+				bytes, elapsed := receivedIn(vethWindow, received[0], received[1])
+				require.Positive(b, bytes[0]*bytes[1], "a flow stopped")
+				measured[cmp.trial].add(float64(bytes[trial]), elapsed.Seconds())
+				measured[cmp.base].add(float64(bytes[1-trial]), elapsed.Seconds())
+				pair0OverPair1 *= float64(bytes[0]) / float64(bytes[1])
+				logRatios = append(logRatios, math.Log(float64(bytes[trial])/float64(bytes[1-trial])))
+				logRates = append(logRates, math.Log(float64(bytes[0])/elapsed.Seconds()))
+			}
+			rounds[c] = append(rounds[c], measured)
+			pairRatios = append(pairRatios, math.Sqrt(pair0OverPair1))
+		}
+	}
+	b.StopTimer()
+	detached := rounds[0]
+	b.ReportMetric(totalRate(detached, seq(len(detached)), vethDetached)*8/1e9, "detached_Gbit/s")
+	reportTotalRatios(b, func(c int) []vethRound { return rounds[c] })
+	for c, cmp := range vethComparisons {
+		b.ReportMetric(quantile(roundRatios(rounds[c], cmp.trial, cmp.base), 0.5), cmp.name+"_median_round")
+	}
+	b.ReportMetric(quantile(pairRatios, 0.5), "pair0/pair1")
+	b.ReportMetric(stddev(logRatios), "window_log_ratio_sd")
+	b.ReportMetric(stddev(logRates), "window_log_rate_sd")
+	// the programs' own time per packet, one pair attached, the other not
+	receivers[0].set(b, vethM2HO)
+	receivers[1].set(b, vethDetached)
+	reportRunTime(b, map[string]*ebpf.Program{"ingress": receivers[0].dp.objs.M2hoIngress, "egress": receivers[0].dp.objs.M2hoEgress})
+}
+
+// stddev is the standard deviation of values.
+func stddev(values []float64) float64 {
+	var sum, squares float64
+	for _, v := range values {
+		sum += v
+		squares += v * v
+	}
+	n := float64(len(values))
+	mean := sum / n
+	return math.Sqrt(max(squares/n-mean*mean, 0))
+}
+
+// vethWindowResult is what windows of one state of the hooks moved.
 type vethWindowResult struct {
 	bytes, seconds float64
+}
+
+// add counts one more window in w.
+func (w *vethWindowResult) add(bytes, seconds float64) {
+	w.bytes += bytes
+	w.seconds += seconds
 }
 
 // vethRound holds a round's window of each state.
@@ -976,7 +1113,7 @@ func BenchmarkVethProgramTime(b *testing.B) {
 		{"other", [2]*ebpf.Program{other.Programs["m2ho_ingress"], other.Programs["m2ho_egress"]}},
 	}
 	ifindex := ifindexIn(b, ue, "veth0")
-	startVethDownload(b, server, ue)
+	startVethDownload(b, server, ue, anyCPU)
 	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 	require.NoError(b, err)
 	defer stats.Close()

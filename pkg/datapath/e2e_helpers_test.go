@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
@@ -182,11 +183,15 @@ type bulkServer struct {
 
 func startBulkServer(t testing.TB, ns *nstest.NS, addr string) *bulkServer {
 	t.Helper()
-	return startBulkServerWrites(t, ns, addr, 64<<10)
+	return startBulkServerWrites(t, ns, addr, 64<<10, anyCPU)
 }
 
-// startBulkServerWrites is startBulkServer with writes of writeSize bytes.
-func startBulkServerWrites(t testing.TB, ns *nstest.NS, addr string, writeSize int) *bulkServer {
+// anyCPU leaves a goroutine's thread to the scheduler.
+const anyCPU = -1
+
+// startBulkServerWrites is startBulkServer with writes of writeSize bytes,
+// sent from a thread bound to cpu unless cpu is anyCPU.
+func startBulkServerWrites(t testing.TB, ns *nstest.NS, addr string, writeSize, cpu int) *bulkServer {
 	t.Helper()
 	s := &bulkServer{conns: make(chan *net.TCPConn, 16)}
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error { return setCongestion(c, "cubic") }}
@@ -207,6 +212,9 @@ func startBulkServerWrites(t testing.TB, ns *nstest.NS, addr string, writeSize i
 			s.conns <- tcp
 			go func() {
 				defer tcp.Close()
+				if !assert.NoError(t, pinUnlessAny(cpu)) {
+					return
+				}
 				for {
 					if _, err := tcp.Write(chunk); err != nil {
 						return
@@ -224,7 +232,7 @@ func download(t testing.TB, ctx context.Context, ns *nstest.NS, addr string) (re
 	t.Helper()
 	conn, err := dialCubic(ctx, ns, addr)
 	require.NoError(t, err)
-	return countReceived(ctx, conn), conn
+	return countReceived(t, ctx, conn, anyCPU), conn
 }
 
 // dialCubic connects from ns to addr with CUBIC.
@@ -242,12 +250,16 @@ func dialCubic(ctx context.Context, ns *nstest.NS, addr string) (*net.TCPConn, e
 	return conn, err
 }
 
-// countReceived reads conn until ctx ends, then closes it. The returned
-// function reports bytes received so far.
-func countReceived(ctx context.Context, conn *net.TCPConn) func() uint64 {
+// countReceived reads conn until ctx ends, then closes it, from a thread
+// bound to cpu unless cpu is anyCPU. The returned function reports bytes
+// received so far.
+func countReceived(tb testing.TB, ctx context.Context, conn *net.TCPConn, cpu int) func() uint64 {
 	var total atomic.Uint64
 	go func() {
 		defer conn.Close()
+		if !assert.NoError(tb, pinUnlessAny(cpu)) {
+			return
+		}
 		stop := context.AfterFunc(ctx, func() { conn.Close() })
 		defer stop()
 		buf := make([]byte, 256<<10)
@@ -265,16 +277,24 @@ func countReceived(ctx context.Context, conn *net.TCPConn) func() uint64 {
 
 // rate measures bytes per second delivered over window.
 func rate(received func() uint64, window time.Duration) float64 {
-	bytes, elapsed := receivedIn(received, window)
-	return float64(bytes) / elapsed.Seconds()
+	bytes, elapsed := receivedIn(window, received)
+	return float64(bytes[0]) / elapsed.Seconds()
 }
 
-// receivedIn returns the bytes delivered over a window of about window and
-// the window's measured length.
-func receivedIn(received func() uint64, window time.Duration) (bytes uint64, elapsed time.Duration) {
-	start, begin := received(), time.Now()
+// receivedIn returns, for each of the counters, the bytes received over
+// one window of about window, and the window's measured length.
+func receivedIn(window time.Duration, counters ...func() uint64) (bytes []uint64, elapsed time.Duration) {
+	start := make([]uint64, len(counters))
+	for i, received := range counters {
+		start[i] = received()
+	}
+	begin := time.Now()
 	time.Sleep(window)
-	return received() - start, time.Since(begin)
+	bytes = make([]uint64, len(counters))
+	for i, received := range counters {
+		bytes[i] = received() - start[i]
+	}
+	return bytes, time.Since(begin)
 }
 
 // TCP header flags.

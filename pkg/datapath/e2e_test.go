@@ -356,7 +356,7 @@ func TestE2EBigTCP(t *testing.T) {
 			senderDP := openIn(t, server, Options{Iface: "veth0"})
 			addr := net.JoinHostPort(tc.server, fmt.Sprint(uePort))
 			// writes of 1 MiB let the sender fill segments up to the limit
-			srv := startBulkServerWrites(t, server, addr, 1<<20)
+			srv := startBulkServerWrites(t, server, addr, 1<<20, anyCPU)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			_, conn := download(t, ctx, ue, addr)
@@ -635,7 +635,7 @@ func TestE2EAdoptHandshakeUnderWay(t *testing.T) {
 			defer d.conn.Close()
 			assert.Equal(t, int32(1), syns.Load(), "SYNs on the link")
 			t.Logf("%s: Open took %v with the SYN-ACK held", client, openTook)
-			received := countReceived(ctx, d.conn)
+			received := countReceived(t, ctx, d.conn, anyCPU)
 			<-b.server.conns
 			stored := func() bool {
 				n, err := storedHandshakeCount(dp)

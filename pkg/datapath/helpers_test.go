@@ -379,8 +379,17 @@ func allowedCPUs(tb testing.TB) []int {
 	return cpus
 }
 
+// lastCPU returns the last CPU the test may run on, the one the veth
+// benchmarks bind downloads to.
+func lastCPU(tb testing.TB) int {
+	tb.Helper()
+	cpus := allowedCPUs(tb)
+	return cpus[len(cpus)-1]
+}
+
 // pinThread binds the calling goroutine's thread to cpu, where
-// BPF_PROG_RUN then runs the program. The thread stays locked: the runtime
+// BPF_PROG_RUN then runs the program, or the kernel a socket call's work.
+// The thread stays locked: the runtime
 // ends it with the goroutine, so the pinned affinity never reaches other
 // code.
 func pinThread(cpu int) error {
@@ -388,4 +397,12 @@ func pinThread(cpu int) error {
 	var only unix.CPUSet
 	only.Set(cpu)
 	return unix.SchedSetaffinity(0, &only)
+}
+
+// pinUnlessAny is pinThread, or nothing when cpu is anyCPU.
+func pinUnlessAny(cpu int) error {
+	if cpu == anyCPU {
+		return nil
+	}
+	return pinThread(cpu)
 }

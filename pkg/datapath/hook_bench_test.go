@@ -66,7 +66,7 @@ func benchmarkIngressHook(b *testing.B, offloads bool) {
 		{"xdp_native_pass", passXDP, xdp(link.XDPDriverMode)},
 	}
 
-	received := startVethDownload(b, server, ue)
+	received := startVethDownload(b, server, ue, anyCPU)
 	rate := func() float64 {
 		bytes, elapsed := settledWindow(received)
 		return bytes / elapsed.Seconds()
