@@ -657,13 +657,19 @@ type vethReceiver struct {
 }
 
 // newVethReceiver opens a datapath on veth0 in ue, attached, and returns
-// it in state vethM2HO; emptyTC is the program of state vethEmpty. Like
-// m2hod, it reads the bursts the programs report: a ring that nobody
-// drains fills up, and from a quarter full on, every burst wakes a reader
-// with an interrupt of its own.
+// it in state vethM2HO; emptyTC is the program of state vethEmpty.
 func newVethReceiver(b *testing.B, ue *nstest.NS, emptyTC *ebpf.Program) *vethReceiver {
 	b.Helper()
 	dp := openOnVeth(b, ue)
+	readBursts(b, dp)
+	return &vethReceiver{dp: dp, ns: ue, ifindex: ifindexIn(b, ue, "veth0"), emptyTC: emptyTC, state: vethM2HO}
+}
+
+// readBursts reads, until the benchmark ends, the bursts that dp's
+// programs report, as m2hod does: a ring that nobody drains fills up, and
+// from a quarter full on, every burst wakes a reader with an interrupt of
+// its own.
+func readBursts(b *testing.B, dp *Datapath) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- dp.ReadBursts(ctx, func(Burst) {}) }()
@@ -671,7 +677,6 @@ func newVethReceiver(b *testing.B, ue *nstest.NS, emptyTC *ebpf.Program) *vethRe
 		cancel()
 		assert.NoError(b, <-done)
 	})
-	return &vethReceiver{dp: dp, ns: ue, ifindex: ifindexIn(b, ue, "veth0"), emptyTC: emptyTC, state: vethM2HO}
 }
 
 // set attaches what state want calls for, unless it is attached already.

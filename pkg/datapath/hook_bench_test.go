@@ -43,6 +43,7 @@ func benchmarkIngressHook(b *testing.B, offloads bool) {
 	}
 	dp := loadDetached(b, false, 0)
 	b.Cleanup(func() { require.NoError(b, dp.Close()) })
+	readBursts(b, dp)
 	passXDP, emptyTC := passXDPProgram(b), referenceTCProgram(b)
 	ifindex := ifindexIn(b, ue, "veth0")
 
