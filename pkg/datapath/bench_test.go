@@ -586,12 +586,10 @@ const (
 func startVethDownload(b *testing.B, server, ue *nstest.NS, cpu int) (received func() uint64) {
 	b.Helper()
 	addr := fmt.Sprintf("%s:%d", serverAddr, uePort)
-	srv := startBulkServerWrites(b, server, addr, 64<<10, cpu)
+	srv := startBulkServerWrites(b, server, addr, bulkWriteSize, cpu)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	conn, err := dialCubic(ctx, ue, addr)
-	require.NoError(b, err)
-	countReceived(b, ctx, conn, cpu)
+	_, conn := downloadOn(b, ctx, ue, addr, cpu)
 	<-srv.conns
 	time.Sleep(200 * time.Millisecond)
 	return func() uint64 {
@@ -841,7 +839,7 @@ func BenchmarkVethThroughputSharedCPU(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	detached := rounds[0]
+	detached := rounds[0] // attached/detached: the detached windows
 	b.ReportMetric(totalRate(detached, seq(len(detached)), vethDetached)*8/1e9, "detached_Gbit/s")
 	reportTotalRatios(b, func(c int) []vethRound { return rounds[c] })
 	for c, cmp := range vethComparisons {

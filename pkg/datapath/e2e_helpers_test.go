@@ -183,8 +183,11 @@ type bulkServer struct {
 
 func startBulkServer(t testing.TB, ns *nstest.NS, addr string) *bulkServer {
 	t.Helper()
-	return startBulkServerWrites(t, ns, addr, 64<<10, anyCPU)
+	return startBulkServerWrites(t, ns, addr, bulkWriteSize, anyCPU)
 }
+
+// bulkWriteSize is the size of startBulkServer's writes.
+const bulkWriteSize = 64 << 10
 
 // anyCPU leaves a goroutine's thread to the scheduler.
 const anyCPU = -1
@@ -230,9 +233,16 @@ func startBulkServerWrites(t testing.TB, ns *nstest.NS, addr string, writeSize, 
 // ends. The returned function reports bytes received so far.
 func download(t testing.TB, ctx context.Context, ns *nstest.NS, addr string) (received func() uint64, conn *net.TCPConn) {
 	t.Helper()
+	return downloadOn(t, ctx, ns, addr, anyCPU)
+}
+
+// downloadOn is download with the reading thread bound to cpu unless cpu
+// is anyCPU.
+func downloadOn(t testing.TB, ctx context.Context, ns *nstest.NS, addr string, cpu int) (received func() uint64, conn *net.TCPConn) {
+	t.Helper()
 	conn, err := dialCubic(ctx, ns, addr)
 	require.NoError(t, err)
-	return countReceived(t, ctx, conn, anyCPU), conn
+	return countReceived(t, ctx, conn, cpu), conn
 }
 
 // dialCubic connects from ns to addr with CUBIC.

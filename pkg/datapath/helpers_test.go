@@ -389,9 +389,8 @@ func lastCPU(tb testing.TB) int {
 
 // pinThread binds the calling goroutine's thread to cpu, where
 // BPF_PROG_RUN then runs the program, or the kernel a socket call's work.
-// The thread stays locked: the runtime
-// ends it with the goroutine, so the pinned affinity never reaches other
-// code.
+// The thread stays locked: the runtime ends it with the goroutine, so the
+// pinned affinity never reaches other code.
 func pinThread(cpu int) error {
 	runtime.LockOSThread()
 	var only unix.CPUSet
