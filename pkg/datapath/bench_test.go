@@ -3,6 +3,7 @@ package datapath
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/ringbuf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -629,38 +631,109 @@ func pairRatio(round int, base, trial func() float64) (ratio float64, ok bool) {
 // The receiver's states that BenchmarkVethThroughput alternates.
 const (
 	vethDetached = iota
-	// vethEmpty has a program that does nothing on both hooks: what the
-	// hooks cost on their own.
-	vethEmpty
+	// vethReference has the benchmark's referencePrograms on both hooks.
+	vethReference
 	vethM2HO
 	vethStates
 )
+
+// compareObjectEnv names the variable that names another build's bpf2go
+// object (for instance one saved with git show
+// REV:pkg/datapath/m2ho_bpfel.o) for the veth benchmarks to weigh this
+// build's programs against.
+const compareObjectEnv = "M2HO_COMPARE_OBJECT"
+
+// referencePrograms are what the veth throughput benchmarks weigh m2ho's
+// programs against, besides detached hooks: by default a program that does
+// nothing, on both hooks, which splits what the hooks cost on their own
+// from what the programs in them cost; with compareObjectEnv set, the
+// programs of that build, which weighs a change to the programs in one
+// run, each against the same detached windows.
+type referencePrograms struct {
+	name            string
+	ingress, egress *ebpf.Program
+}
+
+// newReferencePrograms returns the reference the environment asks for.
+func newReferencePrograms(b *testing.B) referencePrograms {
+	b.Helper()
+	if object := os.Getenv(compareObjectEnv); object != "" {
+		other := otherBuild(b, object)
+		return referencePrograms{name: "other_build", ingress: other[0], egress: other[1]}
+	}
+	empty := referenceTCProgram(b)
+	return referencePrograms{name: "empty_hooks", ingress: empty, egress: empty}
+}
+
+// otherBuild loads the programs of another build's bpf2go object,
+// configured as Open configures this build's, ingress then egress. Its
+// burst ring is drained, as readBursts drains this build's.
+func otherBuild(b *testing.B, object string) [2]*ebpf.Program {
+	b.Helper()
+	spec, err := ebpf.LoadCollectionSpec(object)
+	require.NoError(b, err)
+	_, err = configureSpec(spec, false, DefaultBurstGap, DefaultMaxFlows)
+	require.NoError(b, err)
+	other, err := ebpf.NewCollection(spec)
+	require.NoError(b, err)
+	b.Cleanup(other.Close)
+	if ring := other.Maps["bursts"]; ring != nil {
+		drainRing(b, ring)
+	}
+	return [2]*ebpf.Program{other.Programs["m2ho_ingress"], other.Programs["m2ho_egress"]}
+}
+
+// drainRing reads and drops every record of a ring buffer until the
+// benchmark ends. It wakes when the programs force a wake-up, so that,
+// like a ring that m2hod drains, the ring never stays full.
+func drainRing(b *testing.B, ring *ebpf.Map) {
+	r, err := ringbuf.NewReader(ring)
+	require.NoError(b, err)
+	done := make(chan error, 1)
+	go func() {
+		var record ringbuf.Record
+		for {
+			if err := r.ReadInto(&record); err != nil {
+				if errors.Is(err, ringbuf.ErrClosed) {
+					err = nil
+				}
+				done <- err
+				return
+			}
+		}
+	}()
+	b.Cleanup(func() {
+		assert.NoError(b, r.Close())
+		assert.NoError(b, <-done)
+	})
+}
 
 // vethOrders are the orders of the states within a round, taken in turn:
 // every state comes first, second and last, after each of the others,
 // equally often, so that no state always follows another's switch.
 var vethOrders = [...][vethStates]int{
-	{vethDetached, vethEmpty, vethM2HO}, {vethEmpty, vethM2HO, vethDetached}, {vethM2HO, vethDetached, vethEmpty},
-	{vethDetached, vethM2HO, vethEmpty}, {vethM2HO, vethEmpty, vethDetached}, {vethEmpty, vethDetached, vethM2HO},
+	{vethDetached, vethReference, vethM2HO}, {vethReference, vethM2HO, vethDetached}, {vethM2HO, vethDetached, vethReference},
+	{vethDetached, vethM2HO, vethReference}, {vethM2HO, vethReference, vethDetached}, {vethReference, vethDetached, vethM2HO},
 }
 
 // vethReceiver is the receiving end of a veth download, whose hooks a
 // benchmark switches between the vethStates.
 type vethReceiver struct {
-	dp      *Datapath
-	ns      *nstest.NS
-	ifindex int
-	emptyTC *ebpf.Program
-	state   int
+	dp        *Datapath
+	ns        *nstest.NS
+	ifindex   int
+	reference referencePrograms
+	state     int
 }
 
 // newVethReceiver opens a datapath on veth0 in ue, attached, and returns
-// it in state vethM2HO; emptyTC is the program of state vethEmpty.
-func newVethReceiver(b *testing.B, ue *nstest.NS, emptyTC *ebpf.Program) *vethReceiver {
+// it in state vethM2HO; reference has the programs of state
+// vethReference.
+func newVethReceiver(b *testing.B, ue *nstest.NS, reference referencePrograms) *vethReceiver {
 	b.Helper()
 	dp := openOnVeth(b, ue)
 	readBursts(b, dp)
-	return &vethReceiver{dp: dp, ns: ue, ifindex: ifindexIn(b, ue, "veth0"), emptyTC: emptyTC, state: vethM2HO}
+	return &vethReceiver{dp: dp, ns: ue, ifindex: ifindexIn(b, ue, "veth0"), reference: reference, state: vethM2HO}
 }
 
 // readBursts reads, until the benchmark ends, the bursts that dp's
@@ -687,8 +760,8 @@ func (r *vethReceiver) set(b *testing.B, want int) {
 	switch want {
 	case vethDetached:
 		attachOnly(b, r.dp, r.ns, r.ifindex, nil, nil)
-	case vethEmpty:
-		attachOnly(b, r.dp, r.ns, r.ifindex, r.emptyTC, r.emptyTC)
+	case vethReference:
+		attachOnly(b, r.dp, r.ns, r.ifindex, r.reference.ingress, r.reference.egress)
 	default:
 		attachOnly(b, r.dp, r.ns, r.ifindex, r.dp.objs.M2hoIngress, r.dp.objs.M2hoEgress)
 	}
@@ -696,21 +769,26 @@ func (r *vethReceiver) set(b *testing.B, want int) {
 }
 
 // vethComparisons are the ratios the veth throughput benchmarks report: the
-// overall cost, then its two parts, the hooks and the programs that run in
-// them.
-var vethComparisons = [...]struct {
+// overall cost, then its two parts, the reference's and what m2ho's
+// programs cost beyond it.
+type vethComparisons [3]struct {
 	name        string
 	trial, base int
-}{
-	{"attached/detached", vethM2HO, vethDetached},
-	{"empty_hooks/detached", vethEmpty, vethDetached},
-	{"m2ho/empty_hooks", vethM2HO, vethEmpty},
 }
 
-// reportTotalRatios reports, for each of the vethComparisons, the ratio of
-// the total rates of its two states over rounds[c], with its 95% interval.
-func reportTotalRatios(b *testing.B, rounds func(c int) []vethRound) {
-	for c, cmp := range vethComparisons {
+// comparisons returns the vethComparisons with ref.
+func (ref referencePrograms) comparisons() vethComparisons {
+	return vethComparisons{
+		{"attached/detached", vethM2HO, vethDetached},
+		{ref.name + "/detached", vethReference, vethDetached},
+		{"m2ho/" + ref.name, vethM2HO, vethReference},
+	}
+}
+
+// reportTotalRatios reports, for each of comparisons, the ratio of the
+// total rates of its two states over rounds[c], with its 95% interval.
+func reportTotalRatios(b *testing.B, comparisons vethComparisons, rounds func(c int) []vethRound) {
+	for c, cmp := range comparisons {
 		r := rounds(c)
 		b.ReportMetric(totalRatio(r, seq(len(r)), cmp.trial, cmp.base), cmp.name)
 		low, high := totalRatioInterval(r, cmp.trial, cmp.base)
@@ -721,14 +799,15 @@ func reportTotalRatios(b *testing.B, rounds func(c int) []vethRound) {
 
 // BenchmarkVethThroughput runs one CUBIC bulk TCP flow over a veth pair and
 // alternates short windows with the programs attached to the receiver's
-// interface, detached, and with a program that does nothing attached to
-// both hooks in their place. Each round measures one window of each, and
-// the benchmark reports medians of the per-round ratios: on a shared
-// machine, other load shifts the windows of a round alike but changes from
-// one round to the next, which a ratio of totals would fold in. The m2ho
-// windows over the detached ones are the overall cost; the empty
-// program's over the detached ones split off what the hooks themselves
-// cost, whatever runs in them. The ratios of the total rates are reported
+// interface, detached, and with the referencePrograms in their place: a
+// program that does nothing, or another build's with compareObjectEnv
+// set. Each round measures one window of each, and the benchmark reports
+// medians of the per-round ratios: on a shared machine, other load shifts
+// the windows of a round alike but changes from one round to the next,
+// which a ratio of totals would fold in. The m2ho windows over the
+// detached ones are the overall cost; the empty program's over the
+// detached ones split off what the hooks themselves cost, whatever runs in
+// them. The ratios of the total rates are reported
 // too, each with its 95% interval over the rounds: a 100 ms window's rate
 // varies by about 20% on this shared machine, so one run places a ratio
 // only within a few percent. any_cpu leaves the sender and the receiver
@@ -748,7 +827,8 @@ func benchmarkVethThroughput(b *testing.B, cpu int) {
 	// medians have noise to average over.
 	const minRounds = 100
 	server, ue := vethPair(b)
-	receiver := newVethReceiver(b, ue, referenceTCProgram(b))
+	reference := newReferencePrograms(b)
+	receiver := newVethReceiver(b, ue, reference)
 	received := startVethDownload(b, server, ue, cpu)
 
 	var rounds []vethRound
@@ -764,18 +844,18 @@ func benchmarkVethThroughput(b *testing.B, cpu int) {
 	}
 	b.StopTimer()
 	overall := roundRatios(rounds, vethM2HO, vethDetached)
-	programs := roundRatios(rounds, vethM2HO, vethEmpty)
+	programs := roundRatios(rounds, vethM2HO, vethReference)
 	require.NotEmpty(b, overall, "the flow never moved")
 	require.NotEmpty(b, programs, "the flow never moved")
 	all := seq(len(rounds))
 	b.ReportMetric(totalRate(rounds, all, vethM2HO)*8/1e9, "attached_Gbit/s")
 	b.ReportMetric(totalRate(rounds, all, vethDetached)*8/1e9, "detached_Gbit/s")
-	reportTotalRatios(b, func(int) []vethRound { return rounds })
+	reportTotalRatios(b, reference.comparisons(), func(int) []vethRound { return rounds })
 	b.ReportMetric(quantile(overall, 0.5), "median_pair_ratio")
 	b.ReportMetric(quantile(overall, 0.25), "p25_pair_ratio")
 	b.ReportMetric(quantile(overall, 0.75), "p75_pair_ratio")
-	b.ReportMetric(quantile(roundRatios(rounds, vethEmpty, vethDetached), 0.5), "empty_hooks_median_ratio")
-	b.ReportMetric(quantile(programs, 0.5), "m2ho_over_empty_median_ratio")
+	b.ReportMetric(quantile(roundRatios(rounds, vethReference, vethDetached), 0.5), reference.name+"_median_ratio")
+	b.ReportMetric(quantile(programs, 0.5), "m2ho_over_"+reference.name+"_median_ratio")
 	// The programs' own time per packet in this traffic, without
 	// BPF_PROG_RUN's harness, after the windows: the kernel's run-time
 	// statistics add two clock reads to every run of every program.
@@ -805,20 +885,21 @@ func benchmarkVethThroughput(b *testing.B, cpu int) {
 func BenchmarkVethThroughputSharedCPU(b *testing.B) {
 	const minRounds = 50
 	cpu := lastCPU(b)
-	emptyTC := referenceTCProgram(b)
+	reference := newReferencePrograms(b)
+	comparisons := reference.comparisons()
 	var receivers [2]*vethReceiver
 	var received [2]func() uint64
 	for i := range receivers {
 		server, ue := vethPair(b)
-		receivers[i] = newVethReceiver(b, ue, emptyTC)
+		receivers[i] = newVethReceiver(b, ue, reference)
 		received[i] = startVethDownload(b, server, ue, cpu)
 	}
 
-	var rounds [len(vethComparisons)][]vethRound
+	var rounds [len(vethComparisons{})][]vethRound
 	var pairRatios, logRatios, logRates []float64
 	b.ResetTimer()
 	for round := range max(b.N, minRounds) {
-		for c, cmp := range vethComparisons {
+		for c, cmp := range comparisons {
 			var measured vethRound
 			pair0OverPair1 := 1.0
 			for swap := range 2 {
@@ -841,8 +922,8 @@ func BenchmarkVethThroughputSharedCPU(b *testing.B) {
 	b.StopTimer()
 	detached := rounds[0] // attached/detached: the detached windows
 	b.ReportMetric(totalRate(detached, seq(len(detached)), vethDetached)*8/1e9, "detached_Gbit/s")
-	reportTotalRatios(b, func(c int) []vethRound { return rounds[c] })
-	for c, cmp := range vethComparisons {
+	reportTotalRatios(b, comparisons, func(c int) []vethRound { return rounds[c] })
+	for c, cmp := range comparisons {
 		b.ReportMetric(quantile(roundRatios(rounds[c], cmp.trial, cmp.base), 0.5), cmp.name+"_median_round")
 	}
 	b.ReportMetric(quantile(pairRatios, 0.5), "pair0/pair1")
@@ -1094,26 +1175,20 @@ func BenchmarkVethProgramTime(b *testing.B) {
 		settle    = 100 * time.Millisecond
 		window    = 400 * time.Millisecond
 	)
-	otherObject := os.Getenv("M2HO_COMPARE_OBJECT")
+	otherObject := os.Getenv(compareObjectEnv)
 	if otherObject == "" {
-		b.Skip("M2HO_COMPARE_OBJECT names no object to compare with")
+		b.Skip(compareObjectEnv + " names no object to compare with")
 	}
 	server, ue := vethPair(b)
 	dp := openOnVeth(b, ue)
-	spec, err := ebpf.LoadCollectionSpec(otherObject)
-	require.NoError(b, err)
-	_, err = configureSpec(spec, false, DefaultBurstGap, DefaultMaxFlows)
-	require.NoError(b, err)
-	other, err := ebpf.NewCollection(spec)
-	require.NoError(b, err)
-	b.Cleanup(other.Close)
+	readBursts(b, dp)
 	// each build's programs, ingress then egress
 	builds := [2]struct {
 		name     string
 		programs [2]*ebpf.Program
 	}{
 		{"this", [2]*ebpf.Program{dp.objs.M2hoIngress, dp.objs.M2hoEgress}},
-		{"other", [2]*ebpf.Program{other.Programs["m2ho_ingress"], other.Programs["m2ho_egress"]}},
+		{"other", otherBuild(b, otherObject)},
 	}
 	ifindex := ifindexIn(b, ue, "veth0")
 	startVethDownload(b, server, ue, anyCPU)
