@@ -812,9 +812,9 @@ func reportTotalRatios(b *testing.B, comparisons vethComparisons, rounds func(c 
 // varies by about 20% on this shared machine, so one run places a ratio
 // only within a few percent. any_cpu leaves the sender and the receiver
 // to the scheduler; one_cpu binds both to one CPU, which then does all of
-// the flow's work, as on a single-core router.
-// BenchmarkVethThroughputSharedCPU measures the one-CPU case more
-// precisely.
+// the flow's work, as on a single-core router; its windows spread half as
+// far. BenchmarkVethThroughputSharedCPU measures what the programs cost a
+// flow that shares its CPU with another.
 func BenchmarkVethThroughput(b *testing.B) {
 	b.Run("any_cpu", func(b *testing.B) { benchmarkVethThroughput(b, anyCPU) })
 	b.Run("one_cpu", func(b *testing.B) { benchmarkVethThroughput(b, lastCPU(b)) })
