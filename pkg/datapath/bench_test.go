@@ -680,7 +680,10 @@ func otherBuild(b *testing.B, object string) [2]*ebpf.Program {
 	if ring := other.Maps["bursts"]; ring != nil {
 		drainRing(b, ring)
 	}
-	return [2]*ebpf.Program{other.Programs["m2ho_ingress"], other.Programs["m2ho_egress"]}
+	programs := [2]*ebpf.Program{other.Programs["m2ho_ingress"], other.Programs["m2ho_egress"]}
+	require.NotNil(b, programs[0], "%s has no m2ho_ingress", object)
+	require.NotNil(b, programs[1], "%s has no m2ho_egress", object)
+	return programs
 }
 
 // drainRing reads and drops every record of a ring buffer until the
@@ -799,15 +802,14 @@ func reportTotalRatios(b *testing.B, comparisons vethComparisons, rounds func(c 
 
 // BenchmarkVethThroughput runs one CUBIC bulk TCP flow over a veth pair and
 // alternates short windows with the programs attached to the receiver's
-// interface, detached, and with the referencePrograms in their place: a
-// program that does nothing, or another build's with compareObjectEnv
-// set. Each round measures one window of each, and the benchmark reports
+// interface, detached, and with the referencePrograms in their place.
+// Each round measures one window of each, and the benchmark reports
 // medians of the per-round ratios: on a shared machine, other load shifts
 // the windows of a round alike but changes from one round to the next,
 // which a ratio of totals would fold in. The m2ho windows over the
-// detached ones are the overall cost; the empty program's over the
-// detached ones split off what the hooks themselves cost, whatever runs in
-// them. The ratios of the total rates are reported
+// detached ones are the overall cost; the reference's over the detached
+// ones split off what the hooks themselves cost, whatever runs in them, or
+// what another build costs. The ratios of the total rates are reported
 // too, each with its 95% interval over the rounds: a 100 ms window's rate
 // varies by about 20% on this shared machine, so one run places a ratio
 // only within a few percent. any_cpu leaves the sender and the receiver
