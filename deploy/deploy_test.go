@@ -66,6 +66,10 @@ func TestSystemdUnitHardening(t *testing.T) {
 		{"Service.PrivateTmp", "yes"},
 		{"Service.StateDirectory", "m2ho"},
 		{"Service.Restart", "on-failure"},
+		// restarted until the modem's interface appears
+		{"Unit.StartLimitIntervalSec", "0"},
+		// but not over a configuration error (cmd/m2hod's exitUsage)
+		{"Service.RestartPreventExitStatus", "2"},
 		{"Service.ProtectKernelModules", "yes"},
 		{"Service.RestrictNamespaces", "yes"},
 		{"Service.MemoryDenyWriteExecute", "yes"},
