@@ -771,6 +771,14 @@ func (r *vethReceiver) set(b *testing.B, want int) {
 	r.state = want
 }
 
+// reportRunTime attaches m2ho's programs and reports their own time per
+// packet in the receiver's traffic, without BPF_PROG_RUN's harness; the
+// kernel's run-time statistics add two clock reads to every run.
+func (r *vethReceiver) reportRunTime(b *testing.B) {
+	r.set(b, vethM2HO)
+	reportRunTime(b, map[string]*ebpf.Program{"ingress": r.dp.objs.M2hoIngress, "egress": r.dp.objs.M2hoEgress})
+}
+
 // vethComparisons are the ratios the veth throughput benchmarks report: the
 // overall cost, then its two parts, the reference's and what m2ho's
 // programs cost beyond it.
@@ -858,11 +866,7 @@ func benchmarkVethThroughput(b *testing.B, cpu int) {
 	b.ReportMetric(quantile(overall, 0.75), "p75_pair_ratio")
 	b.ReportMetric(quantile(roundRatios(rounds, vethReference, vethDetached), 0.5), reference.name+"_median_ratio")
 	b.ReportMetric(quantile(programs, 0.5), "m2ho_over_"+reference.name+"_median_ratio")
-	// The programs' own time per packet in this traffic, without
-	// BPF_PROG_RUN's harness, after the windows: the kernel's run-time
-	// statistics add two clock reads to every run of every program.
-	receiver.set(b, vethM2HO)
-	reportRunTime(b, map[string]*ebpf.Program{"ingress": receiver.dp.objs.M2hoIngress, "egress": receiver.dp.objs.M2hoEgress})
+	receiver.reportRunTime(b)
 	c, err := receiver.dp.Counters()
 	require.NoError(b, err)
 	require.Positive(b, c.IngressPackets)
@@ -931,10 +935,9 @@ func BenchmarkVethThroughputSharedCPU(b *testing.B) {
 	b.ReportMetric(quantile(pairRatios, 0.5), "pair0/pair1")
 	b.ReportMetric(stddev(logRatios), "window_log_ratio_sd")
 	b.ReportMetric(stddev(logRates), "window_log_rate_sd")
-	// the programs' own time per packet, one pair attached, the other not
-	receivers[0].set(b, vethM2HO)
+	// one pair attached, the other not
 	receivers[1].set(b, vethDetached)
-	reportRunTime(b, map[string]*ebpf.Program{"ingress": receivers[0].dp.objs.M2hoIngress, "egress": receivers[0].dp.objs.M2hoEgress})
+	receivers[0].reportRunTime(b)
 }
 
 // stddev is the standard deviation of values.
