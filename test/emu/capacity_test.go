@@ -172,3 +172,46 @@ func TestRealTraces(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadTraceDirReadsBothFormats(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
+	}
+	write("5g_trace_1_walking", "1.0\t800.0\n2.0\t600.0\n3.0\t0.0\n")
+	var mahimahi strings.Builder
+	for ms := 1; ms <= 2000; ms++ {
+		fmt.Fprintf(&mahimahi, "%d\n", ms)
+	}
+	write("lte.down", mahimahi.String())
+	write("notes.txt", "a b c\n")
+	write(".hidden", "1.0\t5.0\n")
+	traces, err := LoadTraceDir(dir)
+	require.NoError(t, err)
+	require.Len(t, traces, 2)
+	assert.Equal(t, "5g_trace_1_walking", traces[0].Name)
+	assert.Equal(t, scenario.TraceLumos5G, traces[0].Format)
+	assert.InDeltaSlice(t, []float64{800, 600, 0}, traces[0].Mbps, 1e-6)
+	assert.Equal(t, "lte.down", traces[1].Name)
+	assert.Equal(t, scenario.TraceMahimahi, traces[1].Format)
+	require.Len(t, traces[1].Mbps, 2)
+	// one 1500-byte packet a millisecond
+	assert.InDelta(t, 12, traces[1].Mbps[0], 1e-6)
+
+	empty := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(empty, "junk"), []byte("x y z\n"), 0o644))
+	_, err = LoadTraceDir(empty)
+	assert.ErrorContains(t, err, "junk")
+	_, err = LoadTraceDir(filepath.Join(empty, "missing"))
+	assert.Error(t, err)
+}
+
+func TestLoadTraceDirOnTheSharedTraces(t *testing.T) {
+	traces, err := LoadTraceDir(shareddata.DataDir(t, "traces/lumos5g"))
+	require.NoError(t, err)
+	assert.Len(t, traces, 60)
+	for _, tr := range traces {
+		assert.Equal(t, scenario.TraceLumos5G, tr.Format, tr.Name)
+		assert.NotEmpty(t, tr.Mbps, tr.Name)
+	}
+}

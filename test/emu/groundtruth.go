@@ -3,9 +3,9 @@ package emu
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
+	"github.com/m2ho/m2ho/internal/jsonfile"
 	"github.com/m2ho/m2ho/pkg/diag"
 )
 
@@ -131,27 +131,20 @@ type Totals struct {
 	DiagSendErrors   uint64 `json:"diag_send_errors"`
 }
 
-// WriteFile stores the ground truth as indented JSON.
+// WriteFile stores the ground truth as indented JSON, gzipped when the
+// name ends in ".gz".
 func (g *GroundTruth) WriteFile(path string) error {
-	raw, err := json.MarshalIndent(g, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding ground truth: %w", err)
-	}
-	if err := os.WriteFile(path, raw, 0o644); err != nil {
-		return fmt.Errorf("writing ground truth: %w", err)
+	if err := jsonfile.Write(path, g); err != nil {
+		return fmt.Errorf("ground truth: %w", err)
 	}
 	return nil
 }
 
 // ReadGroundTruth loads a ground truth file.
 func ReadGroundTruth(path string) (*GroundTruth, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading ground truth: %w", err)
-	}
 	var g GroundTruth
-	if err := json.Unmarshal(raw, &g); err != nil {
-		return nil, fmt.Errorf("decoding ground truth %s: %w", path, err)
+	if err := jsonfile.Read(path, &g); err != nil {
+		return nil, fmt.Errorf("ground truth: %w", err)
 	}
 	return &g, nil
 }

@@ -1,10 +1,12 @@
 package eval
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/m2ho/m2ho/test/emu"
@@ -12,19 +14,31 @@ import (
 	"github.com/m2ho/m2ho/test/testbed"
 )
 
-// Variants the analysis compares against each other.
+// The BBR pair, whose ratio is a goal of its own: m2ho must not slow a
+// sender that does not shrink on loss.
 const (
-	variantCubic     = "cubic"
-	variantCubicM2HO = "cubic+m2ho"
-	variantBBR       = "bbr"
-	variantBBRM2HO   = "bbr+m2ho"
+	variantBBR     = "bbr"
+	variantBBRM2HO = "bbr+m2ho"
 )
 
 // Analysis is the evaluation's results.
 type Analysis struct {
-	UnitsFinished int      `json:"units_finished"`
-	UnitsTotal    int      `json:"units_total"`
-	Scenarios     []string `json:"scenarios"`
+	UnitsFinished int `json:"units_finished"`
+	UnitsTotal    int `json:"units_total"`
+	// Reference is the variant every other is compared with, Headline
+	// the m2ho variant whose gains are the goals.
+	Reference string `json:"reference"`
+	Headline  string `json:"headline"`
+	// Scenarios the reference finished; Runs the scenarios each variant
+	// finished.
+	Scenarios []string       `json:"scenarios"`
+	Runs      map[string]int `json:"runs"`
+	// Paired compares each variant with the reference, and BBRPaired
+	// BBR + m2ho with BBR, on the scenarios both finished.
+	Paired    map[string]Paired `json:"paired"`
+	BBRPaired *Paired           `json:"bbr_paired,omitempty"`
+	// groups are the finished units per variant.
+	groups map[string][]UnitResult
 	// Summaries are per variant, a row per handover class and overall.
 	Summaries map[string][]report.Summary `json:"summaries"`
 	// Handovers per variant, for the plots.
@@ -80,15 +94,23 @@ type Goal struct {
 func analyse(m *Manifest, results []UnitResult) (*Analysis, error) {
 	groups := byVariant(results)
 	a := &Analysis{
+		Reference: m.Variants[0], Headline: m.Variants[1],
 		Summaries: map[string][]report.Summary{}, Handovers: map[string][]report.Handover{},
-		Daemon: map[string]DaemonSummary{}, Fidelity: map[string]FidelitySummary{},
+		Daemon: map[string]DaemonSummary{}, Fidelity: map[string]FidelitySummary{}, Paired: map[string]Paired{},
+		Runs: map[string]int{}, groups: groups,
 	}
-	for _, r := range groups[m.Variants[0]] {
+	for _, r := range groups[a.Reference] {
 		a.Scenarios = append(a.Scenarios, r.Scenario.Name)
 	}
-	// Every variant has results: they cover the scenarios all finished.
-	for _, v := range m.Variants {
+	for _, v := range m.AllVariants() {
 		units := groups[v]
+		if len(units) == 0 {
+			continue
+		}
+		a.Runs[v] = len(units)
+		if v != a.Reference {
+			a.Paired[v] = comparePaired(a.Reference, groups[a.Reference], v, units)
+		}
 		hs := handovers(units)
 		a.Handovers[v] = hs
 		a.Summaries[v] = report.Summarize(v, hs)
@@ -117,6 +139,10 @@ func analyse(m *Manifest, results []UnitResult) (*Analysis, error) {
 			a.Daemon[v] = ds
 		}
 	}
+	if len(groups[variantBBR]) > 0 && len(groups[variantBBRM2HO]) > 0 {
+		p := comparePaired(variantBBR, groups[variantBBR], variantBBRM2HO, groups[variantBBRM2HO])
+		a.BBRPaired = &p
+	}
 	if err := a.evaluatePrediction(groups); err != nil {
 		return nil, err
 	}
@@ -130,8 +156,11 @@ func analyse(m *Manifest, results []UnitResult) (*Analysis, error) {
 // evaluateDupAcks fills Table 3 for every variant whose daemon suppresses
 // duplicate ACKs and the model check for the rest.
 func (a *Analysis) evaluateDupAcks(m *Manifest, groups map[string][]UnitResult) error {
-	for _, name := range m.Variants {
+	for _, name := range m.AllVariants() {
 		units := groups[name]
+		if len(units) == 0 {
+			continue
+		}
 		v, err := testbed.ParseVariant(name)
 		if err != nil {
 			return err
@@ -176,7 +205,7 @@ func datapathSuppressed(dir string) (uint64, error) {
 
 func (a *Analysis) dupAckGoals() []Goal {
 	for _, d := range a.DupAcks {
-		if d.Variant != variantCubicM2HO {
+		if d.Variant != a.Headline {
 			continue
 		}
 		overall, ok := d.Class(report.ClassOverall)
@@ -193,13 +222,11 @@ func (a *Analysis) dupAckGoals() []Goal {
 	return nil
 }
 
-// predictionVariant is the variant whose runs give the prediction
-// figures: the signalling of a scenario is the same in every variant,
-// and this one's daemons also report their own counts.
-const predictionVariant = variantCubicM2HO
-
+// evaluatePrediction replays the headline m2ho variant's signalling: the
+// signalling of a scenario is the same in every variant, and this one's
+// daemons also report their own counts.
 func (a *Analysis) evaluatePrediction(groups map[string][]UnitResult) error {
-	units := groups[predictionVariant]
+	units := groups[a.Headline]
 	if len(units) == 0 {
 		return nil
 	}
@@ -252,67 +279,60 @@ func (a *Analysis) summary(variant, class string) (report.Summary, bool) {
 	return report.Summary{}, false
 }
 
-// improvement is (x - base) / base.
-func improvement(x, base float64) float64 {
-	if base == 0 {
-		return 0
+// pair compares variant x with base on the scenarios both finished.
+func (a *Analysis) pair(x, base string) (Paired, bool) {
+	if len(a.groups[x]) == 0 || len(a.groups[base]) == 0 {
+		return Paired{}, false
 	}
-	return (x - base) / base
+	if p, ok := a.Paired[x]; ok && base == a.Reference {
+		return p, true
+	}
+	return comparePaired(base, a.groups[base], x, a.groups[x]), true
 }
 
-// goals checks the throughput, convergence, loss and never-hurts targets;
-// prediction and duplicate-ACK targets are checked where those are
-// computed.
+// goals checks the throughput, convergence, loss and never-hurts targets
+// on the paired comparison of the headline variant with the reference; a
+// goal is met when its whole 95% interval meets it. Prediction and
+// duplicate-ACK targets are checked where those are computed.
 func goals(a *Analysis) []Goal {
 	var out []Goal
-	cubic, okC := a.summary(variantCubic, report.ClassOverall)
-	m2ho, okM := a.summary(variantCubicM2HO, report.ClassOverall)
-	if okC && okM {
-		gain := improvement(m2ho.ThroughputBps, cubic.ThroughputBps)
-		out = append(out, Goal{Name: "handover throughput over CUBIC, overall", Target: ">= +46%",
-			Measured: pct(gain), Met: gain >= 0.46, Value: gain})
-		if c, ok := a.summary(variantCubic, "sub6_mmwave"); ok {
-			if x, ok := a.summary(variantCubicM2HO, "sub6_mmwave"); ok {
-				g := improvement(x.ThroughputBps, c.ThroughputBps)
-				out = append(out, Goal{Name: "handover throughput over CUBIC, sub6 to mmWave", Target: ">= +100%",
-					Measured: pct(g), Met: g >= 1, Value: g})
-			}
-		}
-		ratio := m2ho.ConvergenceTime.Seconds() / cubic.ConvergenceTime.Seconds()
-		out = append(out, Goal{Name: "convergence time relative to CUBIC", Target: "<= 1/3 (33%)",
-			Measured: fmt.Sprintf("%.0f%% (%.1f s vs %.1f s)", 100*ratio, m2ho.ConvergenceTime.Seconds(), cubic.ConvergenceTime.Seconds()),
-			Met:      ratio <= 1.0/3, Value: ratio})
-		lf := float64(m2ho.LossFree) / float64(m2ho.Handovers)
-		out = append(out, Goal{Name: "loss-free handovers with m2ho", Target: ">= 85%",
-			Measured: fmt.Sprintf("%.1f%% (%d/%d; CUBIC %d/%d)", 100*lf, m2ho.LossFree, m2ho.Handovers, cubic.LossFree, cubic.Handovers),
-			Met:      lf >= 0.85, Value: lf})
-		var worse []string
-		for _, s := range a.Summaries[variantCubic] {
-			if s.Class == report.ClassOverall {
-				continue
-			}
-			if x, ok := a.summary(variantCubicM2HO, s.Class); ok && x.ThroughputBps < s.ThroughputBps {
-				worse = append(worse, fmt.Sprintf("%s %s", s.Class, pct(improvement(x.ThroughputBps, s.ThroughputBps))))
-			}
-		}
-		measured := "none"
-		if len(worse) > 0 {
-			measured = fmt.Sprint(worse)
-		}
-		out = append(out, Goal{Name: "no handover class where CUBIC + m2ho is below CUBIC", Target: "none",
-			Measured: measured, Met: len(worse) == 0, Value: float64(len(worse))})
+	p, ok := a.Paired[a.Headline]
+	if !ok {
+		return nil
 	}
-	bbr, okB := a.summary(variantBBR, report.ClassOverall)
-	bbrM, okBM := a.summary(variantBBRM2HO, report.ClassOverall)
-	if okB && okBM && bbr.ThroughputBps > 0 {
-		r := bbrM.ThroughputBps / bbr.ThroughputBps
-		out = append(out, Goal{Name: "BBR + m2ho relative to BBR", Target: ">= 98%",
-			Measured: fmt.Sprintf("%.1f%%", 100*r), Met: r >= 0.98, Value: r})
+	ref := report.Title(a.Reference)
+	gain := p.Gain[report.ClassOverall]
+	out = append(out, Goal{Name: "handover throughput over " + ref + ", overall", Target: ">= +46%, whole interval above +30%",
+		Measured: gain.Percent(true), Met: gain.Value >= 0.46 && gain.AtLeast(0.30), Value: gain.Value})
+	if g, ok := p.Gain["sub6_mmwave"]; ok {
+		out = append(out, Goal{Name: "handover throughput over " + ref + ", sub6 to mmWave", Target: ">= +100%",
+			Measured: g.Percent(true), Met: g.AtLeast(1), Value: g.Value})
+	}
+	out = append(out, Goal{Name: "convergence time relative to " + ref, Target: "<= 33%",
+		Measured: p.ConvergenceRatio.Percent(false), Met: p.ConvergenceRatio.AtMost(1.0 / 3), Value: p.ConvergenceRatio.Value})
+	out = append(out, Goal{Name: "loss-free handovers with m2ho", Target: ">= 85%",
+		Measured: fmt.Sprintf("%s (%s: %s)", p.LossFree.Percent(false), ref, p.ReferenceLossFree.Percent(false)),
+		Met:      p.LossFree.AtLeast(0.85), Value: p.LossFree.Value})
+	var worse []string
+	for _, class := range report.ClassOrder {
+		if g, ok := p.Gain[class]; ok && class != report.ClassOverall && !g.AtLeast(-0.02) {
+			worse = append(worse, fmt.Sprintf("%s %s", class, g.Percent(true)))
+		}
+	}
+	measured := "none"
+	if len(worse) > 0 {
+		measured = strings.Join(worse, "; ")
+	}
+	out = append(out, Goal{Name: "no handover class where m2ho may be worse than " + ref, Target: "every class's interval above -2%",
+		Measured: measured, Met: len(worse) == 0, Value: float64(len(worse))})
+	if b := a.BBRPaired; b != nil {
+		g := b.Gain[report.ClassOverall]
+		ratio := Interval{Value: 1 + g.Value, Low: 1 + g.Low, High: 1 + g.High, Scenarios: g.Scenarios, Valid: g.Valid}
+		out = append(out, Goal{Name: "BBR + m2ho relative to BBR", Target: ">= 99%",
+			Measured: ratio.Percent(false), Met: ratio.AtLeast(0.99), Value: ratio.Value})
 	}
 	return out
 }
-
-func pct(x float64) string { return fmt.Sprintf("%+.1f%%", 100*x) }
 
 // classNames are the paper's labels of the handover classes.
 var classNames = map[string]string{
@@ -321,14 +341,15 @@ var classNames = map[string]string{
 }
 
 // writeTable2 prints the paper's Table 2 for one m2ho variant against
-// baselines: throughput (Mbit/s) and convergence time t (s) per class,
-// with eta0 = (m2ho - algo) / algo for throughput and
-// eta1 = (algo - m2ho) / algo for convergence.
-func writeTable2(w io.Writer, a *Analysis, m2ho string, baselines []string) {
+// baselines: throughput (Mbit/s) and convergence time t (s) per class over
+// the variant's runs, with eta0 = (m2ho - algo) / algo for throughput and
+// eta1 = (algo - m2ho) / algo for convergence, both paired on the
+// scenarios the two share, with their 95% intervals.
+func writeTable2(w io.Writer, a *Analysis, m2ho string, baselines []string, pair func(m2ho, base string) (Paired, bool)) {
 	fmt.Fprintf(w, "| HO type | %s Tput | %s t |", report.Title(m2ho), report.Title(m2ho))
 	sep := "|---|---:|---:|"
 	for _, b := range baselines {
-		fmt.Fprintf(w, " %s Tput | η0 | t | η1 |", report.Title(b))
+		fmt.Fprintf(w, " %s Tput | η0 (%%) | t | η1 (%%) |", report.Title(b))
 		sep += "---:|---:|---:|---:|"
 	}
 	fmt.Fprintf(w, "\n%s\n", sep)
@@ -340,34 +361,37 @@ func writeTable2(w io.Writer, a *Analysis, m2ho string, baselines []string) {
 		fmt.Fprintf(w, "| %s (%d) | %.1f | %.1f |", classNames[class], x.Handovers, x.ThroughputBps/1e6, x.ConvergenceTime.Seconds())
 		for _, b := range baselines {
 			s, ok := a.summary(b, class)
-			if !ok {
+			p, paired := pair(m2ho, b)
+			if !ok || !paired {
 				fmt.Fprint(w, " | | | |")
 				continue
 			}
-			eta0 := improvement(x.ThroughputBps, s.ThroughputBps)
-			eta1 := -improvement(x.ConvergenceTime.Seconds(), s.ConvergenceTime.Seconds())
-			fmt.Fprintf(w, " %.1f | %.0f | %.1f | %.0f |", s.ThroughputBps/1e6, 100*eta0, s.ConvergenceTime.Seconds(), 100*eta1)
+			eta0 := p.Gain[class]
+			conv := p.ConvergenceByClass[class]
+			eta1 := Interval{Value: 1 - conv.Value, Low: 1 - conv.High, High: 1 - conv.Low, Valid: conv.Valid}
+			fmt.Fprintf(w, " %.1f | %s | %.1f | %s |", s.ThroughputBps/1e6, eta0.Percent(true), s.ConvergenceTime.Seconds(), eta1.Percent(true))
 		}
 		fmt.Fprintln(w)
 	}
 }
 
-// writeOutcomes prints, per variant, the overall handover outcomes.
+// writeOutcomes prints, per variant, the overall handover outcomes over
+// its runs, and its throughput against the reference on the scenarios
+// both ran, with the 95% interval.
 func writeOutcomes(w io.Writer, a *Analysis, variants []string) {
-	fmt.Fprintln(w, "| variant | handovers | tput (Mbit/s) | vs CUBIC | convergence (s) | converged | loss-free | retrans/HO | cwnd drop | buffer drops |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	cubic, hasCubic := a.summary(variantCubic, report.ClassOverall)
+	fmt.Fprintf(w, "| variant | scenarios | handovers | tput (Mbit/s) | vs %s (paired, 95%% CI) | convergence (s) | converged | loss-free | retrans/HO | cwnd drop | buffer drops |\n", report.Title(a.Reference))
+	fmt.Fprintln(w, "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
 	for _, v := range variants {
 		s, ok := a.summary(v, report.ClassOverall)
 		if !ok {
 			continue
 		}
-		vs := ""
-		if hasCubic {
-			vs = pct(improvement(s.ThroughputBps, cubic.ThroughputBps))
+		vs := "reference"
+		if p, ok := a.Paired[v]; ok {
+			vs = fmt.Sprintf("%s (%d scenarios)", p.Gain[report.ClassOverall].Percent(true), p.Scenarios)
 		}
-		fmt.Fprintf(w, "| %s | %d | %.1f | %s | %.2f | %d | %d (%.1f%%) | %.1f | %.0f%% | %d |\n",
-			report.Title(v), s.Handovers, s.ThroughputBps/1e6, vs, s.ConvergenceTime.Seconds(), s.Converged,
+		fmt.Fprintf(w, "| %s | %d | %d | %.1f | %s | %.2f | %d | %d (%.1f%%) | %.1f | %.0f%% | %d |\n",
+			report.Title(v), a.Runs[v], s.Handovers, s.ThroughputBps/1e6, vs, s.ConvergenceTime.Seconds(), s.Converged,
 			s.LossFree, 100*float64(s.LossFree)/float64(s.Handovers), s.Retransmissions, 100*s.CwndDrop, s.OverflowDrops)
 	}
 }
@@ -422,7 +446,7 @@ func writeGoals(w io.Writer, gs []Goal) {
 }
 
 func writeMarkdown(w io.Writer, m *Manifest, a *Analysis) error {
-	variants := m.Variants
+	variants := m.AllVariants()
 	total := 0
 	for _, e := range m.Corpus {
 		if slices.Contains(a.Scenarios, e.Name) {
@@ -430,25 +454,26 @@ func writeMarkdown(w io.Writer, m *Manifest, a *Analysis) error {
 		}
 	}
 	fmt.Fprintf(w, "# Evaluation results\n\n")
-	fmt.Fprintf(w, "Corpus: %d of %d scenarios finished by every variant (%d handovers each, %s mobility, %v per scenario, scale %g, seeds from %d); %d of %d units finished.\n\n",
-		len(a.Scenarios), len(m.Corpus), total, m.Mobility, m.ScenarioDuration, m.Scale, m.Seed, a.UnitsFinished, a.UnitsTotal)
-	fmt.Fprintln(w, "Throughput is the mean goodput over [-5 s, +5 s] of execution in scaled Mbit/s; convergence is capped at the next handover.")
+	fmt.Fprintf(w, "Corpus: %d of %d scenarios finished by the reference (%d handovers; %s mobility, %v per scenario, scale %g, seeds from %d, traces %s); %d of %d units finished. %s run on every scenario, the other variants on the first %d of each mobility pattern.\n\n",
+		len(a.Scenarios), len(m.Corpus), total, strings.Join(m.Mobilities, " and "), m.ScenarioDuration, m.Scale, m.Seed,
+		cmp.Or(m.Traces, "none (synthetic)"), a.UnitsFinished, a.UnitsTotal, strings.Join(m.Variants, " and "), m.ExtraScenarios)
+	fmt.Fprintln(w, "Throughput is the mean goodput over [-5 s, +5 s] of execution in scaled Mbit/s; convergence is capped at the next handover. Comparisons are paired (the same scenarios and handovers) with 95% bootstrap intervals over scenarios; a goal is met when its whole interval is.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "## Goals")
 	writeGoals(w, a.Goals)
 	fmt.Fprintln(w, "\n## Outcomes per variant")
 	writeOutcomes(w, a, variants)
-	fmt.Fprintln(w, "\n## Table 2: CUBIC + m2ho against the baselines")
-	var baselines []string
-	for _, v := range []string{variantCubic, "cubic+freeze", variantBBR} {
-		if slices.Contains(variants, v) {
+	fmt.Fprintf(w, "\n## Table 2: %s against the baselines\n", report.Title(a.Headline))
+	baselines := []string{a.Reference}
+	for _, v := range variants {
+		if tb, err := testbed.ParseVariant(v); err == nil && (tb.Freeze || !tb.M2HO) && v != a.Reference {
 			baselines = append(baselines, v)
 		}
 	}
-	writeTable2(w, a, variantCubicM2HO, baselines)
+	writeTable2(w, a, a.Headline, baselines, a.pair)
 	if slices.Contains(variants, variantBBRM2HO) && slices.Contains(variants, variantBBR) {
 		fmt.Fprintln(w, "\n## BBR + m2ho against BBR")
-		writeTable2(w, a, variantBBRM2HO, []string{variantBBR})
+		writeTable2(w, a, variantBBRM2HO, []string{variantBBR}, a.pair)
 	}
 	fmt.Fprintln(w, "\n## Loss-free handovers (figure 13)")
 	writeLossFree(w, a, variants)

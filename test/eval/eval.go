@@ -13,43 +13,65 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"time"
 
+	"github.com/m2ho/m2ho/test/emu"
 	"github.com/m2ho/m2ho/test/report"
 	"github.com/m2ho/m2ho/test/scenario"
 	"github.com/m2ho/m2ho/test/testbed"
 )
 
-// DefaultVariants are the paper's comparison: CUBIC with and without m2ho,
-// the Freeze-TCP baseline, BBR with and without m2ho, and the ablations
-// of m2ho's three components.
-var DefaultVariants = []string{
-	"cubic", "cubic+m2ho", "cubic+freeze", "bbr", "bbr+m2ho",
-	"cubic+m2ho-no-prediction", "cubic+m2ho-no-suppression", "cubic+m2ho-no-bandwidth_clamp",
-}
+// The evaluation's defaults: the headline pair runs on every scenario of
+// the corpus, the baselines and ablations (the extra variants) on the
+// first few scenarios of each mobility pattern, all paired with the
+// headline pair's reference on the same scenarios.
+var (
+	// DefaultVariants are CUBIC scaled like the testbed (full-scale
+	// dynamics, test/scaledcc) with and without m2ho.
+	DefaultVariants = []string{"scubic", "scubic+m2ho"}
+	// DefaultExtraVariants are the kernel's CUBIC with and without m2ho
+	// (the scale's own dynamics), the Freeze-TCP baseline, BBR with and
+	// without m2ho, and the ablations of m2ho's components.
+	DefaultExtraVariants = []string{
+		"cubic", "cubic+m2ho", "scubic+freeze", "bbr", "bbr+m2ho",
+		"scubic+m2ho-no-prediction", "scubic+m2ho-no-suppression", "scubic+m2ho-no-bandwidth_clamp",
+	}
+	DefaultMobilities = []string{scenario.MobilityWalking, scenario.MobilityDriving}
+)
 
 // Options are one evaluation's parameters. Everything but Out, Log and
 // Progress is recorded in the manifest and must match when a run resumes:
 // M2hod by the SHA-256 of the binary it names.
 type Options struct {
 	Out string
-	// Handovers is the corpus's minimum number of handovers (radio link
-	// failures not counted).
+	// Handovers is the minimum number of handovers (radio link failures
+	// not counted) of each mobility pattern's corpus.
 	Handovers int
 	// Seed is the first scenario's generator seed; the next scenarios
 	// take the following seeds.
 	Seed uint64
 	// ScenarioDuration is the length of each scenario of the corpus.
 	ScenarioDuration time.Duration
-	Mobility         string
+	Mobilities       []string
 	Scale            float64
-	Variants         []string
-	M2hod            string
-	Log              *slog.Logger
+	// Traces is the folder whose traces give the mmWave cells their
+	// capacity; empty for synthetic cells.
+	Traces string
+	// Variants run on every scenario. The first is the reference every
+	// other variant is compared with, the second the headline m2ho
+	// variant.
+	Variants []string
+	// ExtraVariants run on the first ExtraScenarios scenarios of each
+	// mobility pattern.
+	ExtraVariants  []string
+	ExtraScenarios int
+	M2hod          string
+	Log            *slog.Logger
 	// Progress receives a line per unit started and finished.
 	Progress io.Writer
 }
@@ -70,9 +92,12 @@ type Manifest struct {
 	Handovers        int           `json:"handovers"`
 	Seed             uint64        `json:"seed"`
 	ScenarioDuration time.Duration `json:"scenario_duration_ns"`
-	Mobility         string        `json:"mobility"`
+	Mobilities       []string      `json:"mobilities"`
 	Scale            float64       `json:"scale"`
+	Traces           string        `json:"traces,omitempty"`
 	Variants         []string      `json:"variants"`
+	ExtraVariants    []string      `json:"extra_variants,omitempty"`
+	ExtraScenarios   int           `json:"extra_scenarios,omitempty"`
 	// M2hodSHA256 is the SHA-256 of the m2hod binary the m2ho variants
 	// run, empty without such variants: a resumed evaluation must run the
 	// same daemon, or one table would mix versions.
@@ -83,8 +108,11 @@ type Manifest struct {
 
 // CorpusEntry is one generated scenario.
 type CorpusEntry struct {
-	Name string `json:"name"`
-	Seed uint64 `json:"seed"`
+	Name     string `json:"name"`
+	Mobility string `json:"mobility"`
+	Seed     uint64 `json:"seed"`
+	// Extra marks the scenarios the extra variants run on too.
+	Extra bool `json:"extra,omitempty"`
 	// File is relative to the output directory.
 	File      string         `json:"file"`
 	Handovers int            `json:"handovers"`
@@ -120,10 +148,19 @@ func (o *Options) validate() error {
 		return errors.New("the corpus needs at least one handover")
 	case o.ScenarioDuration < 10*time.Second:
 		return errors.New("scenarios must be at least 10s long")
-	case len(o.Variants) == 0:
-		return errors.New("no variant to run")
+	case len(o.Variants) < 2:
+		return errors.New("the evaluation needs a reference variant and an m2ho variant")
+	case len(o.Mobilities) == 0:
+		return errors.New("no mobility pattern")
+	case o.ExtraScenarios < 0:
+		return errors.New("negative number of scenarios for the extra variants")
 	}
-	for _, name := range o.Variants {
+	seen := map[string]bool{}
+	for _, name := range append(slices.Clone(o.Variants), o.ExtraVariants...) {
+		if seen[name] {
+			return fmt.Errorf("variant %s is named twice", name)
+		}
+		seen[name] = true
 		v, err := testbed.ParseVariant(name)
 		if err != nil {
 			return err
@@ -156,7 +193,8 @@ func Prepare(opts Options) (*Manifest, error) {
 	}
 	want := Manifest{
 		Handovers: opts.Handovers, Seed: opts.Seed, ScenarioDuration: opts.ScenarioDuration,
-		Mobility: opts.Mobility, Scale: opts.Scale, Variants: opts.Variants, M2hodSHA256: daemon,
+		Mobilities: opts.Mobilities, Scale: opts.Scale, Traces: opts.Traces, Variants: opts.Variants,
+		ExtraVariants: opts.ExtraVariants, ExtraScenarios: opts.ExtraScenarios, M2hodSHA256: daemon,
 	}
 	path := filepath.Join(opts.Out, ManifestFile)
 	if old, err := ReadManifest(opts.Out); err == nil {
@@ -173,14 +211,23 @@ func Prepare(opts Options) (*Manifest, error) {
 	if err := os.MkdirAll(filepath.Join(opts.Out, corpusDir), 0o755); err != nil {
 		return nil, fmt.Errorf("output directory: %w", err)
 	}
-	total := 0
-	for seed := opts.Seed; total < opts.Handovers; seed++ {
-		entry, err := generate(opts, seed)
-		if err != nil {
+	var traces []scenario.Trace
+	if opts.Traces != "" {
+		if traces, err = emu.LoadTraceDir(opts.Traces); err != nil {
 			return nil, err
 		}
-		want.Corpus = append(want.Corpus, entry)
-		total += entry.Handovers
+	}
+	for _, mobility := range opts.Mobilities {
+		total := 0
+		for seed := opts.Seed; total < opts.Handovers; seed++ {
+			entry, err := generate(opts, mobility, seed, traces)
+			if err != nil {
+				return nil, err
+			}
+			entry.Extra = int(seed-opts.Seed) < opts.ExtraScenarios
+			want.Corpus = append(want.Corpus, entry)
+			total += entry.Handovers
+		}
 	}
 	want.Created = time.Now().UTC()
 	if err := testbed.WriteJSON(path, &want); err != nil {
@@ -193,7 +240,7 @@ func Prepare(opts Options) (*Manifest, error) {
 // runs will find it, or "" when no variant runs it.
 func m2hodDigest(opts Options) (string, error) {
 	needed := false
-	for _, name := range opts.Variants {
+	for _, name := range append(slices.Clone(opts.Variants), opts.ExtraVariants...) {
 		if v, err := testbed.ParseVariant(name); err == nil && v.M2HO {
 			needed = true
 		}
@@ -230,13 +277,16 @@ func sameM2hod(opts Options, m *Manifest, digest string) error {
 
 func sameParameters(a, b *Manifest) bool {
 	return a.Handovers == b.Handovers && a.Seed == b.Seed && a.ScenarioDuration == b.ScenarioDuration &&
-		a.Mobility == b.Mobility && a.Scale == b.Scale && slices.Equal(a.Variants, b.Variants)
+		slices.Equal(a.Mobilities, b.Mobilities) && a.Scale == b.Scale && a.Traces == b.Traces &&
+		slices.Equal(a.Variants, b.Variants) && slices.Equal(a.ExtraVariants, b.ExtraVariants) &&
+		a.ExtraScenarios == b.ExtraScenarios
 }
 
 // generate writes the scenario of one seed into the corpus, its handover
 // types kept at the measured mix.
-func generate(opts Options, seed uint64) (CorpusEntry, error) {
-	gen := scenario.GenerateOptions{Seed: seed, Duration: opts.ScenarioDuration, Mobility: opts.Mobility, Scale: opts.Scale, MatchMix: true}
+func generate(opts Options, mobility string, seed uint64, traces []scenario.Trace) (CorpusEntry, error) {
+	gen := scenario.GenerateOptions{Seed: seed, Duration: opts.ScenarioDuration, Mobility: mobility, Scale: opts.Scale,
+		MatchMix: true, Traces: traces, TracesFrom: opts.Traces}
 	sc, err := scenario.Generate(gen)
 	if err != nil {
 		return CorpusEntry{}, fmt.Errorf("seed %d: %w", seed, err)
@@ -250,7 +300,7 @@ func generate(opts Options, seed uint64) (CorpusEntry, error) {
 	if err := os.WriteFile(filepath.Join(opts.Out, file), append([]byte(header), raw...), 0o644); err != nil {
 		return CorpusEntry{}, fmt.Errorf("writing scenario: %w", err)
 	}
-	entry := CorpusEntry{Name: sc.Name, Seed: seed, File: file, Classes: map[string]int{}}
+	entry := CorpusEntry{Name: sc.Name, Mobility: mobility, Seed: seed, File: file, Classes: map[string]int{}}
 	cells := map[string]scenario.Cell{}
 	for _, c := range sc.Cells {
 		cells[c.Name] = c
@@ -285,17 +335,35 @@ func ReadManifest(out string) (*Manifest, error) {
 }
 
 // Units lists every unit in running order: scenario by scenario, so an
-// interrupted evaluation still compares every variant on the same
-// handovers, with the variants' order rotating from one scenario to the
-// next so that none always runs first after a pause.
+// interrupted evaluation still compares the variants on the same
+// handovers, with the variants of each scenario in an order drawn from
+// its seed, so that no variant systematically runs first after a pause
+// or next to the same neighbour.
 func (m *Manifest) Units() []Unit {
 	var units []Unit
-	for i, entry := range m.Corpus {
-		for j := range m.Variants {
-			units = append(units, Unit{Scenario: entry, Variant: m.Variants[(i+j)%len(m.Variants)]})
+	for _, entry := range m.Corpus {
+		for _, v := range m.ScenarioVariants(entry) {
+			units = append(units, Unit{Scenario: entry, Variant: v})
 		}
 	}
 	return units
+}
+
+// ScenarioVariants are the variants that run on a scenario, in their
+// running order.
+func (m *Manifest) ScenarioVariants(entry CorpusEntry) []string {
+	variants := slices.Clone(m.Variants)
+	if entry.Extra {
+		variants = append(variants, m.ExtraVariants...)
+	}
+	rng := rand.New(rand.NewPCG(entry.Seed, uint64(len(entry.Name))))
+	rng.Shuffle(len(variants), func(i, j int) { variants[i], variants[j] = variants[j], variants[i] })
+	return variants
+}
+
+// AllVariants are the headline variants, then the extra ones.
+func (m *Manifest) AllVariants() []string {
+	return append(slices.Clone(m.Variants), m.ExtraVariants...)
 }
 
 // Finished reports whether a unit's files are complete.
@@ -323,8 +391,8 @@ func Run(ctx context.Context, opts Options) (*Manifest, error) {
 	for _, e := range m.Corpus {
 		total += e.Handovers
 	}
-	fmt.Fprintf(opts.Progress, "corpus: %d scenarios, %d handovers; %d variants; %d of %d units to run\n",
-		len(m.Corpus), total, len(m.Variants), len(todo), len(units))
+	fmt.Fprintf(opts.Progress, "corpus: %d scenarios, %d handovers; %d variants on every scenario, %d on %d per mobility pattern; %d of %d units to run\n",
+		len(m.Corpus), total, len(m.Variants), len(m.ExtraVariants), m.ExtraScenarios, len(todo), len(units))
 	start := time.Now()
 	for i, u := range todo {
 		if err := ctx.Err(); err != nil {

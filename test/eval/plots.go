@@ -21,7 +21,7 @@ const (
 )
 
 func writePlots(out string, m *Manifest, a *Analysis) error {
-	variants := m.Variants
+	variants := m.AllVariants()
 	throughput := func(h report.Handover) float64 { return h.ThroughputBps / 1e6 }
 	convergence := func(h report.Handover) float64 { return h.ConvergenceTime.Seconds() }
 	if err := plotCDF(filepath.Join(out, plotThroughputCDF), "CDF of handover throughput", "throughput over [-5 s, +5 s] (scaled Mbit/s)", a, variants, throughput); err != nil {

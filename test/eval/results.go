@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/m2ho/m2ho/test/emu"
 	"github.com/m2ho/m2ho/test/report"
+	"github.com/m2ho/m2ho/test/scenario"
 	"github.com/m2ho/m2ho/test/testbed"
 )
 
@@ -85,23 +87,6 @@ func byVariant(results []UnitResult) map[string][]UnitResult {
 	return out
 }
 
-// comparable keeps, of every variant, only the scenarios every variant
-// finished: the comparison stays on the same handovers while an
-// evaluation is incomplete.
-func comparable(m *Manifest, results []UnitResult) []UnitResult {
-	count := map[string]int{}
-	for _, r := range results {
-		count[r.Scenario.Name]++
-	}
-	var out []UnitResult
-	for _, r := range results {
-		if count[r.Scenario.Name] == len(m.Variants) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 // handovers concatenates the handovers of a variant's units.
 func handovers(units []UnitResult) []report.Handover {
 	var hs []report.Handover
@@ -119,9 +104,9 @@ func WriteResults(out string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	results := comparable(m, all)
-	if len(results) == 0 {
-		return "", errors.New("no scenario has finished for every variant yet")
+	results := all
+	if !slices.ContainsFunc(results, func(r UnitResult) bool { return r.Variant == m.Variants[0] }) {
+		return "", fmt.Errorf("no run of the reference variant %s has finished yet", m.Variants[0])
 	}
 	if err := writeCSV(filepath.Join(out, HandoversCSV), results); err != nil {
 		return "", err
@@ -183,3 +168,31 @@ func writeCSV(path string, results []UnitResult) error {
 
 func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }
 func mbps(bps float64) string        { return strconv.FormatFloat(bps/1e6, 'f', 3, 64) }
+
+// ObservedRuns reads the finished runs of one variant with everything
+// the paper's section 3 observations need.
+func ObservedRuns(out, variant string) ([]report.ObservedRun, error) {
+	m, results, err := Load(out)
+	if err != nil {
+		return nil, err
+	}
+	var runs []report.ObservedRun
+	for _, r := range results {
+		if r.Variant != variant {
+			continue
+		}
+		sc, err := scenario.Load(filepath.Join(out, r.Scenario.File))
+		if err != nil {
+			return nil, err
+		}
+		ms, err := testbed.ReadMeasurements(filepath.Join(r.Dir, testbed.MeasurementsFile))
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, report.ObservedRun{Scenario: sc, Truth: r.Truth, Measurements: ms, Handovers: r.Handovers})
+	}
+	if len(runs) == 0 {
+		return nil, fmt.Errorf("%s has no finished run of %s (variants: %v)", out, variant, m.AllVariants())
+	}
+	return runs, nil
+}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/m2ho/m2ho/test/scaledcc"
 )
 
 // ClassOverall is the row of a summary over every handover.
@@ -119,6 +121,10 @@ func yesNo(b bool) string {
 // Title makes a variant name readable in legends ("cubic+m2ho" -> "CUBIC + m2ho").
 func Title(variant string) string {
 	parts := strings.Split(variant, "+")
-	parts[0] = strings.ToUpper(parts[0])
+	if parts[0] == scaledcc.Family {
+		parts[0] = "CUBIC (scaled)"
+	} else {
+		parts[0] = strings.ToUpper(parts[0])
+	}
 	return strings.Join(parts, " + ")
 }

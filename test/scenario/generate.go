@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/m2ho/m2ho/pkg/diag"
@@ -13,12 +14,15 @@ import (
 // Statistics the generator draws from (data/handover-timing.md; the M2HO
 // paper's measurement study unless noted).
 const (
-	// Mean dwell time in a cell before a handover, walking.
-	meanDwellSub6   = 15.5 // seconds
-	meanDwellMmWave = 7.2
-	// Driving hands over every 9.2 s instead of every 22.1 s walking.
-	drivingDwellFactor = 9.2 / 22.1
-	minDwell           = 1500 * time.Millisecond
+	// Mean time in a cell before a handover over all tests, and the mean
+	// time between handovers walking and driving. The dwell of each band
+	// keeps the ratio of the first two and is scaled so that the mean
+	// time between handovers of each pattern is the measured one.
+	meanDwellSub6          = 15.5 // seconds
+	meanDwellMmWave        = 7.2
+	meanHandoverIntWalking = 22.1
+	meanHandoverIntDriving = 9.2
+	minDwell               = 1500 * time.Millisecond
 
 	// Handover mix: 329 sub6-sub6, 109 sub6-mmW, 100 mmW-sub6, 184 mmW-mmW.
 	countSub6Sub6      = 329
@@ -28,6 +32,10 @@ const (
 	countHandovers     = countSub6Sub6 + countSub6MmWave + countMmWaveSub6 + countMmWaveMmWave
 	probMmWaveFromSub6 = float64(countSub6MmWave) / (countSub6Sub6 + countSub6MmWave)
 	probSub6FromMmWave = float64(countMmWaveSub6) / (countMmWaveSub6 + countMmWaveMmWave)
+	// The mean dwell over handovers at the measured mix, weighted by how
+	// often each band is the source.
+	meanDwellMix = (float64(countSub6Sub6+countSub6MmWave)*meanDwellSub6 +
+		float64(countMmWaveSub6+countMmWaveMmWave)*meanDwellMmWave) / countHandovers
 
 	// Measurement report to execution: 178.9 ms mean, 310.2 ms max.
 	measLeadMean = 178.9
@@ -75,13 +83,45 @@ type GenerateOptions struct {
 	// instead of drawing each independently: a corpus of a hundred
 	// handovers drawn independently strays ten points from it.
 	MatchMix bool
+	// Traces, when given, give the mmWave cells real capacity: each cell
+	// gets a TraceWindow-long stretch of a trace (of the mobility pattern
+	// when the names say it) whose mean reaches MmWaveTraceMinMbps.
+	Traces []Trace
+	// TracesFrom names the folder of Traces in Flags.
+	TracesFrom string
 }
+
+// Trace is a capacity trace as the generator cuts it: the mean rate of
+// each second, in Mbit/s at full scale.
+type Trace struct {
+	Name   string
+	Path   string
+	Format string
+	Mbps   []float64
+}
+
+// Trace formats.
+const (
+	TraceLumos5G  = "lumos5g"
+	TraceMahimahi = "mahimahi"
+)
+
+// TraceWindow is how much of a trace a generated mmWave cell loops over.
+const TraceWindow = 60
+
+// MmWaveTraceMinMbps is the mean rate a trace window needs to stand for a
+// mmWave cell: far above the paper's 121.5 Mbit/s sub-6 TCP, below its
+// 993 Mbit/s mmWave mean. Lumos5G traces also hold stretches on LTE.
+const MmWaveTraceMinMbps = 300
 
 // Flags are the gen-scenario flags that generate with these options.
 func (o GenerateOptions) Flags() string {
 	flags := fmt.Sprintf("--seed %d --duration %v --mobility %s --scale %g", o.Seed, o.Duration, o.Mobility, o.Scale)
 	if o.MatchMix {
 		flags += " --match-mix"
+	}
+	if o.TracesFrom != "" {
+		flags += " --traces " + o.TracesFrom
 	}
 	return flags
 }
@@ -92,19 +132,24 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 	if opts.Duration < 10*time.Second {
 		return nil, errors.New("duration must be at least 10s")
 	}
-	dwellFactor := 1.0
+	var dwellFactor float64
 	switch opts.Mobility {
 	case MobilityWalking, "":
 		opts.Mobility = MobilityWalking
+		dwellFactor = meanHandoverIntWalking / meanDwellMix
 	case MobilityDriving:
-		dwellFactor = drivingDwellFactor
+		dwellFactor = meanHandoverIntDriving / meanDwellMix
 	default:
 		return nil, fmt.Errorf("mobility %q is not walking or driving", opts.Mobility)
 	}
 	if opts.Scale == 0 {
 		opts.Scale = 1
 	}
-	g := generator{rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x6d32686f)), scale: opts.Scale}
+	g := generator{rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x6d32686f)), scale: opts.Scale,
+		windows: traceWindows(opts.Traces, opts.Mobility)}
+	if len(opts.Traces) > 0 && len(g.windows) == 0 {
+		return nil, fmt.Errorf("no trace has %d s with a mean of at least %d Mbit/s for a mmWave cell", TraceWindow, MmWaveTraceMinMbps)
+	}
 	sc := &Scenario{
 		Name:        fmt.Sprintf("generated-%s-seed%d", opts.Mobility, opts.Seed),
 		Description: fmt.Sprintf("%s, %v, drawn from data/handover-timing.md statistics", opts.Mobility, opts.Duration),
@@ -205,6 +250,57 @@ type generator struct {
 	rng *rand.Rand
 	// scale is the scenario's scale factor: buffers shrink with it.
 	scale float64
+	// windows are the trace stretches mmWave cells may take.
+	windows []traceWindow
+}
+
+// traceWindow is TraceWindow seconds of a trace from start.
+type traceWindow struct {
+	trace *Trace
+	start int
+}
+
+// traceWindows lists every stretch of the traces that can stand for a
+// mmWave cell, from the traces of the mobility pattern when any trace
+// names it (Lumos5G's end in _walking or _driving), else from all.
+func traceWindows(traces []Trace, mobility string) []traceWindow {
+	var pool []*Trace
+	for i := range traces {
+		if strings.Contains(traces[i].Name, mobility) {
+			pool = append(pool, &traces[i])
+		}
+	}
+	if len(pool) == 0 {
+		for i := range traces {
+			pool = append(pool, &traces[i])
+		}
+	}
+	var windows []traceWindow
+	for _, t := range pool {
+		n := min(TraceWindow, len(t.Mbps))
+		sum := 0.0
+		for i, v := range t.Mbps {
+			sum += v
+			if i >= n {
+				sum -= t.Mbps[i-n]
+			}
+			if i >= n-1 && sum/float64(n) >= MmWaveTraceMinMbps {
+				windows = append(windows, traceWindow{trace: t, start: i - n + 1})
+			}
+		}
+	}
+	return windows
+}
+
+// traceCapacity cuts a random window for a mmWave cell.
+func (g *generator) traceCapacity() CapacitySpec {
+	w := g.windows[g.rng.IntN(len(g.windows))]
+	n := min(TraceWindow, len(w.trace.Mbps))
+	spec := CapacitySpec{Origin: fmt.Sprintf("%s trace %s, seconds %d-%d", w.trace.Format, w.trace.Name, w.start, w.start+n)}
+	for _, v := range w.trace.Mbps[w.start : w.start+n] {
+		spec.Steps = append(spec.Steps, Step{Duration: time.Second, Mbps: math.Round(v*10) / 10})
+	}
+	return spec
 }
 
 // ms draws a normal duration in milliseconds, clamped to [lo, hi].
@@ -232,9 +328,13 @@ func (g *generator) cells(sc *Scenario, band diag.Band, n int) []Cell {
 			base, spread = 1000, 250
 			c.BufferBytes = 12000000
 		}
-		for range 10 {
-			mbps := math.Max(base+spread*g.rng.NormFloat64(), base/4)
-			c.Capacity.Steps = append(c.Capacity.Steps, Step{Duration: time.Second, Mbps: math.Round(mbps)})
+		if band == diag.BandMmWave && len(g.windows) > 0 {
+			c.Capacity = g.traceCapacity()
+		} else {
+			for range 10 {
+				mbps := math.Max(base+spread*g.rng.NormFloat64(), base/4)
+				c.Capacity.Steps = append(c.Capacity.Steps, Step{Duration: time.Second, Mbps: math.Round(mbps)})
+			}
 		}
 		out = append(out, c)
 	}
@@ -350,4 +450,35 @@ func (g *generator) falseReport(at time.Duration, neighbor Cell) Event {
 		e.Reports = []Report{{Event: diag.EventA3, Neighbor: neighbor.Name}}
 	}
 	return e
+}
+
+// GenerateStatic draws the paper's static check: one mmWave cell, its
+// capacity from the traces as Generate would give it (synthetic without
+// traces), and no handover for the whole duration.
+func GenerateStatic(opts GenerateOptions) (*Scenario, error) {
+	if opts.Duration < 10*time.Second {
+		return nil, errors.New("duration must be at least 10s")
+	}
+	if opts.Scale == 0 {
+		opts.Scale = 1
+	}
+	g := generator{rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x73746174)), scale: opts.Scale,
+		windows: traceWindows(opts.Traces, opts.Mobility)}
+	if len(opts.Traces) > 0 && len(g.windows) == 0 {
+		return nil, fmt.Errorf("no trace has %d s with a mean of at least %d Mbit/s for a mmWave cell", TraceWindow, MmWaveTraceMinMbps)
+	}
+	sc := &Scenario{
+		Name:        fmt.Sprintf("static-mmwave-seed%d", opts.Seed),
+		Description: fmt.Sprintf("static on one mmWave cell, %v", opts.Duration),
+		Duration:    opts.Duration,
+		Scale:       opts.Scale,
+		Traffic:     Traffic{Receiver: ReceiverUE, Flows: 1},
+	}
+	cell := g.cells(sc, diag.BandMmWave, 1)[0]
+	sc.InitialCell = cell.Name
+	sc.applyDefaults()
+	if err := sc.Validate(); err != nil {
+		return nil, fmt.Errorf("generated scenario is invalid: %w", err)
+	}
+	return sc, nil
 }

@@ -102,6 +102,9 @@ type CapacitySpec struct {
 	// Mahimahi and Lumos5G are trace file paths, relative to the scenario.
 	Mahimahi string `yaml:"mahimahi,omitempty"`
 	Lumos5G  string `yaml:"lumos5g,omitempty"`
+	// Origin says where a profile was cut from (a generated cell's trace
+	// and seconds); it changes nothing.
+	Origin string `yaml:"origin,omitempty"`
 }
 
 // Step is one stretch of a synthetic capacity profile (the profile loops).

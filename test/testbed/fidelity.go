@@ -16,6 +16,7 @@ import (
 	"github.com/m2ho/m2ho/test/emu"
 	"github.com/m2ho/m2ho/test/scenario"
 	"github.com/m2ho/m2ho/test/topo"
+	"github.com/m2ho/m2ho/test/traffic"
 )
 
 // FidelityConfig chooses the link of the fidelity measurement.
@@ -55,10 +56,6 @@ type FidelityReport struct {
 	IPRateRatio  float64       `json:"ip_rate_over_capacity"`
 	RTTRatio     float64       `json:"min_rtt_over_2d"`
 }
-
-// ipPerPayload converts TCP payload rate to IP rate for full-sized
-// segments with timestamps (1448 payload bytes in a 1500-byte packet).
-const ipPerPayload = 1500.0 / 1448.0
 
 // MeasureFidelity runs the flood and the TCP check.
 func MeasureFidelity(ctx context.Context, cfg FidelityConfig) (*FidelityReport, error) {
@@ -105,7 +102,7 @@ func MeasureFidelity(ctx context.Context, cfg FidelityConfig) (*FidelityReport, 
 	a, b := m.Goodput[first], m.Goodput[last]
 	r.CapacityBps = cfg.CapacityMbps * 1e6
 	r.GoodputBps = float64(b.Bytes-a.Bytes) * 8 / (b.At - a.At).Seconds()
-	r.IPRateBps = r.GoodputBps * ipPerPayload
+	r.IPRateBps = r.GoodputBps * traffic.IPPerPayload
 	r.OneWayDelay = cfg.OneWayDelay
 	for _, s := range m.TCPInfo {
 		if s.MinRTT > 0 && (r.MinRTT == 0 || s.MinRTT < r.MinRTT) {

@@ -6,7 +6,6 @@ package testbed
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,10 +21,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/m2ho/m2ho/internal/jsonfile"
 	"github.com/m2ho/m2ho/pkg/config"
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/estimator"
 	"github.com/m2ho/m2ho/test/emu"
+	"github.com/m2ho/m2ho/test/scaledcc"
 	"github.com/m2ho/m2ho/test/scenario"
 	"github.com/m2ho/m2ho/test/topo"
 	"github.com/m2ho/m2ho/test/traffic"
@@ -58,16 +59,17 @@ const (
 	ablatePrefix  = "-no-"
 )
 
-// ParseVariant reads a congestion control (cubic, bbr, reno), optionally
+// ParseVariant reads a congestion control (cubic, bbr, reno, or scubic:
+// CUBIC scaled like the scenario, see test/scaledcc), optionally
 // followed by "+m2ho", "+freeze" or "+m2ho-no-<component>" (repeatable,
 // components as in m2hod --ablate): "cubic+m2ho-no-prediction".
 func ParseVariant(s string) (Variant, error) {
 	cc, extra, _ := strings.Cut(s, "+")
 	v := Variant{CC: cc}
 	switch cc {
-	case "cubic", "bbr", "reno":
+	case "cubic", "bbr", "reno", scaledcc.Family:
 	default:
-		return v, fmt.Errorf("variant %q: congestion control %q is not cubic, bbr or reno", s, cc)
+		return v, fmt.Errorf("variant %q: congestion control %q is not cubic, %s, bbr or reno", s, cc, scaledcc.Family)
 	}
 	if extra == "" {
 		return v, nil
@@ -175,8 +177,8 @@ type Fidelity struct {
 
 // Files a run writes into its output directory.
 const (
-	GroundTruthFile  = "groundtruth.json"
-	MeasurementsFile = "measurements.json"
+	GroundTruthFile  = "groundtruth.json.gz"
+	MeasurementsFile = "measurements.json.gz"
 	FidelityFile     = "fidelity.json"
 	M2hodLogFile     = "m2hod.log"
 	M2hodMetricsFile = "m2hod-metrics.txt"
@@ -266,7 +268,16 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	defer stopEmu()
 	go func() { emuDone <- emulator.Run(emuCtx) }()
 
-	sender, err := traffic.Dial(runCtx, tb.SenderNamespace.Do, net.JoinHostPort(tb.ReceiverAddr.String(), ReceiverPort), cfg.Variant.CC, sc.Traffic.Flows)
+	ccName := cfg.Variant.CC
+	if ccName == scaledcc.Family {
+		scaled, err := scaledcc.Register(sc.Scale)
+		if err != nil {
+			return nil, err
+		}
+		defer scaled.Close()
+		ccName = scaled.Name()
+	}
+	sender, err := traffic.Dial(runCtx, tb.SenderNamespace.Do, net.JoinHostPort(tb.ReceiverAddr.String(), ReceiverPort), ccName, sc.Traffic.Flows)
 	if err != nil {
 		return nil, err
 	}
@@ -333,29 +344,11 @@ func (r *Result) write(dir string) error {
 }
 
 // WriteJSON writes v, indented, to path.
-func WriteJSON(path string, v any) error {
-	raw, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding %s: %w", filepath.Base(path), err)
-	}
-	if err := os.WriteFile(path, raw, 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
-}
+func WriteJSON(path string, v any) error { return jsonfile.Write(path, v) }
 
 // ReadJSON decodes the JSON file at path into v. A missing file's error
 // wraps os.ErrNotExist.
-func ReadJSON(path string, v any) error {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return fmt.Errorf("decoding %s: %w", path, err)
-	}
-	return nil
-}
+func ReadJSON(path string, v any) error { return jsonfile.Read(path, v) }
 
 // ReadMeasurements loads a run's measurements file.
 func ReadMeasurements(path string) (*traffic.Measurements, error) {

@@ -242,6 +242,11 @@ type TCPInfoSample struct {
 	BytesAcked uint64 `json:"bytes_acked"`
 }
 
+// IPPerPayload converts TCP payload (goodput) to the IP bytes a link
+// carries for full-sized segments with timestamps: 1448 payload bytes in
+// a 1500-byte packet.
+const IPPerPayload = 1500.0 / 1448.0
+
 // Measurements is what one run recorded, times from the run's epoch.
 type Measurements struct {
 	Goodput []GoodputSample `json:"goodput"`

@@ -11,26 +11,44 @@ import (
 	"time"
 
 	"github.com/m2ho/m2ho/test/eval"
-	"github.com/m2ho/m2ho/test/scenario"
 )
+
+// defaultTraces is the shared data's Lumos5G folder beside the
+// repository, the real mmWave capacity the evaluation runs on.
+const defaultTraces = "../shared/data/traces/lumos5g"
+
+// splitList splits a comma-separated flag, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
 
 func cmdEval(ctx context.Context, args []string, out io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	outDir := fs.String("out", "out/eval", "output directory (an earlier evaluation there resumes)")
-	handovers := fs.Int("handovers", 120, "minimum handovers in the generated corpus")
+	handovers := fs.Int("handovers", 75, "minimum handovers of each mobility pattern's corpus")
 	seed := fs.Uint64("seed", 1, "seed of the first scenario of the corpus")
 	duration := fs.Duration("scenario-duration", 2*time.Minute, "length of each scenario")
-	mobility := fs.String("mobility", scenario.MobilityDriving, "walking or driving")
+	mobility := fs.String("mobility", strings.Join(eval.DefaultMobilities, ","), "comma-separated mobility patterns: walking, driving")
 	scale := fs.Float64("scale", 0.1, "capacity and buffer scale factor")
-	variants := fs.String("variants", strings.Join(eval.DefaultVariants, ","), "comma-separated variants")
+	traces := fs.String("traces", defaultTraces, "folder of Lumos5G or Mahimahi traces for the mmWave cells (\"\" for synthetic cells)")
+	variants := fs.String("variants", strings.Join(eval.DefaultVariants, ","), "comma-separated variants run on every scenario: the reference first, then the headline m2ho variant")
+	extra := fs.String("extra-variants", strings.Join(eval.DefaultExtraVariants, ","), "comma-separated variants run on the first --extra-scenarios scenarios of each mobility pattern")
+	extraScenarios := fs.Int("extra-scenarios", 1, "scenarios of each mobility pattern the extra variants run on")
 	m2hod := fs.String("m2hod", "bin/m2hod", "m2hod binary")
 	reportOnly := fs.Bool("report-only", false, "only rebuild the results from the finished units")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	opts := eval.Options{
-		Out: *outDir, Handovers: *handovers, Seed: *seed, ScenarioDuration: *duration, Mobility: *mobility,
-		Scale: *scale, Variants: strings.Split(*variants, ","), M2hod: *m2hod, Log: log, Progress: out,
+		Out: *outDir, Handovers: *handovers, Seed: *seed, ScenarioDuration: *duration, Mobilities: splitList(*mobility),
+		Scale: *scale, Traces: *traces, Variants: splitList(*variants), ExtraVariants: splitList(*extra),
+		ExtraScenarios: *extraScenarios, M2hod: *m2hod, Log: log, Progress: out,
 	}
 	var runErr error
 	if !*reportOnly {

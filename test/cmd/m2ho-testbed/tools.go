@@ -8,8 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/m2ho/m2ho/test/emu"
+	"github.com/m2ho/m2ho/test/eval"
 	"github.com/m2ho/m2ho/test/scenario"
 	"github.com/m2ho/m2ho/test/testbed"
 )
@@ -21,11 +24,19 @@ func cmdGenScenario(_ context.Context, args []string, out io.Writer, _ *slog.Log
 	mobility := fs.String("mobility", scenario.MobilityWalking, "walking or driving")
 	scale := fs.Float64("scale", 0.1, "capacity and buffer scale factor")
 	matchMix := fs.Bool("match-mix", false, "keep the handover types at the measured mix instead of drawing each")
+	traces := fs.String("traces", "", "folder of Lumos5G or Mahimahi traces for the mmWave cells' capacity (default: synthetic)")
 	outPath := fs.String("out", "", "output file (default: standard output)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	opts := scenario.GenerateOptions{Seed: *seed, Duration: *duration, Mobility: *mobility, Scale: *scale, MatchMix: *matchMix}
+	if *traces != "" {
+		loaded, err := emu.LoadTraceDir(*traces)
+		if err != nil {
+			return err
+		}
+		opts.Traces, opts.TracesFrom = loaded, *traces
+	}
 	sc, err := scenario.Generate(opts)
 	if err != nil {
 		return err
@@ -52,10 +63,37 @@ func cmdFidelity(ctx context.Context, args []string, out io.Writer, log *slog.Lo
 	delay := fs.Duration("delay", 35*time.Millisecond, "one-way delay of the TCP check")
 	tcpDuration := fs.Duration("tcp-duration", 20*time.Second, "length of the TCP check")
 	floodDuration := fs.Duration("flood-duration", 3*time.Second, "length of the UDP flood")
+	paper := fs.Bool("paper", false, "measure the paper's section 3 observations with plain senders instead of the emulator's own fidelity")
+	from := fs.String("from", "", "with --paper: an evaluation output whose runs of the senders to use instead of running a corpus")
+	senders := fs.String("senders", "cubic,scubic", "with --paper: comma-separated senders without m2ho")
+	handovers := fs.Int("handovers", 40, "with --paper: minimum handovers of each mobility pattern")
+	seed := fs.Uint64("seed", 1, "with --paper: first scenario seed")
+	duration := fs.Duration("scenario-duration", 2*time.Minute, "with --paper: length of each scenario")
+	mobility := fs.String("mobility", strings.Join(eval.DefaultMobilities, ","), "with --paper: comma-separated mobility patterns")
+	scale := fs.Float64("scale", 0.1, "with --paper: capacity and buffer scale factor")
+	traces := fs.String("traces", defaultTraces, "with --paper: folder of Lumos5G or Mahimahi traces for the mmWave cells")
+	staticRuns := fs.Int("static-runs", 2, "with --paper: static mmWave runs per sender")
+	staticDuration := fs.Duration("static-duration", time.Minute, "with --paper: length of a static run")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := requireRoot(); err != nil {
+		return err
+	}
+	if *paper {
+		path, err := eval.PaperFidelity(ctx, eval.PaperFidelityOptions{
+			Out: *outDir, From: *from, Senders: splitList(*senders), Handovers: *handovers, Seed: *seed,
+			ScenarioDuration: *duration, Mobilities: splitList(*mobility), Scale: *scale, Traces: *traces,
+			StaticRuns: *staticRuns, StaticDuration: *staticDuration, Log: log, Progress: out,
+		})
+		if err != nil {
+			return err
+		}
+		table, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(table)
 		return err
 	}
 	if *tcpDuration < 8*time.Second {

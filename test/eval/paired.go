@@ -1,0 +1,109 @@
+package eval
+
+import (
+	"github.com/m2ho/m2ho/test/report"
+)
+
+// Paired compares a variant with the reference on the scenarios both
+// finished, handover by handover (the same scenario gives both the same
+// handovers), with bootstrap intervals over those scenarios.
+type Paired struct {
+	Variant   string `json:"variant"`
+	Reference string `json:"reference"`
+	Scenarios int    `json:"scenarios"`
+	Handovers int    `json:"handovers"`
+	// Gain is the mean handover throughput over the reference's, less 1,
+	// per class and overall.
+	Gain map[string]Interval `json:"throughput_gain"`
+	// ConvergenceRatio is the mean convergence time over the reference's,
+	// overall; ConvergenceByClass per class and overall.
+	ConvergenceRatio   Interval            `json:"convergence_ratio"`
+	ConvergenceByClass map[string]Interval `json:"convergence_ratio_by_class"`
+	// LossFree is the variant's share of loss-free handovers,
+	// ReferenceLossFree the reference's on the same handovers.
+	LossFree          Interval `json:"loss_free"`
+	ReferenceLossFree Interval `json:"reference_loss_free"`
+}
+
+// scenarioPair is one scenario's handovers under the reference and the
+// variant, matched by index.
+type scenarioPair struct {
+	ref, v []report.Handover
+}
+
+// pairScenarios matches the handovers of two variants scenario by
+// scenario, for the scenarios both finished.
+func pairScenarios(ref, v []UnitResult) []scenarioPair {
+	byName := map[string][]report.Handover{}
+	for _, u := range ref {
+		byName[u.Scenario.Name] = u.Handovers
+	}
+	var pairs []scenarioPair
+	for _, u := range v {
+		r, ok := byName[u.Scenario.Name]
+		if !ok {
+			continue
+		}
+		index := map[int]report.Handover{}
+		for _, h := range r {
+			index[h.Index] = h
+		}
+		var p scenarioPair
+		for _, h := range u.Handovers {
+			if rh, ok := index[h.Index]; ok && rh.Class == h.Class {
+				p.ref = append(p.ref, rh)
+				p.v = append(p.v, h)
+			}
+		}
+		pairs = append(pairs, p)
+	}
+	return pairs
+}
+
+// comparePaired computes a variant's paired figures against the reference.
+func comparePaired(refName string, ref []UnitResult, name string, v []UnitResult) Paired {
+	pairs := pairScenarios(ref, v)
+	p := Paired{Variant: name, Reference: refName, Scenarios: len(pairs), Gain: map[string]Interval{}, ConvergenceByClass: map[string]Interval{}}
+	for _, class := range report.ClassOrder {
+		tput := make([]cluster, 0, len(pairs))
+		conv := make([]cluster, 0, len(pairs))
+		for _, sp := range pairs {
+			var t, c cluster
+			for i := range sp.v {
+				if class == report.ClassOverall || sp.v[i].Class == class {
+					t.num += sp.v[i].ThroughputBps
+					t.den += sp.ref[i].ThroughputBps
+					c.num += sp.v[i].ConvergenceTime.Seconds()
+					c.den += sp.ref[i].ConvergenceTime.Seconds()
+				}
+			}
+			tput, conv = append(tput, t), append(conv, c)
+		}
+		if iv := ratioInterval(tput, 1); iv.Valid {
+			p.Gain[class] = iv
+		}
+		if iv := ratioInterval(conv, 0); iv.Valid {
+			p.ConvergenceByClass[class] = iv
+		}
+	}
+	p.ConvergenceRatio = p.ConvergenceByClass[report.ClassOverall]
+	var lossFree, refLossFree []cluster
+	for _, sp := range pairs {
+		var l, rl cluster
+		for i := range sp.v {
+			l.den++
+			rl.den++
+			if sp.v[i].LossFree {
+				l.num++
+			}
+			if sp.ref[i].LossFree {
+				rl.num++
+			}
+		}
+		p.Handovers += len(sp.v)
+		lossFree, refLossFree = append(lossFree, l), append(refLossFree, rl)
+	}
+	p.LossFree = ratioInterval(lossFree, 0)
+	p.ReferenceLossFree = ratioInterval(refLossFree, 0)
+	return p
+}

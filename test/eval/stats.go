@@ -1,0 +1,103 @@
+package eval
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// The confidence intervals of the evaluation are percentile bootstrap
+// intervals over scenarios: handovers of one scenario share its cells,
+// its load and the sender's state, so the scenario, not the handover, is
+// the independent unit that is resampled. Every figure is a ratio of sums
+// over the resampled scenarios (a mean of paired throughputs, a share of
+// handovers, precision), so one resampling routine serves them all.
+const (
+	bootstrapResamples = 10000
+	// bootstrapSeed fixes the resampling: the same results give the
+	// same intervals.
+	bootstrapSeed = 0x6d32686f
+	confidence    = 0.95
+)
+
+// cluster is one scenario's contribution to a ratio of sums.
+type cluster struct {
+	num, den float64
+}
+
+// Interval is an estimate with its 95% confidence interval.
+type Interval struct {
+	Value float64 `json:"value"`
+	Low   float64 `json:"low"`
+	High  float64 `json:"high"`
+	// Scenarios is how many scenarios the figure rests on.
+	Scenarios int `json:"scenarios"`
+	// Valid is false when no scenario had anything to count.
+	Valid bool `json:"valid"`
+}
+
+// ratioInterval is sum(num)/sum(den) over the clusters with its bootstrap
+// interval; shift is subtracted from every value (1 turns a ratio into a
+// gain). Resamples whose denominator is zero are left out.
+func ratioInterval(clusters []cluster, shift float64) Interval {
+	var num, den float64
+	for _, c := range clusters {
+		num += c.num
+		den += c.den
+	}
+	if len(clusters) == 0 || den == 0 {
+		return Interval{Scenarios: len(clusters)}
+	}
+	iv := Interval{Value: num/den - shift, Scenarios: len(clusters), Valid: true}
+	rng := rand.New(rand.NewPCG(bootstrapSeed, uint64(len(clusters))))
+	estimates := make([]float64, 0, bootstrapResamples)
+	for range bootstrapResamples {
+		var n, d float64
+		for range clusters {
+			c := clusters[rng.IntN(len(clusters))]
+			n += c.num
+			d += c.den
+		}
+		if d != 0 {
+			estimates = append(estimates, n/d-shift)
+		}
+	}
+	slices.Sort(estimates)
+	iv.Low = quantile(estimates, (1-confidence)/2)
+	iv.High = quantile(estimates, 1-(1-confidence)/2)
+	return iv
+}
+
+// quantile of sorted values, linearly interpolated.
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	pos := q * float64(len(sorted)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(sorted)-1)
+	return sorted[lo] + (pos-float64(lo))*(sorted[hi]-sorted[lo])
+}
+
+// AtLeast reports whether the whole interval lies at or above x.
+func (iv Interval) AtLeast(x float64) bool { return iv.Valid && iv.Low >= x }
+
+// AtMost reports whether the whole interval lies at or below x.
+func (iv Interval) AtMost(x float64) bool { return iv.Valid && iv.High <= x }
+
+// Percent prints the interval in percent: "+12.3% [+5.1, +19.0]" with
+// sign for gains, "85.2% [80.1, 90.0]" without.
+func (iv Interval) Percent(signed bool) string {
+	if !iv.Valid {
+		return "-"
+	}
+	f := "%.1f"
+	if signed {
+		f = "%+.1f"
+	}
+	return fmt.Sprintf(f+"%% ["+f+", "+f+"]", 100*iv.Value, 100*iv.Low, 100*iv.High)
+}
+
+// HalfWidth is half the interval's width.
+func (iv Interval) HalfWidth() float64 { return (iv.High - iv.Low) / 2 }
