@@ -256,3 +256,38 @@ func testbedNamespaces(t *testing.T) []string {
 	}
 	return out
 }
+
+func TestEpochsReadTheSawtooth(t *testing.T) {
+	// A sawtooth at scale 0.5: ssthresh falls at 12, 16, 20 and 24 s;
+	// after each fall the window climbs from 70 back to 100 in 2 s, to
+	// 95 in 1.67 s.
+	m := &traffic.Measurements{}
+	for ms := 0; ms <= 24000; ms += 10 {
+		at := time.Duration(ms) * time.Millisecond
+		cwnd, ssthresh := uint32(100), uint32(1000)
+		if ms >= 12000 {
+			phase := (ms - 12000) % 4000
+			if phase < 3990 {
+				ssthresh = 70
+			}
+			if phase < 2000 {
+				cwnd = 70 + uint32(30*phase/2000)
+			}
+		}
+		m.TCPInfo = append(m.TCPInfo, traffic.TCPInfoSample{At: at, Cwnd: cwnd, Ssthresh: ssthresh})
+		if ms%100 == 0 {
+			// 10 Mbit/s of goodput
+			m.Goodput = append(m.Goodput, traffic.GoodputSample{At: at, Bytes: uint64(ms) * 1250})
+		}
+	}
+	r, err := epochs(m, 0.5, 10e6*traffic.IPPerPayload)
+	require.NoError(t, err)
+	assert.Equal(t, 4, r.Reductions, "12, 16, 20 and 24 s")
+	assert.Equal(t, 4*time.Second, r.Epoch)
+	assert.InDelta(t, 1.67, r.Recovery.Seconds(), 0.02, "back to 95 of 100; the last fall has no sample after it")
+	assert.InDelta(t, 200, r.MaxCwndFull, 1e-9, "100 segments at scale 0.5")
+	assert.InDelta(t, 1, r.GoodputRatio, 0.01)
+
+	_, err = epochs(&traffic.Measurements{}, 1, 1)
+	assert.Error(t, err)
+}

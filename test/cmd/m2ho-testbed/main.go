@@ -30,6 +30,7 @@ commands:
        [--variants LIST] [--extra-variants LIST] [--extra-scenarios 1] [--m2hod bin/m2hod] [--report-only]
   fidelity [--out DIR]                  the emulator's own fidelity (packet rate, TCP on a constant link)
   fidelity --paper [--from EVALDIR] [--senders cubic,scubic] [--out DIR]   the paper's section 3 with plain senders
+  fidelity --similarity [--full-mbps 150] [--scale 0.1] [--out DIR]        scaled CUBIC against the kernel's CUBIC
   cleanup
 `
 

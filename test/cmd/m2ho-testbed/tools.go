@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -74,11 +75,27 @@ func cmdFidelity(ctx context.Context, args []string, out io.Writer, log *slog.Lo
 	traces := fs.String("traces", defaultTraces, "with --paper: folder of Lumos5G or Mahimahi traces for the mmWave cells")
 	staticRuns := fs.Int("static-runs", 2, "with --paper: static mmWave runs per sender")
 	staticDuration := fs.Duration("static-duration", time.Minute, "with --paper: length of a static run")
+	similarity := fs.Bool("similarity", false, "check scaled CUBIC: the kernel's CUBIC and scaled CUBIC at full scale and at --scale on a constant link")
+	fullMbps := fs.Float64("full-mbps", 150, "with --similarity: the link's full-scale capacity (Mbit/s)")
+	simDuration := fs.Duration("similarity-duration", time.Minute, "with --similarity: length of each run")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := requireRoot(); err != nil {
 		return err
+	}
+	if *similarity {
+		runs, err := testbed.MeasureSimilarity(ctx, testbed.SimilarityConfig{
+			FullMbps: *fullMbps, OneWayDelay: *delay, Duration: *simDuration, Scale: *scale, OutDir: *outDir, Log: log,
+		})
+		if err != nil {
+			return err
+		}
+		if err := testbed.WriteJSON(filepath.Join(*outDir, "similarity.json"), runs); err != nil {
+			return err
+		}
+		testbed.WriteSimilarity(out, runs)
+		return nil
 	}
 	if *paper {
 		path, err := eval.PaperFidelity(ctx, eval.PaperFidelityOptions{
