@@ -11,6 +11,7 @@ import (
 
 	"github.com/m2ho/m2ho/test/emu"
 	"github.com/m2ho/m2ho/test/report"
+	"github.com/m2ho/m2ho/test/scenario"
 	"github.com/m2ho/m2ho/test/testbed"
 )
 
@@ -454,9 +455,9 @@ func writeMarkdown(w io.Writer, m *Manifest, a *Analysis) error {
 		}
 	}
 	fmt.Fprintf(w, "# Evaluation results\n\n")
-	fmt.Fprintf(w, "Corpus: %d of %d scenarios finished by the reference (%d handovers; %s mobility, %v per scenario, scale %g, seeds from %d, traces %s); %d of %d units finished. %s run on every scenario, the other variants on the first %d of each mobility pattern.\n\n",
+	fmt.Fprintf(w, "Corpus: %d of %d scenarios finished by the reference (%d handovers; %s mobility, %v per scenario, scale %g, seeds from %d, traces %s, %s leads); %d of %d units finished. %s run on every scenario, the other variants on the first %d of each mobility pattern.\n\n",
 		len(a.Scenarios), len(m.Corpus), total, strings.Join(m.Mobilities, " and "), m.ScenarioDuration, m.Scale, m.Seed,
-		cmp.Or(m.Traces, "none (synthetic)"), a.UnitsFinished, a.UnitsTotal, strings.Join(m.Variants, " and "), m.ExtraScenarios)
+		cmp.Or(m.Traces, "none (synthetic)"), cmp.Or(m.Leads, scenario.LeadsPaper), a.UnitsFinished, a.UnitsTotal, strings.Join(m.Variants, " and "), m.ExtraScenarios)
 	fmt.Fprintln(w, "Throughput is the mean goodput over [-5 s, +5 s] of execution in scaled Mbit/s; convergence is capped at the next handover. Comparisons are paired (the same scenarios and handovers) with 95% bootstrap intervals over scenarios; a goal is met when its whole interval is.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "## Goals")

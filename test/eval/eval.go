@@ -70,8 +70,10 @@ type Options struct {
 	// mobility pattern.
 	ExtraVariants  []string
 	ExtraScenarios int
-	M2hod          string
-	Log            *slog.Logger
+	// Leads is the corpus's lead model (scenario.LeadsPaper when empty).
+	Leads string
+	M2hod string
+	Log   *slog.Logger
 	// Progress receives a line per unit started and finished.
 	Progress io.Writer
 }
@@ -98,6 +100,7 @@ type Manifest struct {
 	Variants         []string      `json:"variants"`
 	ExtraVariants    []string      `json:"extra_variants,omitempty"`
 	ExtraScenarios   int           `json:"extra_scenarios,omitempty"`
+	Leads            string        `json:"leads,omitempty"`
 	// M2hodSHA256 is the SHA-256 of the m2hod binary the m2ho variants
 	// run, empty without such variants: a resumed evaluation must run the
 	// same daemon, or one table would mix versions.
@@ -194,7 +197,7 @@ func Prepare(opts Options) (*Manifest, error) {
 	want := Manifest{
 		Handovers: opts.Handovers, Seed: opts.Seed, ScenarioDuration: opts.ScenarioDuration,
 		Mobilities: opts.Mobilities, Scale: opts.Scale, Traces: opts.Traces, Variants: opts.Variants,
-		ExtraVariants: opts.ExtraVariants, ExtraScenarios: opts.ExtraScenarios, M2hodSHA256: daemon,
+		ExtraVariants: opts.ExtraVariants, ExtraScenarios: opts.ExtraScenarios, Leads: opts.Leads, M2hodSHA256: daemon,
 	}
 	path := filepath.Join(opts.Out, ManifestFile)
 	if old, err := ReadManifest(opts.Out); err == nil {
@@ -279,14 +282,14 @@ func sameParameters(a, b *Manifest) bool {
 	return a.Handovers == b.Handovers && a.Seed == b.Seed && a.ScenarioDuration == b.ScenarioDuration &&
 		slices.Equal(a.Mobilities, b.Mobilities) && a.Scale == b.Scale && a.Traces == b.Traces &&
 		slices.Equal(a.Variants, b.Variants) && slices.Equal(a.ExtraVariants, b.ExtraVariants) &&
-		a.ExtraScenarios == b.ExtraScenarios
+		a.ExtraScenarios == b.ExtraScenarios && a.Leads == b.Leads
 }
 
 // generate writes the scenario of one seed into the corpus, its handover
 // types kept at the measured mix.
 func generate(opts Options, mobility string, seed uint64, traces []scenario.Trace) (CorpusEntry, error) {
 	gen := scenario.GenerateOptions{Seed: seed, Duration: opts.ScenarioDuration, Mobility: mobility, Scale: opts.Scale,
-		MatchMix: true, Traces: traces, TracesFrom: opts.Traces}
+		MatchMix: true, Traces: traces, TracesFrom: opts.Traces, Leads: opts.Leads}
 	sc, err := scenario.Generate(gen)
 	if err != nil {
 		return CorpusEntry{}, fmt.Errorf("seed %d: %w", seed, err)

@@ -89,6 +89,8 @@ type GenerateOptions struct {
 	Traces []Trace
 	// TracesFrom names the folder of Traces in Flags.
 	TracesFrom string
+	// Leads is the lead model: LeadsPaper (default) or LeadsCaptures.
+	Leads string
 }
 
 // Trace is a capacity trace as the generator cuts it: the mean rate of
@@ -123,6 +125,9 @@ func (o GenerateOptions) Flags() string {
 	if o.TracesFrom != "" {
 		flags += " --traces " + o.TracesFrom
 	}
+	if o.Leads != "" && o.Leads != LeadsPaper {
+		flags += " --leads " + o.Leads
+	}
 	return flags
 }
 
@@ -147,11 +152,29 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 	}
 	g := generator{rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x6d32686f)), scale: opts.Scale,
 		windows: traceWindows(opts.Traces, opts.Mobility)}
+	name := fmt.Sprintf("generated-%s-seed%d", opts.Mobility, opts.Seed)
 	if len(opts.Traces) > 0 && len(g.windows) == 0 {
 		return nil, fmt.Errorf("no trace has %d s with a mean of at least %d Mbit/s for a mmWave cell", TraceWindow, MmWaveTraceMinMbps)
 	}
+	switch opts.Leads {
+	case "", LeadsPaper:
+	case LeadsCaptures:
+		leads, err := CaptureLeads()
+		if err != nil {
+			return nil, err
+		}
+		if len(leads) == 0 {
+			return nil, errors.New("no lead measured on captures")
+		}
+		g.leads = leads
+	default:
+		return nil, fmt.Errorf("lead model %q is not %s or %s", opts.Leads, LeadsPaper, LeadsCaptures)
+	}
+	if g.leads != nil {
+		name += "-" + LeadsCaptures + "-leads"
+	}
 	sc := &Scenario{
-		Name:        fmt.Sprintf("generated-%s-seed%d", opts.Mobility, opts.Seed),
+		Name:        name,
 		Description: fmt.Sprintf("%s, %v, drawn from data/handover-timing.md statistics", opts.Mobility, opts.Duration),
 		Duration:    opts.Duration,
 		Scale:       opts.Scale,
@@ -252,6 +275,8 @@ type generator struct {
 	scale float64
 	// windows are the trace stretches mmWave cells may take.
 	windows []traceWindow
+	// leads, when set, are drawn from instead of the paper's means.
+	leads []Lead
 }
 
 // traceWindow is TraceWindow seconds of a trace from start.
@@ -366,8 +391,18 @@ func (g *generator) handover(at time.Duration, source, target Cell) Event {
 	default:
 		e.Kind, e.MeasEvent = diag.HOSCGRelease, diag.EventA2
 	}
-	e.CommandLead = g.ms(commandLeadMean, commandLeadSD, 15, 60)
-	e.MeasLead = max(g.ms(measLeadMean, measLeadSD, 40, measLeadMax), e.CommandLead+10*time.Millisecond)
+	if len(g.leads) > 0 {
+		// A capture sees the command and the random access that
+		// completes it, not the start of the interruption: the
+		// command's lead to execution is taken as its time to
+		// completion, of the same size as the paper's 32.7 ms.
+		l := g.leads[g.rng.IntN(len(g.leads))]
+		e.CommandLead = max(l.CommandToCompletion, 5*time.Millisecond).Round(100 * time.Microsecond)
+		e.MeasLead = (max(l.ReportToCommand, time.Millisecond) + e.CommandLead).Round(100 * time.Microsecond)
+	} else {
+		e.CommandLead = g.ms(commandLeadMean, commandLeadSD, 15, 60)
+		e.MeasLead = max(g.ms(measLeadMean, measLeadSD, 40, measLeadMax), e.CommandLead+10*time.Millisecond)
+	}
 	e.Interruption = g.ms(interruptionMean, interruptionSD, 15, 50)
 	if g.rng.Float64() < probContextRelease {
 		e.ContextRelease = &ContextRelease{HeldPackets: 2 + g.rng.IntN(15)}

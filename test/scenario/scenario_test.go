@@ -350,3 +350,58 @@ func TestGenerateStaticIsOneMmWaveCell(t *testing.T) {
 	_, err = GenerateStatic(GenerateOptions{Seed: 2, Duration: time.Second})
 	assert.Error(t, err)
 }
+
+func TestMeasureLeadsPairsReportCommandAndCompletion(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(1000, 0).Add(time.Duration(ms) * time.Millisecond) }
+	ev := func(ms int, typ diag.Type) diag.Event { return diag.Event{Time: at(ms), Type: typ} }
+	events := []diag.Event{
+		ev(0, diag.TypeMeasReport), ev(80, diag.TypeHOCommand), ev(110, diag.TypeHOComplete), // paired
+		ev(2000, diag.TypeHOCommand), ev(2030, diag.TypeHOComplete), // no report before it
+		ev(4000, diag.TypeMeasReport), ev(5500, diag.TypeHOCommand), ev(5520, diag.TypeHOComplete), // report too old
+		ev(7000, diag.TypeMeasReport), ev(7050, diag.TypeHOCommand), ev(7060, diag.TypeHOFailure), // failed
+		ev(9000, diag.TypeMeasReport), ev(9040, diag.TypeMeasReport), ev(9100, diag.TypeHOCommand), ev(9125, diag.TypeHOComplete), // the last report
+		ev(100, diag.TypeMeasReport), ev(150, diag.TypeHOCommand), // the clock went back: a new session
+		ev(170, diag.TypeHOComplete),
+	}
+	leads := MeasureLeads("cap", events)
+	require.Len(t, leads, 3)
+	assert.Equal(t, Lead{Capture: "cap", ReportToCommand: 80 * time.Millisecond, CommandToCompletion: 30 * time.Millisecond}, leads[0])
+	assert.Equal(t, Lead{Capture: "cap", ReportToCommand: 60 * time.Millisecond, CommandToCompletion: 25 * time.Millisecond}, leads[1])
+	assert.Equal(t, Lead{Capture: "cap", ReportToCommand: 50 * time.Millisecond, CommandToCompletion: 20 * time.Millisecond}, leads[2])
+
+	var buf strings.Builder
+	require.NoError(t, WriteLeads(&buf, leads))
+	back, err := ReadLeads(strings.NewReader(buf.String()))
+	require.NoError(t, err)
+	assert.Equal(t, leads, back)
+	_, err = ReadLeads(strings.NewReader("capture,a,b\nx,1\n"))
+	assert.Error(t, err)
+	_, err = ReadLeads(strings.NewReader("capture,a,b\nx,-1,2\n"))
+	assert.Error(t, err)
+}
+
+func TestGenerateWithCaptureLeads(t *testing.T) {
+	leads, err := CaptureLeads()
+	require.NoError(t, err)
+	require.NotEmpty(t, leads, "leads-captures.csv holds the measured leads")
+	var mean time.Duration
+	for _, l := range leads {
+		mean += l.ReportToCommand / time.Duration(len(leads))
+	}
+	sc, err := Generate(GenerateOptions{Seed: 4, Duration: time.Hour, Mobility: MobilityDriving, Leads: LeadsCaptures})
+	require.NoError(t, err)
+	assert.Contains(t, sc.Name, "captures-leads")
+	var toCommand time.Duration
+	n := 0
+	for _, e := range sc.Timeline {
+		if e.Type == TypeHandover {
+			assert.Greater(t, e.MeasLead, e.CommandLead)
+			toCommand += e.MeasLead - e.CommandLead
+			n++
+		}
+	}
+	require.Positive(t, n)
+	assert.InDelta(t, mean.Seconds(), (toCommand / time.Duration(n)).Seconds(), 0.015, "report to command drawn from the captures")
+	_, err = Generate(GenerateOptions{Seed: 4, Duration: time.Minute, Leads: "guess"})
+	assert.ErrorContains(t, err, "guess")
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/m2ho/m2ho/test/eval"
+	"github.com/m2ho/m2ho/test/scenario"
 )
 
 // defaultTraces is the shared data's Lumos5G folder beside the
@@ -37,6 +38,7 @@ func cmdEval(ctx context.Context, args []string, out io.Writer, log *slog.Logger
 	mobility := fs.String("mobility", strings.Join(eval.DefaultMobilities, ","), "comma-separated mobility patterns: walking, driving")
 	scale := fs.Float64("scale", 0.1, "capacity and buffer scale factor")
 	traces := fs.String("traces", defaultTraces, "folder of Lumos5G or Mahimahi traces for the mmWave cells (\"\" for synthetic cells)")
+	leads := fs.String("leads", scenario.LeadsPaper, "lead model of the corpus: paper or captures")
 	variants := fs.String("variants", strings.Join(eval.DefaultVariants, ","), "comma-separated variants run on every scenario: the reference first, then the headline m2ho variant")
 	extra := fs.String("extra-variants", strings.Join(eval.DefaultExtraVariants, ","), "comma-separated variants run on the first --extra-scenarios scenarios of each mobility pattern")
 	extraScenarios := fs.Int("extra-scenarios", 1, "scenarios of each mobility pattern the extra variants run on")
@@ -48,7 +50,7 @@ func cmdEval(ctx context.Context, args []string, out io.Writer, log *slog.Logger
 	opts := eval.Options{
 		Out: *outDir, Handovers: *handovers, Seed: *seed, ScenarioDuration: *duration, Mobilities: splitList(*mobility),
 		Scale: *scale, Traces: *traces, Variants: splitList(*variants), ExtraVariants: splitList(*extra),
-		ExtraScenarios: *extraScenarios, M2hod: *m2hod, Log: log, Progress: out,
+		ExtraScenarios: *extraScenarios, Leads: *leads, M2hod: *m2hod, Log: log, Progress: out,
 	}
 	var runErr error
 	if !*reportOnly {

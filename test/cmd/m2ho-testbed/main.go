@@ -25,12 +25,13 @@ const usage = `usage: m2ho-testbed COMMAND [flags]
 commands:
   run --scenario FILE --variant cubic|scubic|bbr|reno[+m2ho|+freeze|+m2ho-no-COMPONENT] --out DIR [--m2hod PATH] [--pcap]
   demo [--out out/demo] [--scenario test/scenarios/demo.yaml] [--m2hod bin/m2hod]
-  gen-scenario --seed N [--duration 120s] [--mobility walking|driving] [--scale 0.1] [--match-mix] [--traces DIR] [--out FILE]
-  eval [--out out/eval] [--handovers 75] [--seed 1] [--scenario-duration 2m] [--mobility walking,driving] [--traces DIR]
+  gen-scenario --seed N [--duration 120s] [--mobility walking|driving] [--scale 0.1] [--match-mix] [--traces DIR] [--leads paper|captures] [--out FILE]
+  eval [--out out/eval] [--handovers 75] [--seed 1] [--scenario-duration 2m] [--mobility walking,driving] [--traces DIR] [--leads paper|captures]
        [--variants LIST] [--extra-variants LIST] [--extra-scenarios 1] [--m2hod bin/m2hod] [--report-only]
   fidelity [--out DIR]                  the emulator's own fidelity (packet rate, TCP on a constant link)
   fidelity --paper [--from EVALDIR] [--senders cubic,scubic] [--out DIR]   the paper's section 3 with plain senders
   fidelity --similarity [--full-mbps 150] [--scale 0.1] [--out DIR]        scaled CUBIC against the kernel's CUBIC
+  leads [--out FILE] URI...          report-to-command and command-to-completion leads of real captures
   cleanup
 `
 
@@ -54,6 +55,7 @@ func main() {
 		"eval":         cmdEval,
 		"gen-scenario": cmdGenScenario,
 		"fidelity":     cmdFidelity,
+		"leads":        cmdLeads,
 		"cleanup":      cmdCleanup,
 	}
 	cmd, ok := commands[os.Args[1]]

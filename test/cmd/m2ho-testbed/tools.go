@@ -26,11 +26,12 @@ func cmdGenScenario(_ context.Context, args []string, out io.Writer, _ *slog.Log
 	scale := fs.Float64("scale", 0.1, "capacity and buffer scale factor")
 	matchMix := fs.Bool("match-mix", false, "keep the handover types at the measured mix instead of drawing each")
 	traces := fs.String("traces", "", "folder of Lumos5G or Mahimahi traces for the mmWave cells' capacity (default: synthetic)")
+	leads := fs.String("leads", scenario.LeadsPaper, "lead model: paper (the paper's means) or captures (measured on real captures)")
 	outPath := fs.String("out", "", "output file (default: standard output)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	opts := scenario.GenerateOptions{Seed: *seed, Duration: *duration, Mobility: *mobility, Scale: *scale, MatchMix: *matchMix}
+	opts := scenario.GenerateOptions{Seed: *seed, Duration: *duration, Mobility: *mobility, Scale: *scale, MatchMix: *matchMix, Leads: *leads}
 	if *traces != "" {
 		loaded, err := emu.LoadTraceDir(*traces)
 		if err != nil {
