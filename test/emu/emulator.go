@@ -32,7 +32,13 @@ type Config struct {
 	InDiag   func(func() error) error
 	// Encode is the diag JSON v1 encoder (diag.MarshalJSON).
 	Encode func(diag.Event) ([]byte, error)
-	Log    *slog.Logger
+	// AckTapIface, when set, is the UE's interface towards a receiver
+	// behind it, opened in the namespace InAckTap runs in: the
+	// receiver's ACKs read there, before the UE's datapath could drop
+	// any, are the exact record of the duplicate ACKs generated.
+	AckTapIface string
+	InAckTap    func(func() error) error
+	Log         *slog.Logger
 }
 
 // Emulator moves packets between two interfaces through a Link in real
@@ -42,6 +48,7 @@ type Emulator struct {
 	cfg       Config
 	serverEnd *packetSocket
 	ueEnd     *packetSocket
+	ackTap    *packetSocket
 	diagConn  net.Conn
 
 	mu   sync.Mutex
@@ -100,6 +107,21 @@ func New(cfg Config) (*Emulator, error) {
 		e.Close()
 		return nil, fmt.Errorf("opening emulator sockets: %w", err)
 	}
+	if cfg.AckTapIface != "" {
+		if cfg.InAckTap == nil {
+			e.Close()
+			return nil, errors.New("an ACK tap needs InAckTap")
+		}
+		err := cfg.InAckTap(func() error {
+			var err error
+			e.ackTap, err = openPacketSocket(cfg.AckTapIface)
+			return err
+		})
+		if err != nil {
+			e.Close()
+			return nil, fmt.Errorf("opening the ACK tap: %w", err)
+		}
+	}
 	if cfg.DiagAddr != "" {
 		if cfg.Encode == nil || cfg.InDiag == nil {
 			e.Close()
@@ -142,6 +164,9 @@ func (e *Emulator) Close() {
 	if e.ueEnd != nil {
 		e.ueEnd.close()
 	}
+	if e.ackTap != nil {
+		e.ackTap.close()
+	}
 	if e.diagConn != nil {
 		e.diagConn.Close()
 	}
@@ -155,6 +180,9 @@ func (e *Emulator) Start() (time.Time, error) {
 	link, err := NewLink(e.cfg.Scenario, e.epoch, e.collectEvent, e.collectDelivery)
 	if err != nil {
 		return time.Time{}, err
+	}
+	if e.ackTap != nil {
+		link.TapAcks()
 	}
 	e.link = link
 	return e.epoch, nil
@@ -188,7 +216,7 @@ func (e *Emulator) Run(ctx context.Context) error {
 	}()
 	ensureProcessors()
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
+	errs := make(chan error, 5)
 	run := func(f func() error) {
 		wg.Add(1)
 		go func() {
@@ -211,6 +239,9 @@ func (e *Emulator) Run(ctx context.Context) error {
 	run(realtime(func() error { return e.readUplink(ctx) }))
 	run(realtime(func() error { e.writeUplink(ctx); return nil }))
 	run(realtime(func() error { e.schedule(ctx); return nil }))
+	if e.ackTap != nil {
+		run(realtime(func() error { return e.readAckTap(ctx) }))
+	}
 	var first error
 	select {
 	case <-ctx.Done():
@@ -368,6 +399,30 @@ func (e *Emulator) readUplink(ctx context.Context) error {
 		release := e.link.UplinkRelease(at, tcp)
 		e.mu.Unlock()
 		e.uplink.push(delayed{p: p, release: release})
+	}
+	return nil
+}
+
+// readAckTap reads the receiver's frames on the UE's LAN side and records
+// its duplicate ACKs as generated.
+func (e *Emulator) readAckTap(ctx context.Context) error {
+	frame := make([]byte, maxFrame)
+	for ctx.Err() == nil {
+		n, err := e.ackTap.read(frame)
+		if err != nil {
+			if errors.Is(err, errTimeout) {
+				continue
+			}
+			return fmt.Errorf("reading the ACK tap: %w", err)
+		}
+		_, isIP, tcp := ParseFrame(frame[:n], false)
+		if !isIP {
+			continue
+		}
+		at := rtprio.Now().Sub(e.start)
+		e.mu.Lock()
+		e.link.TappedAck(at, tcp)
+		e.mu.Unlock()
 	}
 	return nil
 }

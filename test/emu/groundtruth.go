@@ -27,12 +27,22 @@ type GroundTruth struct {
 	// when the UE sent each.
 	GeneratedDupAcks            []DupAck `json:"generated_dupacks"`
 	GeneratedDupAcksNotRecorded int      `json:"generated_dupacks_not_recorded"`
+	// GeneratedFrom says where GeneratedDupAcks come from: the
+	// receiver model, or the receiver's own ACKs read on the LAN side
+	// of the UE (exact).
+	GeneratedFrom string `json:"generated_from"`
 	// Signalling is every diag event the modem reported except resource
 	// block allocations, in the diag JSON format: what a handover
 	// predictor sees.
 	Signalling []json.RawMessage `json:"signalling"`
 	Totals     Totals            `json:"totals"`
 }
+
+// Sources of the generated duplicate ACKs.
+const (
+	GeneratedFromModel  = "receiver_model"
+	GeneratedFromLANTap = "lan_tap"
+)
 
 // MaxDupAcksRecorded bounds the ground truth's duplicate ACK list.
 const MaxDupAcksRecorded = 200000

@@ -81,7 +81,12 @@ type Link struct {
 	next    int
 
 	lastAck map[FlowKey]uint32
-	held    map[FlowKey][]*HeldPacket
+	// tapped is set when the receiver's ACKs are read before the UE's
+	// datapath (TappedAck): they replace the receiver model, and
+	// lastTapped follows them.
+	tapped     bool
+	lastTapped map[FlowKey]uint32
+	held       map[FlowKey][]*HeldPacket
 	// receiver predicts the duplicate ACKs the UE generates.
 	receiver receiverModel
 
@@ -150,17 +155,18 @@ func parseTraceFile(path string, parse func(r io.Reader) (*Capacity, error)) (*C
 // gets, with the virtual time it was due.
 func NewLink(sc *scenario.Scenario, epoch time.Time, emit func(diag.Event), deliver func(p *Packet, at time.Duration)) (*Link, error) {
 	l := &Link{
-		sc:       sc,
-		cells:    map[string]*cell{},
-		epoch:    epoch,
-		current:  -1,
-		lastAck:  map[FlowKey]uint32{},
-		held:     map[FlowKey][]*HeldPacket{},
-		receiver: newReceiverModel(),
-		emit:     emit,
-		deliver:  deliver,
+		sc:         sc,
+		cells:      map[string]*cell{},
+		epoch:      epoch,
+		current:    -1,
+		lastAck:    map[FlowKey]uint32{},
+		lastTapped: map[FlowKey]uint32{},
+		held:       map[FlowKey][]*HeldPacket{},
+		receiver:   newReceiverModel(),
+		emit:       emit,
+		deliver:    deliver,
 	}
-	l.truth = GroundTruth{Scenario: sc.Name, Scale: sc.Scale, Start: epoch}
+	l.truth = GroundTruth{Scenario: sc.Name, Scale: sc.Scale, Start: epoch, GeneratedFrom: GeneratedFromModel}
 	for _, cs := range sc.Cells {
 		capacity, err := CellCapacity(sc, cs)
 		if err != nil {
@@ -261,15 +267,21 @@ func (l *Link) UplinkRelease(at time.Duration, tcp TCPHeader) time.Duration {
 	return release
 }
 
+// pureDuplicate tells whether tcp is a pure ACK repeating the last
+// acknowledgement seen of its flow, keeping that in last.
+func pureDuplicate(last map[FlowKey]uint32, tcp TCPHeader) bool {
+	if tcp.Flags&(tcpSYN|tcpFIN|tcpRST) != 0 || tcp.Flags&tcpACK == 0 {
+		return false
+	}
+	prev, seen := last[tcp.Flow]
+	last[tcp.Flow] = tcp.Ack
+	return seen && tcp.Payload == 0 && prev == tcp.Ack
+}
+
 // classifyAck records a pure duplicate ACK seen on the uplink and its
 // cause.
 func (l *Link) classifyAck(at time.Duration, tcp TCPHeader) {
-	if tcp.Flags&(tcpSYN|tcpFIN|tcpRST) != 0 || tcp.Flags&tcpACK == 0 {
-		return
-	}
-	last, seen := l.lastAck[tcp.Flow]
-	l.lastAck[tcp.Flow] = tcp.Ack
-	if !seen || tcp.Payload != 0 || last != tcp.Ack {
+	if !pureDuplicate(l.lastAck, tcp) {
 		return
 	}
 	// The emulator reads an ACK as the UE sends it; the uplink delay

@@ -97,8 +97,12 @@ func newReceiverModel() receiverModel {
 }
 
 // receive runs a segment the UE gets at at through the receiver model and
-// records the duplicate ACK it answers with, if any.
+// records the duplicate ACK it answers with, if any. With the receiver's
+// ACKs tapped, those are the record and the model stays out.
 func (l *Link) receive(tcp TCPHeader, at time.Duration) {
+	if l.tapped {
+		return
+	}
 	ack, outOfOrder := l.receiver.segment(tcp, at)
 	l.resolveCancelled()
 	if outOfOrder {
@@ -304,6 +308,22 @@ func (l *Link) appendGenerated(flow FlowKey, ack uint32, at time.Duration) int {
 	}
 	l.truth.GeneratedDupAcks = append(l.truth.GeneratedDupAcks, l.dupAckCause(flow, ack, at))
 	return len(l.truth.GeneratedDupAcks) - 1
+}
+
+// TapAcks makes the receiver's own ACKs, read on the LAN side of the UE
+// before anything on it could drop them (TappedAck), the record of the
+// duplicate ACKs generated, in place of the receiver model.
+func (l *Link) TapAcks() {
+	l.tapped = true
+	l.truth.GeneratedFrom = GeneratedFromLANTap
+}
+
+// TappedAck records an ACK the receiver sent at at, read before the UE's
+// datapath, when it is a pure duplicate.
+func (l *Link) TappedAck(at time.Duration, tcp TCPHeader) {
+	if tcp.Valid && pureDuplicate(l.lastTapped, tcp) {
+		l.appendGenerated(tcp.Flow, tcp.Ack, at)
+	}
 }
 
 // compressDelay is the ACK compression timer: 5% of the UE's RTT

@@ -286,10 +286,11 @@ func sameParameters(a, b *Manifest) bool {
 }
 
 // generate writes the scenario of one seed into the corpus, its handover
-// types kept at the measured mix.
+// types kept at the measured mix and its receiver behind the UE, so that
+// the duplicate ACKs m2ho drops are known exactly.
 func generate(opts Options, mobility string, seed uint64, traces []scenario.Trace) (CorpusEntry, error) {
 	gen := scenario.GenerateOptions{Seed: seed, Duration: opts.ScenarioDuration, Mobility: mobility, Scale: opts.Scale,
-		MatchMix: true, Traces: traces, TracesFrom: opts.Traces, Leads: opts.Leads}
+		MatchMix: true, Traces: traces, TracesFrom: opts.Traces, Leads: opts.Leads, LANReceiver: true}
 	sc, err := scenario.Generate(gen)
 	if err != nil {
 		return CorpusEntry{}, fmt.Errorf("seed %d: %w", seed, err)

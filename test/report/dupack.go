@@ -18,9 +18,11 @@ import (
 // on its way through the target cell. One asking for a dropped segment
 // (emu.DupAckLoss) is a real loss signal.
 //
-// The ground truth lists the duplicate ACKs the UE's stack generated
-// (emu.GroundTruth.GeneratedDupAcks, from the emulator's receiver model)
-// and those the uplink saw after the UE (DupAcks). Per acknowledgement
+// The ground truth lists the duplicate ACKs the receiver generated
+// (emu.GroundTruth.GeneratedDupAcks: read on the UE's LAN side before its
+// datapath when the receiver sits behind the UE, exact; else from the
+// emulator's receiver model) and those the uplink saw after the UE
+// (DupAcks). Per acknowledgement
 // number and cause, suppressed is generated minus seen; the order in which
 // the UE dropped them is unknown and does not matter for the counts. The
 // lists name no flow: the evaluation runs one per run.

@@ -91,6 +91,10 @@ type GenerateOptions struct {
 	TracesFrom string
 	// Leads is the lead model: LeadsPaper (default) or LeadsCaptures.
 	Leads string
+	// LANReceiver puts the receiver behind the UE (ReceiverLAN): the
+	// CPE case, where the testbed reads the receiver's ACKs before the
+	// UE's datapath and so knows exactly which duplicates m2ho dropped.
+	LANReceiver bool
 }
 
 // Trace is a capacity trace as the generator cuts it: the mean rate of
@@ -127,6 +131,9 @@ func (o GenerateOptions) Flags() string {
 	}
 	if o.Leads != "" && o.Leads != LeadsPaper {
 		flags += " --leads " + o.Leads
+	}
+	if o.LANReceiver {
+		flags += " --lan-receiver"
 	}
 	return flags
 }
@@ -179,6 +186,9 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 		Duration:    opts.Duration,
 		Scale:       opts.Scale,
 		Traffic:     Traffic{Receiver: ReceiverUE, Flows: 1},
+	}
+	if opts.LANReceiver {
+		sc.Traffic.Receiver = ReceiverLAN
 	}
 	sub6 := g.cells(sc, diag.BandSub6, 3)
 	mmwave := g.cells(sc, diag.BandMmWave, 4)

@@ -242,6 +242,11 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		Scenario: sc, ServerIface: topo.EmuServerIface, UEIface: topo.EmuUEIface,
 		InEmu: tb.Emu.Do, DiagAddr: DiagAddr, InDiag: tb.UE.Do, Encode: diag.MarshalJSON, Log: log,
 	}
+	if tb.LAN != nil {
+		// The receiver's ACKs before the UE forwards them through its
+		// modem interface, where m2ho's datapath may drop duplicates.
+		emuCfg.AckTapIface, emuCfg.InAckTap = topo.UELANIface, tb.UE.Do
+	}
 	emulator, err := emu.New(emuCfg)
 	if err != nil {
 		return nil, err

@@ -139,6 +139,24 @@ func TestRunMeasuresWhatItClaims(t *testing.T) {
 				assert.Greater(t, reorderDups, 0, "the out-of-order release produced duplicate ACKs")
 			}
 
+			if tt.receiver == scenario.ReceiverLAN {
+				// The receiver's ACKs read before the UE are the record of
+				// what it generated; nothing on the UE drops any here, so
+				// every duplicate it sent reached the uplink.
+				assert.Equal(t, emu.GeneratedFromLANTap, res.Truth.GeneratedFrom)
+				generated := map[uint32]int{}
+				for _, d := range res.Truth.GeneratedDupAcks {
+					generated[d.Ack]++
+				}
+				seen := map[uint32]int{}
+				for _, d := range res.Truth.DupAcks {
+					seen[d.Ack]++
+				}
+				assert.Equal(t, seen, generated, "duplicate ACKs per acknowledgement number, before and after the UE")
+			} else {
+				assert.Equal(t, emu.GeneratedFromModel, res.Truth.GeneratedFrom)
+			}
+
 			for _, f := range []string{GroundTruthFile, MeasurementsFile, FidelityFile} {
 				assert.FileExists(t, filepath.Join(out, f))
 			}

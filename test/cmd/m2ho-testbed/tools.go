@@ -27,11 +27,13 @@ func cmdGenScenario(_ context.Context, args []string, out io.Writer, _ *slog.Log
 	matchMix := fs.Bool("match-mix", false, "keep the handover types at the measured mix instead of drawing each")
 	traces := fs.String("traces", "", "folder of Lumos5G or Mahimahi traces for the mmWave cells' capacity (default: synthetic)")
 	leads := fs.String("leads", scenario.LeadsPaper, "lead model: paper (the paper's means) or captures (measured on real captures)")
+	lan := fs.Bool("lan-receiver", false, "put the receiver behind the UE (the CPE case, with exact duplicate-ACK ground truth)")
 	outPath := fs.String("out", "", "output file (default: standard output)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	opts := scenario.GenerateOptions{Seed: *seed, Duration: *duration, Mobility: *mobility, Scale: *scale, MatchMix: *matchMix, Leads: *leads}
+	opts := scenario.GenerateOptions{Seed: *seed, Duration: *duration, Mobility: *mobility, Scale: *scale, MatchMix: *matchMix,
+		Leads: *leads, LANReceiver: *lan}
 	if *traces != "" {
 		loaded, err := emu.LoadTraceDir(*traces)
 		if err != nil {
