@@ -103,8 +103,29 @@ func CreateNS(prefix string) (*NS, error) {
 	if len(prefix) > maxPrefixLen {
 		prefix = prefix[:maxPrefixLen]
 	}
-	name := fmt.Sprintf("m2ho-%s-%s", prefix, UniqueSuffix())
+	ns, err := CreateNamed(fmt.Sprintf("m2ho-%s-%s", prefix, UniqueSuffix()))
+	if err != nil {
+		return nil, err
+	}
+	// Interfaces created or moved here skip duplicate address detection.
+	// Until its link-local address has passed it, an interface sends no
+	// neighbour solicitation for a packet it forwards (it has no source
+	// address for one), so forwarded IPv6 would wait up to two seconds
+	// and, when the third solicitation still comes too early, fail.
+	for _, key := range []string{"net.ipv6.conf.default.accept_dad", "net.ipv6.conf.all.accept_dad"} {
+		if err := ns.SetSysctl(key, "0"); err != nil {
+			_ = ns.Delete()
+			return nil, err
+		}
+	}
+	return ns, nil
+}
 
+// CreateNamed creates the network namespace name (/run/netns/name) with
+// its loopback up, for callers that choose their own names (the testbed
+// puts its process id in them, to remove what a crashed run left). The
+// caller must call Delete.
+func CreateNamed(name string) (*NS, error) {
 	handle, err := newNamedKeepingThread(name)
 	if err != nil {
 		return nil, fmt.Errorf("create namespace %s: %w", name, err)
@@ -119,17 +140,6 @@ func CreateNS(prefix string) (*NS, error) {
 	if err := ns.LinkUp("lo"); err != nil {
 		_ = ns.Delete()
 		return nil, err
-	}
-	// Interfaces created or moved here skip duplicate address detection.
-	// Until its link-local address has passed it, an interface sends no
-	// neighbour solicitation for a packet it forwards (it has no source
-	// address for one), so forwarded IPv6 would wait up to two seconds
-	// and, when the third solicitation still comes too early, fail.
-	for _, key := range []string{"net.ipv6.conf.default.accept_dad", "net.ipv6.conf.all.accept_dad"} {
-		if err := ns.SetSysctl(key, "0"); err != nil {
-			_ = ns.Delete()
-			return nil, err
-		}
 	}
 	return ns, nil
 }
@@ -179,6 +189,34 @@ func (n *NS) Do(fn func() error) error { return nsexec.Run(n.handle, fn) }
 // Command prepares cmd to run inside the namespace ("ip netns exec").
 func (n *NS) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
+}
+
+// Start starts cmd inside the namespace and returns a channel that gets
+// its Wait result. The command is started from an OS thread of its own
+// that stays in the namespace until the command exits, so that a
+// Pdeathsig in cmd.SysProcAttr (sent when the starting thread ends) fires
+// when this process dies, not when the runtime retires a reused thread.
+func (n *NS) Start(cmd *exec.Cmd) (<-chan error, error) {
+	started := make(chan error, 1)
+	exited := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread ends with this goroutine.
+		runtime.LockOSThread()
+		if err := netns.Set(n.handle); err != nil {
+			started <- fmt.Errorf("entering %s: %w", n.Name, err)
+			return
+		}
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return exited, nil
 }
 
 // Run runs a command inside the namespace and returns its combined output;

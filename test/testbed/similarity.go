@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/m2ho/m2ho/pkg/diag"
-	"github.com/m2ho/m2ho/test/scenario"
 	"github.com/m2ho/m2ho/test/scaledcc"
+	"github.com/m2ho/m2ho/test/scenario"
 	"github.com/m2ho/m2ho/test/traffic"
 )
 

@@ -424,7 +424,8 @@ func startM2hod(ctx context.Context, tb *topo.Topology, binary, outDir string, a
 		logFile.Close()
 		return nil, err
 	}
-	cmd := tb.UE.Command(binary, args...)
+	// Stopped with SIGTERM by stop, not killed with the run's context.
+	cmd := tb.UE.Command(context.Background(), binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// The daemon must not outlive the testbed, even if the testbed dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -11,15 +11,14 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/m2ho/m2ho/internal/nstest"
 )
 
 // NamePrefix starts every namespace the testbed creates.
@@ -57,98 +56,7 @@ func ipv4Net(a, b, c, d byte) *net.IPNet {
 }
 
 // Namespace is one named network namespace of the testbed.
-type Namespace struct {
-	Name   string
-	handle netns.NsHandle
-	nl     *netlink.Handle
-}
-
-// Do runs fn on an OS thread inside the namespace. Sockets fn opens stay
-// in the namespace after it returns.
-func (n *Namespace) Do(fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- fmt.Errorf("current namespace: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(n.handle); err != nil {
-			errc <- fmt.Errorf("entering %s: %w", n.Name, err)
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			// The thread stays locked and dies with the goroutine, so a
-			// thread left in the wrong namespace is never reused.
-			errc <- errors.Join(ferr, fmt.Errorf("leaving %s: %w", n.Name, err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
-
-// Start starts cmd inside the namespace and returns a channel that gets
-// its Wait result. The command is started from an OS thread of its own
-// that stays in the namespace until the command exits, so that a
-// Pdeathsig in cmd.SysProcAttr (sent when the starting thread ends) fires
-// when this process dies, not when the runtime retires a reused thread.
-func (n *Namespace) Start(cmd *exec.Cmd) (<-chan error, error) {
-	started := make(chan error, 1)
-	exited := make(chan error, 1)
-	go func() {
-		// Never unlocked: the thread ends with this goroutine.
-		runtime.LockOSThread()
-		if err := netns.Set(n.handle); err != nil {
-			started <- fmt.Errorf("entering %s: %w", n.Name, err)
-			return
-		}
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		exited <- cmd.Wait()
-	}()
-	if err := <-started; err != nil {
-		return nil, err
-	}
-	return exited, nil
-}
-
-// Command prepares a program to run inside the namespace the way
-// "ip netns exec" runs it (iproute2, installed by make deps): in a mount
-// namespace of its own with /sys remounted, so that /sys/class/net shows
-// this namespace's interfaces (m2hod reads their statistics there), which
-// entering the network namespace alone does not give.
-func (n *Namespace) Command(name string, args ...string) *exec.Cmd {
-	return exec.Command("ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
-}
-
-// SetSysctl writes a sysctl of the namespace (key with dots).
-func (n *Namespace) SetSysctl(key, value string) error {
-	return n.Do(func() error {
-		path := filepath.Join("/proc/sys", strings.ReplaceAll(key, ".", "/"))
-		if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
-			return fmt.Errorf("sysctl %s=%s: %w", key, value, err)
-		}
-		return nil
-	})
-}
-
-// Netlink is a netlink handle bound to the namespace.
-func (n *Namespace) Netlink() *netlink.Handle { return n.nl }
-
-func (n *Namespace) close() {
-	if n.nl != nil {
-		n.nl.Close()
-	}
-	n.handle.Close()
-}
+type Namespace = nstest.NS
 
 // Topology is one testbed network.
 type Topology struct {
@@ -232,37 +140,11 @@ func (t *Topology) nsName(role string) string {
 }
 
 func (t *Topology) newNamespace(role string) (*Namespace, error) {
-	name := t.nsName(role)
-	ns := &Namespace{Name: name}
-	errc := make(chan error, 1)
-	go func() {
-		// NewNamed moves the calling thread into the new namespace; the
-		// thread is locked and exits with the goroutine, never reused.
-		runtime.LockOSThread()
-		h, err := netns.NewNamed(name)
-		if err != nil {
-			errc <- fmt.Errorf("creating namespace %s: %w", name, err)
-			return
-		}
-		ns.handle = h
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
+	ns, err := nstest.CreateNamed(t.nsName(role))
+	if err != nil {
 		return nil, err
 	}
 	t.namespaces = append(t.namespaces, ns)
-	nl, err := netlink.NewHandleAt(ns.handle)
-	if err != nil {
-		return nil, fmt.Errorf("netlink in %s: %w", name, err)
-	}
-	ns.nl = nl
-	lo, err := nl.LinkByName("lo")
-	if err != nil {
-		return nil, fmt.Errorf("loopback of %s: %w", name, err)
-	}
-	if err := nl.LinkSetUp(lo); err != nil {
-		return nil, fmt.Errorf("loopback of %s up: %w", name, err)
-	}
 	// IPv6 would add router solicitations and DAD probes to the link.
 	for _, key := range []string{"net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"} {
 		if err := ns.SetSysctl(key, "1"); err != nil {
@@ -272,17 +154,9 @@ func (t *Topology) newNamespace(role string) (*Namespace, error) {
 	return ns, nil
 }
 
-// vethPair creates a veth pair with one end in a and one in b.
+// vethPair joins a and b with a veth pair, both ends up.
 func vethPair(a *Namespace, aName string, b *Namespace, bName string) error {
-	veth := &netlink.Veth{
-		LinkAttrs:     netlink.LinkAttrs{Name: aName, MTU: MTU},
-		PeerName:      bName,
-		PeerNamespace: netlink.NsFd(int(b.handle)),
-	}
-	if err := a.nl.LinkAdd(veth); err != nil {
-		return fmt.Errorf("veth %s/%s: %w", aName, bName, err)
-	}
-	return nil
+	return nstest.Veth(nstest.VethEnd{NS: a, Ifname: aName}, nstest.VethEnd{NS: b, Ifname: bName})
 }
 
 func (t *Topology) wire() error {
@@ -348,26 +222,26 @@ func (t *Topology) wire() error {
 }
 
 func configure(ns *Namespace, iface string, addr *net.IPNet) error {
-	link, err := ns.nl.LinkByName(iface)
+	link, err := ns.Netlink().LinkByName(iface)
 	if err != nil {
 		return fmt.Errorf("%s in %s: %w", iface, ns.Name, err)
 	}
 	if addr != nil {
-		if err := ns.nl.AddrAdd(link, &netlink.Addr{IPNet: addr}); err != nil {
+		if err := ns.Netlink().AddrAdd(link, &netlink.Addr{IPNet: addr}); err != nil {
 			return fmt.Errorf("address %s on %s: %w", addr, iface, err)
 		}
 	}
 	if err := ns.Do(func() error { return disableOffloads(iface) }); err != nil {
 		return err
 	}
-	if err := ns.nl.LinkSetUp(link); err != nil {
+	if err := ns.Netlink().LinkSetUp(link); err != nil {
 		return fmt.Errorf("%s up: %w", iface, err)
 	}
 	return nil
 }
 
 func hardwareAddr(ns *Namespace, iface string) (net.HardwareAddr, error) {
-	link, err := ns.nl.LinkByName(iface)
+	link, err := ns.Netlink().LinkByName(iface)
 	if err != nil {
 		return nil, fmt.Errorf("%s in %s: %w", iface, ns.Name, err)
 	}
@@ -375,11 +249,11 @@ func hardwareAddr(ns *Namespace, iface string) (net.HardwareAddr, error) {
 }
 
 func addNeighbor(ns *Namespace, iface string, ip net.IP, mac net.HardwareAddr) error {
-	link, err := ns.nl.LinkByName(iface)
+	link, err := ns.Netlink().LinkByName(iface)
 	if err != nil {
 		return fmt.Errorf("%s in %s: %w", iface, ns.Name, err)
 	}
-	err = ns.nl.NeighAdd(&netlink.Neigh{
+	err = ns.Netlink().NeighAdd(&netlink.Neigh{
 		LinkIndex: link.Attrs().Index, Family: unix.AF_INET, State: netlink.NUD_PERMANENT,
 		IP: ip, HardwareAddr: mac,
 	})
@@ -391,7 +265,7 @@ func addNeighbor(ns *Namespace, iface string, ip net.IP, mac net.HardwareAddr) e
 
 // addRoute adds a route to dst (nil: default) via gw.
 func addRoute(ns *Namespace, dst *net.IPNet, gw net.IP) error {
-	if err := ns.nl.RouteAdd(&netlink.Route{Dst: dst, Gw: gw}); err != nil {
+	if err := ns.Netlink().RouteAdd(&netlink.Route{Dst: dst, Gw: gw}); err != nil {
 		return fmt.Errorf("route %v via %s in %s: %w", dst, gw, ns.Name, err)
 	}
 	return nil
@@ -402,9 +276,8 @@ func addRoute(ns *Namespace, dst *net.IPNet, gw net.IP) error {
 func (t *Topology) Close() error {
 	var errs []error
 	for _, ns := range t.namespaces {
-		ns.close()
-		if err := netns.DeleteNamed(ns.Name); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("deleting %s: %w", ns.Name, err))
+		if err := ns.Delete(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	t.namespaces = nil

@@ -1,6 +1,7 @@
 package topo
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -190,7 +191,7 @@ func TestCommandSeesTheNamespaceInSysfs(t *testing.T) {
 		{top.Server, ServerIface},
 	}
 	for _, tt := range tests {
-		cmd := tt.ns.Command("cat", filepath.Join("/sys/class/net", tt.iface, "mtu"))
+		cmd := tt.ns.Command(context.Background(), "cat", filepath.Join("/sys/class/net", tt.iface, "mtu"))
 		exited, err := tt.ns.Start(cmd)
 		require.NoError(t, err)
 		assert.NoError(t, <-exited, "%s visible in /sys inside %s", tt.iface, tt.ns.Name)
