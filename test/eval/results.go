@@ -32,6 +32,8 @@ type UnitResult struct {
 	// Daemon is nil for variants without m2hod.
 	Daemon *testbed.DaemonUsage
 	Dir    string
+	// Done is when the unit finished and how long it took.
+	Done done
 }
 
 // Load reads every finished unit of an evaluation, in running order.
@@ -56,6 +58,9 @@ func Load(out string) (*Manifest, []UnitResult, error) {
 
 func loadUnit(out string, u Unit) (UnitResult, error) {
 	r := UnitResult{Unit: u, Dir: u.Dir(out)}
+	if err := testbed.ReadJSON(filepath.Join(r.Dir, doneFile), &r.Done); err != nil {
+		return r, err
+	}
 	if err := testbed.ReadJSON(filepath.Join(r.Dir, HandoversFile), &r.Handovers); err != nil {
 		return r, err
 	}
