@@ -147,14 +147,6 @@ static __always_inline __u32 cbrt(__u64 x)
 	return r;
 }
 
-static __always_inline void reset(struct scubic *ca)
-{
-	__u32 delay_min = ca->delay_min;
-
-	__builtin_memset(ca, 0, sizeof(*ca));
-	ca->delay_min = delay_min;
-}
-
 static __always_inline void hystart_reset(struct tcp_sock *tp, struct scubic *ca)
 {
 	ca->round_start = ca->last_ack = now_us(tp);
@@ -262,8 +254,6 @@ void BPF_PROG(scubic_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	if (!cwnd_limited(tp))
 		return;
 	if (in_slow_start(tp)) {
-		if (before(ca->end_seq, ack))
-			hystart_reset(tp, ca);
 		acked = tcp_slow_start(tp, acked);
 		if (!acked)
 			return;
@@ -296,8 +286,9 @@ void BPF_PROG(scubic_set_state, struct sock *sk, __u8 new_state)
 {
 	struct scubic *ca = state(sk);
 
+	/* A timeout forgets everything, the minimum RTT too. */
 	if (new_state == TCP_CA_Loss) {
-		reset(ca);
+		__builtin_memset(ca, 0, sizeof(*ca));
 		hystart_reset((struct tcp_sock *)sk, ca);
 	}
 }
@@ -324,6 +315,11 @@ static __always_inline void hystart_update(struct tcp_sock *tp, struct scubic *c
 {
 	__u32 now = now_us(tp);
 
+	/* A new round once everything sent at the last one's start is
+	 * acknowledged. */
+	if (before(ca->end_seq, tp->snd_una))
+		hystart_reset(tp, ca);
+
 	/* A train of closely spaced ACKs spanning half the minimum RTT: the
 	 * window fills the path. */
 	if (now - ca->last_ack <= HYSTART_ACK_DELTA_US) {
@@ -334,11 +330,11 @@ static __always_inline void hystart_update(struct tcp_sock *tp, struct scubic *c
 			return;
 		}
 	}
-	/* The round's smallest RTT above the minimum by an eighth of it
-	 * (4 to 16 ms): a queue is building. */
+	/* The round's smallest RTT, once it has enough samples, above the
+	 * minimum by an eighth of it (4 to 16 ms): a queue is building. */
+	if (ca->curr_rtt > delay)
+		ca->curr_rtt = delay;
 	if (ca->sample_cnt < HYSTART_MIN_SAMPLES) {
-		if (ca->curr_rtt > delay)
-			ca->curr_rtt = delay;
 		ca->sample_cnt++;
 	} else {
 		__u32 thresh = ca->delay_min >> 3;
