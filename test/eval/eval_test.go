@@ -79,7 +79,7 @@ type rebuildOnFirstUnit struct {
 }
 
 func (w *rebuildOnFirstUnit) Write(p []byte) (int, error) {
-	if bytes.Contains(p, []byte("[1/2] done")) {
+	if bytes.HasPrefix(p, []byte("[1/")) && bytes.Contains(p, []byte("] done")) {
 		assert.NoError(w.t, os.WriteFile(w.path, []byte("another build"), 0o755))
 	}
 	return w.log.Write(p)
@@ -110,10 +110,10 @@ func TestRunRefusesAnM2hodRebuiltMidway(t *testing.T) {
 	defer cancel()
 	m, err := Run(ctx, opts)
 	require.ErrorContains(t, err, "another m2hod binary", "progress:\n%s", progress.log.String())
-	assert.Contains(t, progress.log.String(), "[1/2] done")
-	assert.NotContains(t, progress.log.String(), "[2/2]", "the second unit never started")
+	assert.Regexp(t, `\[1/\d+\] done`, progress.log.String())
+	assert.NotRegexp(t, `\[2/\d+\]`, progress.log.String(), "the second unit never started")
 	units := m.Units()
-	require.Len(t, units, 2)
+	require.GreaterOrEqual(t, len(units), 2)
 	assert.True(t, units[0].Finished(opts.Out))
 	assert.False(t, units[1].Finished(opts.Out))
 }
