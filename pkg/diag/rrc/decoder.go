@@ -127,7 +127,7 @@ func (m *measState) dropMeasIDs(match func(MeasIDLink) bool) {
 
 // ratState is the per-RAT connection state.
 type ratState struct {
-	meas    *measState
+	meas    *connectionMeas
 	serving diag.Cell
 	// pending are the targets of handover commands awaiting their
 	// reconfiguration complete.
@@ -190,8 +190,8 @@ func NewDecoder(logger *slog.Logger) *Decoder {
 	return &Decoder{
 		logger: logger,
 		state: map[diag.RAT]*ratState{
-			diag.RATLTE: {meas: newMeasState()},
-			diag.RATNR:  {meas: newMeasState()},
+			diag.RATLTE: {meas: newConnectionMeas()},
+			diag.RATNR:  {meas: newConnectionMeas()},
 		},
 	}
 }
@@ -259,23 +259,46 @@ func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) 
 		return events, nil
 	case s.Message == "rrcConnectionReconfiguration" || s.Message == "rrcReconfiguration":
 		return d.reconfiguration(msg, st, s), nil
+	case leavesConnection(msg.RAT, s.Message):
+		d.resetConnection(msg.RAT)
 	}
 	return nil, nil
+}
+
+// leavesConnection reports whether a message ends the RRC connection the
+// measConfig belongs to, or starts a new one: a release (TS 36.331
+// 5.3.8, TS 38.331 5.3.8), a connection (or setup) request (the UE is
+// idle, even when the log missed the release), and an NR resume, whose
+// measurement configuration the network sends again.
+func leavesConnection(rat diag.RAT, message string) bool {
+	if rat == diag.RATLTE {
+		return message == "rrcConnectionRelease" || message == "rrcConnectionRequest"
+	}
+	return message == "rrcRelease" || message == "rrcSetupRequest" || message == "rrcResume"
+}
+
+// resetConnection starts the measurement configuration of rat afresh:
+// leaving RRC_CONNECTED releases it (TS 36.331 5.3.12, TS 38.331
+// 5.3.11), so a report of the next connection resolves only through what
+// that connection configured. Leaving an LTE connection also releases
+// the NR measConfig of its EN-DC secondary cell group.
+func (d *Decoder) resetConnection(rat diag.RAT) {
+	d.state[rat].meas.reset()
+	if rat == diag.RATLTE {
+		d.state[diag.RATNR].meas.reset()
+	}
 }
 
 // measReport resolves a report's measId through the measConfig of rat:
 // the event from the report configuration, the neighbour's carrier from
 // the measurement object.
 func (d *Decoder) measReport(at time.Time, rat diag.RAT, serving diag.Cell, r *MeasReport) ([]diag.Event, error) {
-	meas := d.state[rat].meas
-	link, ok := meas.measIDs[r.MeasID]
-	if !ok {
-		return nil, fmt.Errorf("%w: %s measId %d", ErrUnresolvedMeasID, rat, r.MeasID)
+	meas, err := d.state[rat].meas.resolving(r.MeasID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s %w", ErrUnresolvedMeasID, rat, err)
 	}
-	event, ok := meas.reports[link.Report]
-	if !ok {
-		return nil, fmt.Errorf("%w: %s measId %d names reportConfig %d", ErrUnresolvedMeasID, rat, r.MeasID, link.Report)
-	}
+	link := meas.measIDs[r.MeasID]
+	event := meas.reports[link.Report]
 	if event == "" {
 		return nil, nil // periodical or another trigger m2ho does not follow
 	}

@@ -103,6 +103,51 @@ func TestDecoderSequences(t *testing.T) {
 			{summary: lteReport(3, NeighborCell{RAT: diag.RATLTE, PCI: 7}), want: []diag.Event{
 				{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: serving, Neighbor: lteCell(7, 1300)}}},
 		}},
+		{"a new connection's measIds follow a handover through its own objects", []step{
+			{summary: lteReconf(Summary{MeasConfig: &MeasConfigDelta{
+				Objects: []MeasObject{{ID: 1, RAT: diag.RATLTE, Carrier: 1300}, {ID: 3, RAT: diag.RATLTE, Carrier: 1850}},
+				Reports: []ReportConfig{{ID: 1, Event: diag.EventA3}},
+				MeasIDs: []MeasIDLink{{ID: 1, Object: 1, Report: 1}},
+			}})},
+			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
+			// The new connection numbers its objects differently; the
+			// released objects 1 and 3 must not steer the re-linking.
+			{summary: lteReconf(Summary{MeasConfig: &MeasConfigDelta{
+				Objects: []MeasObject{{ID: 4, RAT: diag.RATLTE, Carrier: 1300}, {ID: 5, RAT: diag.RATLTE, Carrier: 1850}},
+				Reports: []ReportConfig{{ID: 1, Event: diag.EventA3}},
+				MeasIDs: []MeasIDLink{{ID: 1, Object: 4, Report: 1}},
+			}})},
+			{summary: lteReconf(Summary{Sync: &SyncTarget{PCI: 300, HasPCI: true, Carrier: 1850}}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: serving, Target: lteCell(300, 1850)}}},
+			{cell: cellRef(lteCell(300, 1850)), summary: lteReport(1, NeighborCell{RAT: diag.RATLTE, PCI: 301}), want: []diag.Event{
+				{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: lteCell(300, 1850), Neighbor: lteCell(301, 1850)}}},
+		}},
+		{"a report of the connection before a release resolves when the release was another connection's", []step{
+			{summary: lteReconf(Summary{MeasConfig: lteMeasSetup})},
+			// Another subscription's short connection in the same log.
+			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
+			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{summary: lteReconf(Summary{MeasConfig: &MeasConfigDelta{
+				Objects: []MeasObject{{ID: 3, RAT: diag.RATLTE, Carrier: 1850}},
+				Reports: []ReportConfig{{ID: 4, Event: diag.EventA5}},
+				MeasIDs: []MeasIDLink{{ID: 4, Object: 3, Report: 4}},
+			}})},
+			{summary: lteReport(1, NeighborCell{RAT: diag.RATLTE, PCI: 201}), want: []diag.Event{
+				{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: serving, Neighbor: lteCell(201, 1300)}}},
+			{summary: lteReport(4, NeighborCell{RAT: diag.RATLTE, PCI: 7}), want: []diag.Event{
+				{Type: diag.TypeMeasReport, Meas: diag.EventA5, Serving: serving, Neighbor: lteCell(7, 1850)}}},
+		}},
+		{"a new connection without measConfig resolves nothing of the released one", []step{
+			{rat: diag.RATNR, cell: cellRef(nrCell(433, 640704)), summary: Summary{Message: "rrcReconfiguration", MeasConfig: &MeasConfigDelta{
+				Objects: []MeasObject{{ID: 1, RAT: diag.RATNR, Carrier: 640704}},
+				Reports: []ReportConfig{{ID: 1, Event: diag.EventA3}},
+				MeasIDs: []MeasIDLink{{ID: 1, Object: 1, Report: 1}},
+			}}},
+			{rat: diag.RATNR, cell: cellRef(nrCell(433, 640704)), summary: Summary{Message: "rrcRelease"}},
+			{rat: diag.RATNR, channel: diag.ChannelULDCCH, cell: cellRef(nrCell(433, 640704)),
+				summary: Summary{Message: "measurementReport", Report: &MeasReport{MeasID: 2}}, wantErr: ErrUnresolvedMeasID},
+		}},
 		{"primary cell handover and its completion", []step{
 			{summary: lteReconf(Summary{Sync: &SyncTarget{PCI: 300, HasPCI: true, Carrier: 1850}}), want: []diag.Event{
 				{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: serving, Target: lteCell(300, 1850)}}},
