@@ -1279,7 +1279,7 @@ func TestHandoverKindOfBands(t *testing.T) {
 		{"", "", KindSub6Sub6},
 	}
 	for _, tc := range tests {
-		assert.Equal(t, tc.kind, handoverKind(tc.from, tc.to), "%q to %q", tc.from, tc.to)
+		assert.Equal(t, tc.kind, HandoverKind(tc.from, tc.to), "%q to %q", tc.from, tc.to)
 	}
 }
 

@@ -96,6 +96,9 @@ type T2Status struct {
 	// InUseMillis is the T2 predictions use: the mean once there are
 	// enough samples, else the default.
 	InUseMillis float64 `json:"in_use_ms"`
+	// WindowMillis is how long a prediction waits for its command: 2*T2,
+	// or longer when the learning predictor saw commands come later.
+	WindowMillis float64 `json:"window_ms"`
 }
 
 // Counters are totals since start.
@@ -174,7 +177,7 @@ func (m *Machine) policyStatus() PolicyStatus {
 func (m *Machine) t2Status() []T2Status {
 	out := make([]T2Status, 0, 2)
 	for _, band := range []diag.Band{diag.BandSub6, diag.BandMmWave} {
-		st := T2Status{Band: band, InUseMillis: millis(m.t2For(band))}
+		st := T2Status{Band: band, InUseMillis: millis(m.t2For(band)), WindowMillis: millis(m.predictionWindow(band))}
 		if t, ok := m.t2[band]; ok {
 			st.MeanMillis, st.Samples = millis(t.mean), t.samples
 		}
