@@ -147,7 +147,29 @@ type Decoder struct {
 	// few ms apart: the second copy must not count as a second procedure.
 	lastSCGReconfig   []byte
 	lastSCGReconfigAt time.Time
+	// reportSeen is told of every measurement report (ObserveReports).
+	reportSeen func(ReportSeen)
 }
+
+// ReportSeen is one measurement report as the decoder resolved it,
+// including those that yield no event: periodical reports and reports
+// whose measId no measConfig seen so far defines.
+type ReportSeen struct {
+	Time   time.Time
+	RAT    diag.RAT
+	MeasID int
+	// Resolved: the measId names a report configuration in force.
+	Resolved bool
+	// Event is the trigger of a resolved report; empty for periodical
+	// reports and other triggers m2ho does not follow.
+	Event diag.MeasEvent
+}
+
+// ObserveReports makes the decoder call fn with every measurement report
+// it decodes, before it returns the report's events (nil: none). Events
+// leave out the reports that carry nothing to predict from; whoever
+// judges prediction on a capture needs to know that they were there.
+func (d *Decoder) ObserveReports(fn func(ReportSeen)) { d.reportSeen = fn }
 
 // scgCopySpread bounds how far apart the two copies of one SCG
 // reconfiguration are logged. In the shared EN-DC captures the copies are
@@ -294,11 +316,19 @@ func (d *Decoder) resetConnection(rat diag.RAT) {
 // the measurement object.
 func (d *Decoder) measReport(at time.Time, rat diag.RAT, serving diag.Cell, r *MeasReport) ([]diag.Event, error) {
 	meas, err := d.state[rat].meas.resolving(r.MeasID)
+	seen := ReportSeen{Time: at, RAT: rat, MeasID: r.MeasID, Resolved: err == nil}
 	if err != nil {
+		if d.reportSeen != nil {
+			d.reportSeen(seen)
+		}
 		return nil, fmt.Errorf("%w: %s %w", ErrUnresolvedMeasID, rat, err)
 	}
 	link := meas.measIDs[r.MeasID]
 	event := meas.reports[link.Report]
+	if d.reportSeen != nil {
+		seen.Event = event
+		d.reportSeen(seen)
+	}
 	if event == "" {
 		return nil, nil // periodical or another trigger m2ho does not follow
 	}

@@ -493,3 +493,27 @@ func TestDecodeVectorSequences(t *testing.T) {
 		})
 	}
 }
+
+func TestDecoderObservesEveryReport(t *testing.T) {
+	d := NewDecoder(slog.New(slog.DiscardHandler))
+	var seen []ReportSeen
+	d.ObserveReports(func(r ReportSeen) { seen = append(seen, r) })
+	serving := lteCell(10, 1300)
+	steps := []Summary{
+		lteReconf(Summary{MeasConfig: lteMeasSetup}),
+		lteReport(1, NeighborCell{RAT: diag.RATLTE, PCI: 201}),
+		lteReport(3),
+		lteReport(9),
+		{Message: "ulInformationTransferMRDC-r15", NestedNR: &Summary{Message: "measurementReport", Report: &MeasReport{MeasID: 4}}},
+	}
+	for i, s := range steps {
+		msg := diag.RRCMessage{Time: t0.Add(time.Duration(i) * time.Millisecond), RAT: diag.RATLTE, Channel: diag.ChannelULDCCH, PCI: serving.PCI, ARFCN: serving.ARFCN}
+		_, _ = d.handle(msg, &s)
+	}
+	assert.Equal(t, []ReportSeen{
+		{Time: t0.Add(time.Millisecond), RAT: diag.RATLTE, MeasID: 1, Resolved: true, Event: diag.EventA3},
+		{Time: t0.Add(2 * time.Millisecond), RAT: diag.RATLTE, MeasID: 3, Resolved: true},
+		{Time: t0.Add(3 * time.Millisecond), RAT: diag.RATLTE, MeasID: 9},
+		{Time: t0.Add(4 * time.Millisecond), RAT: diag.RATNR, MeasID: 4},
+	}, seen, "resolved, periodical, unresolved, and an EN-DC NR report")
+}
