@@ -54,10 +54,10 @@ func WriteTable(w io.Writer, results []*Result) error {
 		}
 		b.WriteString("\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "predictor\tclass\thandovers\tfailures\tprecision\trecall\trecall (reported)\tearliness mean/median\tlead mean/median\t")
+		fmt.Fprintln(tw, "predictor\tclass\thandovers\tfailures\tprecision\trecall\trecall (reported)\tearliness mean/median\tlead mean/median")
 		for _, p := range res.Predictors {
 			for _, c := range p.Classes {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", p.Predictor, c.Class, c.Handovers, c.Failures,
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Predictor, c.Class, c.Handovers, c.Failures,
 					c.Precision, c.Recall, c.RecallReported, meanMedianMillis(c.EarlinessMean, c.EarlinessMedian, c.Predicted), meanMedianMillis(c.LeadMean, c.LeadMedian, c.Predicted))
 			}
 		}

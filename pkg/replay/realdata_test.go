@@ -284,21 +284,19 @@ func TestRealENDCLogs(t *testing.T) {
 	assert.Positive(t, st.Counters.Predictions[statemachine.OutcomeConfirmed])
 }
 
-// BenchmarkReplayLargestCapture replays the largest shared capture with
-// both predictors, as `m2hod replay` does.
-func BenchmarkReplayLargestCapture(b *testing.B) {
-	var largest string
-	var size int64 = -1
+// BenchmarkReplaySharedCaptures replays every shared capture with both
+// predictors, as `m2hod replay` does, reading the file included.
+func BenchmarkReplaySharedCaptures(b *testing.B) {
 	for _, uri := range sharedCaptures(b) {
 		_, path, _ := strings.Cut(uri, ":")
-		if st, err := os.Stat(path); err == nil && st.Size() > size {
-			largest, size = uri, st.Size()
-		}
-	}
-	b.Logf("%s, %d bytes", largest, size)
-	for b.Loop() {
-		if _, err := Replay(context.Background(), largest); err != nil {
-			b.Fatal(err)
-		}
+		st, err := os.Stat(path)
+		require.NoError(b, err)
+		b.Run(fmt.Sprintf("%s/%dKB", filepath.Base(path), st.Size()>>10), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Replay(context.Background(), uri); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
