@@ -148,7 +148,11 @@ func (m *Machine) observeReport(ev diag.MeasEvent, serving, measured diag.Cell) 
 	}
 	m.expireReports()
 	keys := reportKeys(ev, serving, measured)
-	predict := m.learntShare(keys, prior) >= m.cfg.LearnFollowedShare
+	threshold := m.cfg.LearnFollowedShare
+	if prior {
+		threshold = m.cfg.LearnStopShare
+	}
+	predict := m.learntShare(keys, prior) >= threshold
 	for _, p := range m.learn.pending {
 		if slices.Equal(p.keys, keys) && !m.now.After(p.until) {
 			return predict // a repeat of a report still waiting
