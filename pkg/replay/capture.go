@@ -131,7 +131,9 @@ func judgeWith(rec *Recording, predictor string, cfg statemachine.Config) (Predi
 	j := &judge{reports: rec.Reports}
 	j.policy = &policyRecorder{}
 	player, err := NewPlayer(Options{Machine: cfg, Actuator: j.policy, Observer: j, NewSession: func(time.Time) {
+		// The previous recording ended with whatever was pending.
 		j.open = nil
+		j.tracker.finish()
 		j.policy.restart()
 	}})
 	if err != nil {

@@ -67,7 +67,8 @@ func (t *predictionTracker) observe(pending *statemachine.PredictionStatus, at t
 	t.made = append(t.made, t.open)
 }
 
-// finish marks the prediction still pending at the end unresolved.
+// finish marks the prediction still pending at the end of a recording
+// unresolved.
 func (t *predictionTracker) finish() {
 	if t.open != nil {
 		t.open.Outcome = OutcomeUnresolved
@@ -118,6 +119,14 @@ func Predictions(events []diag.Event, opts Options) (made []*Prediction, unmatch
 		next = noObserver{}
 	}
 	opts.Observer = predictionObserver{tracker: tracker, next: next}
+	newSession := opts.NewSession
+	opts.NewSession = func(at time.Time) {
+		// The previous recording ended with its prediction pending.
+		tracker.finish()
+		if newSession != nil {
+			newSession(at)
+		}
+	}
 	p, err := NewPlayer(opts)
 	if err != nil {
 		return nil, 0, err

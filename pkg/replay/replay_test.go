@@ -312,3 +312,29 @@ func TestRatio(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"num":0,"den":0,"value":null}`, string(b))
 }
+
+// TestJudgeSessions: a prediction pending when its recording ends is
+// neither right nor wrong, and the next recording starts afresh.
+func TestJudgeSessions(t *testing.T) {
+	events := []diag.Event{
+		report(0, diag.EventA4, lteA, diag.Cell{}),
+		report(1000, diag.EventA3, lteA, lteB),
+		// The next recording, an hour earlier.
+		report(-3600_000, diag.EventA4, lteA, diag.Cell{}),
+		report(-3599_000, diag.EventA3, lteA, lteB),
+		command(-3598_940, diag.HOPCell, lteA, lteB),
+		complete(-3598_920, lteB),
+	}
+	res, err := Judge(recordingOf(events), PredictorAlgorithm1)
+	require.NoError(t, err)
+	total, _ := res.Class(ClassTotal)
+	assert.Equal(t, Ratio{Num: 1, Den: 1}, total.Precision)
+	assert.Equal(t, Ratio{Num: 1, Den: 1}, total.Recall)
+	assert.Equal(t, map[string]int{OutcomeUnresolved: 1, statemachine.OutcomeConfirmed: 1}, res.Outcomes)
+
+	made, _, err := Predictions(events, Options{})
+	require.NoError(t, err)
+	require.Len(t, made, 2)
+	assert.Equal(t, OutcomeUnresolved, made[0].Outcome)
+	assert.Equal(t, statemachine.OutcomeConfirmed, made[1].Outcome)
+}
