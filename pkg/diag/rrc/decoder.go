@@ -283,6 +283,7 @@ func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) 
 		return d.reconfiguration(msg, st, s), nil
 	case leavesConnection(msg.RAT, s.Message):
 		d.resetConnection(msg.RAT)
+		st.meas.apply(s.MeasConfig) // an NR resume carries the new one
 	}
 	return nil, nil
 }

@@ -148,6 +148,21 @@ func TestDecoderSequences(t *testing.T) {
 			{rat: diag.RATNR, channel: diag.ChannelULDCCH, cell: cellRef(nrCell(433, 640704)),
 				summary: Summary{Message: "measurementReport", Report: &MeasReport{MeasID: 2}}, wantErr: ErrUnresolvedMeasID},
 		}},
+		{"an NR resume brings its own measConfig", []step{
+			{rat: diag.RATNR, cell: cellRef(nrCell(433, 640704)), summary: Summary{Message: "rrcReconfiguration", MeasConfig: &MeasConfigDelta{
+				Objects: []MeasObject{{ID: 1, RAT: diag.RATNR, Carrier: 640704}},
+				Reports: []ReportConfig{{ID: 1, Event: diag.EventA3}},
+				MeasIDs: []MeasIDLink{{ID: 1, Object: 1, Report: 1}},
+			}}},
+			{rat: diag.RATNR, cell: cellRef(nrCell(433, 640704)), summary: Summary{Message: "rrcResume", MeasConfig: &MeasConfigDelta{
+				Objects: []MeasObject{{ID: 2, RAT: diag.RATNR, Carrier: 640704}},
+				Reports: []ReportConfig{{ID: 2, Event: diag.EventA5}},
+				MeasIDs: []MeasIDLink{{ID: 1, Object: 2, Report: 2}},
+			}}},
+			{rat: diag.RATNR, channel: diag.ChannelULDCCH, cell: cellRef(nrCell(433, 640704)),
+				summary: Summary{Message: "measurementReport", Report: &MeasReport{MeasID: 1, Neighbors: []NeighborCell{{RAT: diag.RATNR, PCI: 434}}}},
+				want:    []diag.Event{{Type: diag.TypeMeasReport, Meas: diag.EventA5, Serving: nrCell(433, 640704), Neighbor: nrCell(434, 640704)}}},
+		}},
 		{"primary cell handover and its completion", []step{
 			{summary: lteReconf(Summary{Sync: &SyncTarget{PCI: 300, HasPCI: true, Carrier: 1850}}), want: []diag.Event{
 				{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: serving, Target: lteCell(300, 1850)}}},
