@@ -12,19 +12,21 @@ import (
 // The learning predictor.
 //
 // Algorithm 1 encodes what the paper's networks did; other networks act
-// on other reports (an A5 between LTE carriers, an A4) and ignore some the
-// algorithm trusts (an A3 towards a neighbour the network never hands over to). The
-// machine counts, for each kind of report, how many it saw and how many
-// the network followed with a handover command within maxCommandLead,
-// and predicts on a report when the share of its kind that was followed
-// reaches Config.LearnFollowedShare. The prediction window follows the
-// report-to-command intervals it sees (predictionWindow), so that the
-// command of a followed kind comes while its prediction is pending.
+// on other reports (an A5 between LTE carriers, an A4) and ignore some
+// the algorithm trusts (an A3 towards a neighbour the network never hands
+// over to). The machine counts, for each kind of report, how many it saw
+// and how many the network followed with a handover command within
+// maxCommandLead. A report Algorithm 1 ignores predicts when the share of
+// its kind expected to be followed reaches Config.LearnFollowedShare; one
+// it acts on predicts until that share falls below Config.LearnStopShare.
+// The prediction window follows the report-to-command intervals the
+// machine sees (predictionWindow), so that the command of a followed kind
+// comes while its prediction is pending.
 //
 // A kind is the report's trigger, the band of the measured neighbour
-// (none for an A2), and where it was measured, from
-// the widest scope to the narrowest: any serving cell of one RAT and
-// band, one serving cell, one serving cell and neighbour. Cells of one
+// (none for an A2), and where it was measured, from the widest scope to
+// the narrowest: any serving cell of one RAT and band, one serving cell,
+// one serving cell and neighbour. Cells of one
 // band of one network are configured alike; a neighbour relation is where
 // operators tune offsets and blacklists. Each scope's share is shrunk
 // towards the wider one's, which for the widest is Algorithm 1's verdict
@@ -96,7 +98,8 @@ type learner struct {
 	// serving cell.
 	leads leadSamples
 	store LearntStore
-	// saveErrors counts failed saves (the counts stay in memory).
+	// saveErrors counts failed saves (the counts stay in memory); Status
+	// shows them among the ignored inputs.
 	saveErrors uint64
 }
 

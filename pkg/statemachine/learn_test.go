@@ -178,14 +178,17 @@ func TestLearningWindowFollowsLateCommands(t *testing.T) {
 
 // memoryLearntStore is a LearntStore in memory.
 type memoryLearntStore struct {
-	loaded  []ReportStats
-	loadErr error
-	saved   map[string]ReportStats
+	loaded           []ReportStats
+	loadErr, saveErr error
+	saved            map[string]ReportStats
 }
 
 func (s *memoryLearntStore) LoadReportStats() ([]ReportStats, error) { return s.loaded, s.loadErr }
 
 func (s *memoryLearntStore) SaveReportStats(r ReportStats) error {
+	if s.saveErr != nil {
+		return s.saveErr
+	}
 	if s.saved == nil {
 		s.saved = map[string]ReportStats{}
 	}
@@ -223,6 +226,11 @@ func TestLearntStore(t *testing.T) {
 		}
 		assert.Equal(t, want, s.Followed, "%+v", s)
 	}
+
+	store.saveErr = errors.New("store closed")
+	meas(3000, diag.EventA3, lteB, lteA)(h)
+	cmd(3050, diag.HOPCell, lteB, lteA)(h)
+	assert.Positive(t, h.m.Status().Counters.Ignored["learnt_save_failed"])
 
 	broken := &memoryLearntStore{loadErr: errors.New("disk on fire")}
 	h = newHarness(t, DefaultConfig())

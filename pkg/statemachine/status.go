@@ -7,6 +7,10 @@ import (
 	"github.com/m2ho/m2ho/pkg/diag"
 )
 
+// ignoredLearntSave counts what the learning predictor could not save to
+// its store.
+const ignoredLearntSave = "learnt_save_failed"
+
 // counters are the machine's running totals.
 type counters struct {
 	transitions            uint64
@@ -141,6 +145,9 @@ func (m *Machine) Status() Status {
 			Ignored:                maps.Clone(m.cnt.ignored),
 			ActuatorErrors:         maps.Clone(m.cnt.actuatorErrors),
 		},
+	}
+	if m.learn.saveErrors > 0 {
+		st.Counters.Ignored[ignoredLearntSave] = m.learn.saveErrors
 	}
 	if !m.scg.IsZero() {
 		scg := m.scg
