@@ -162,8 +162,10 @@ func judgeWith(rec *Recording, predictor string, cfg statemachine.Config) (Predi
 // Result is the replay of one recording by every predictor.
 type Result struct {
 	Input string `json:"input"`
-	// Events and Reports count what the recording holds; Span is its
-	// length on its own clock.
+	// Events and Reports count what the recording holds. Span is the time
+	// it covers on its own clock: the gaps between consecutive events,
+	// leaving out pauses longer than QuietAfter and the jumps between the
+	// recordings of a log made of several.
 	Events  int               `json:"events"`
 	Reports int               `json:"reports"`
 	Span    time.Duration     `json:"span_ns"`
@@ -192,17 +194,10 @@ func Replay(ctx context.Context, uri string) (*Result, error) {
 	if len(rec.Skipped) == 0 {
 		res.Skipped = nil
 	}
-	if n := len(rec.Events); n > 0 {
-		first, last := rec.Events[0].Time, rec.Events[0].Time
-		for _, ev := range rec.Events {
-			if ev.Time.Before(first) {
-				first = ev.Time
-			}
-			if ev.Time.After(last) {
-				last = ev.Time
-			}
+	for i := 1; i < len(rec.Events); i++ {
+		if gap := rec.Events[i].Time.Sub(rec.Events[i-1].Time); gap > 0 && gap <= QuietAfter {
+			res.Span += gap
 		}
-		res.Span = last.Sub(first)
 	}
 	for _, name := range Predictors() {
 		p, err := Judge(rec, name)

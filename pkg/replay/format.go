@@ -48,7 +48,7 @@ func WriteTable(w io.Writer, results []*Result) error {
 		if i > 0 {
 			b.WriteString("\n")
 		}
-		fmt.Fprintf(&b, "%s: %d events, %d measurement reports over %v", res.Input, res.Events, res.Reports, res.Span.Round(time.Millisecond))
+		fmt.Fprintf(&b, "%s: %d events, %d measurement reports in %v of signalling", res.Input, res.Events, res.Reports, res.Span.Round(time.Millisecond))
 		if len(res.Skipped) > 0 {
 			fmt.Fprintf(&b, "; skipped %s", renderCounts(res.Skipped))
 		}
