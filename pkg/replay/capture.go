@@ -96,9 +96,10 @@ type PredictorResult struct {
 	Outcomes map[string]int `json:"outcomes"`
 	// Policy is what m2ho would have applied.
 	Policy PolicySummary `json:"policy"`
-	// Learnt counts the kinds of report the learning predictor knows at
-	// the end.
-	Learnt int `json:"learnt,omitempty"`
+	// LearntKinds counts the kinds of report the learning predictor knows
+	// at the end, Learnt is what it knows (for the next recording).
+	LearntKinds int                        `json:"learnt_kinds,omitempty"`
+	Learnt      []statemachine.ReportStats `json:"-"`
 }
 
 // Class returns the row of class, if there is one.
@@ -112,8 +113,10 @@ func (p *PredictorResult) Class(class string) (ClassResult, bool) {
 
 // Judge replays a recording through a fresh machine and estimator with
 // the daemon's defaults and predictor, and judges its predictions
-// against the commands that followed.
-func Judge(rec *Recording, predictor string) (PredictorResult, error) {
+// against the commands that followed. learnt is what the learning
+// predictor knows before the recording (nil: nothing; Algorithm 1
+// ignores it).
+func Judge(rec *Recording, predictor string, learnt []statemachine.ReportStats) (PredictorResult, error) {
 	cfg := statemachine.DefaultConfig()
 	switch predictor {
 	case PredictorAlgorithm1:
@@ -123,11 +126,12 @@ func Judge(rec *Recording, predictor string) (PredictorResult, error) {
 	default:
 		return PredictorResult{}, fmt.Errorf("replay: unknown predictor %q", predictor)
 	}
-	return judgeWith(rec, predictor, cfg)
+	return judgeWith(rec, predictor, cfg, learnt)
 }
 
-// judgeWith judges a recording with a machine configured by cfg.
-func judgeWith(rec *Recording, predictor string, cfg statemachine.Config) (PredictorResult, error) {
+// judgeWith judges a recording with a machine configured by cfg that
+// knows learnt.
+func judgeWith(rec *Recording, predictor string, cfg statemachine.Config, learnt []statemachine.ReportStats) (PredictorResult, error) {
 	j := &judge{reports: rec.Reports}
 	j.policy = &policyRecorder{}
 	player, err := NewPlayer(Options{Machine: cfg, Actuator: j.policy, Observer: j, NewSession: func(time.Time) {
@@ -138,6 +142,9 @@ func judgeWith(rec *Recording, predictor string, cfg statemachine.Config) (Predi
 	}})
 	if err != nil {
 		return PredictorResult{}, err
+	}
+	if cfg.Learning {
+		player.Machine().RestoreLearnt(learnt)
 	}
 	j.player = player
 	j.policy.now = player.Now
@@ -154,7 +161,8 @@ func judgeWith(rec *Recording, predictor string, cfg statemachine.Config) (Predi
 		res.Outcomes[p.Outcome]++
 	}
 	if cfg.Learning {
-		res.Learnt = len(player.Machine().Learnt())
+		res.Learnt = player.Machine().Learnt()
+		res.LearntKinds = len(res.Learnt)
 	}
 	return res, nil
 }
@@ -184,8 +192,9 @@ func (r *Result) Predictor(name string) (*PredictorResult, bool) {
 	return nil, false
 }
 
-// Replay reads a recording and judges every predictor on it.
-func Replay(ctx context.Context, uri string) (*Result, error) {
+// Replay reads a recording and judges every predictor on it, the
+// learning predictor knowing learnt at the start (nil: nothing).
+func Replay(ctx context.Context, uri string, learnt []statemachine.ReportStats) (*Result, error) {
 	rec, err := Read(ctx, uri)
 	if err != nil {
 		return nil, err
@@ -200,7 +209,7 @@ func Replay(ctx context.Context, uri string) (*Result, error) {
 		}
 	}
 	for _, name := range Predictors() {
-		p, err := Judge(rec, name)
+		p, err := Judge(rec, name, learnt)
 		if err != nil {
 			return nil, fmt.Errorf("replay %s: %w", uri, err)
 		}

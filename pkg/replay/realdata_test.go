@@ -48,7 +48,7 @@ func TestReplaySharedCaptures(t *testing.T) {
 	}
 	t.Logf("%-42s %-10s %5s %5s %8s %15s %15s %15s", "capture", "predictor", "HOs", "RLFs", "reported", "precision", "recall", "recall (rep.)")
 	for _, uri := range sharedCaptures(t) {
-		res, err := Replay(context.Background(), uri)
+		res, err := Replay(context.Background(), uri, nil)
 		require.NoError(t, err)
 		for _, p := range res.Predictors {
 			total, ok := p.Class(ClassTotal)
@@ -80,6 +80,45 @@ func TestReplaySharedCaptures(t *testing.T) {
 	recall := func(s *sums) float64 { return float64(s.predicted) / float64(s.reported) }
 	assert.Greater(t, precision(learning), precision(alg1), "learning raises precision")
 	assert.GreaterOrEqual(t, recall(learning), recall(alg1), "without costing recall")
+}
+
+// TestReplayCarriesLearning replays the EN-DC logs of one network in time
+// order, the learning predictor going on from one to the next as m2hod's
+// cell store lets it across drives: it must predict more of them than
+// when each log starts from nothing.
+func TestReplayCarriesLearning(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(shareddata.DataDir(t, "diag"), "20201116_*_Xiaomi-Mi10_46000.mi2log"))
+	require.NoError(t, err)
+	if len(files) == 0 {
+		t.Skip("the Xiaomi Mi 10 EN-DC logs are not in the shared data")
+	}
+	slices.Sort(files)
+	type sums struct{ predicted, reported, confirmed, predictions int }
+	replayAll := func(carry bool) sums {
+		var s sums
+		var learnt []statemachine.ReportStats
+		for _, f := range files {
+			res, err := Replay(context.Background(), "qmdl:"+f, learnt)
+			require.NoError(t, err)
+			p, ok := res.Predictor(PredictorLearning)
+			require.True(t, ok)
+			if carry {
+				learnt = p.Learnt
+			}
+			total, _ := p.Class(ClassTotal)
+			s.predicted += total.PredictedReported
+			s.reported += total.Reported
+			s.confirmed += total.Confirmed
+			s.predictions += total.Predictions
+		}
+		return s
+	}
+	fresh, carried := replayAll(false), replayAll(true)
+	t.Logf("each log from nothing: precision %v, recall (reported) %v; learning carried over: precision %v, recall (reported) %v",
+		Ratio{fresh.confirmed, fresh.predictions}, Ratio{fresh.predicted, fresh.reported},
+		Ratio{carried.confirmed, carried.predictions}, Ratio{carried.predicted, carried.reported})
+	assert.Greater(t, carried.predicted, fresh.predicted)
+	assert.Equal(t, fresh.reported, carried.reported)
 }
 
 // TestSharedCapturesDecodeAsBefore pins what every shared capture
@@ -293,7 +332,7 @@ func BenchmarkReplaySharedCaptures(b *testing.B) {
 		require.NoError(b, err)
 		b.Run(fmt.Sprintf("%s/%dKB", filepath.Base(path), st.Size()>>10), func(b *testing.B) {
 			for b.Loop() {
-				if _, err := Replay(context.Background(), uri); err != nil {
+				if _, err := Replay(context.Background(), uri, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

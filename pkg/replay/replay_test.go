@@ -90,7 +90,7 @@ func judgedTimeline() *Recording {
 }
 
 func TestJudgeAlgorithm1(t *testing.T) {
-	res, err := Judge(judgedTimeline(), PredictorAlgorithm1)
+	res, err := Judge(judgedTimeline(), PredictorAlgorithm1, nil)
 	require.NoError(t, err)
 	assert.Equal(t, PredictorAlgorithm1, res.Predictor)
 
@@ -153,9 +153,9 @@ func TestJudgeLearningFollowsTheNetwork(t *testing.T) {
 			complete(ms+1580, other))
 	}
 	rec := recordingOf(events)
-	alg1, err := Judge(rec, PredictorAlgorithm1)
+	alg1, err := Judge(rec, PredictorAlgorithm1, nil)
 	require.NoError(t, err)
-	learning, err := Judge(rec, PredictorLearning)
+	learning, err := Judge(rec, PredictorLearning, nil)
 	require.NoError(t, err)
 	a, _ := alg1.Class(ClassTotal)
 	l, _ := learning.Class(ClassTotal)
@@ -165,11 +165,22 @@ func TestJudgeLearningFollowsTheNetwork(t *testing.T) {
 	assert.Greater(t, l.Predicted, 20, "the learning predictor acts on the A5")
 	pl, _ := l.Precision.Value()
 	assert.Greater(t, pl, 0.6, "and stops trusting the A3")
-	assert.Positive(t, learning.Learnt)
+	assert.Positive(t, learning.LearntKinds)
+
+	// What was learnt, given to the next replay, predicts from the start.
+	again, err := Judge(rec, PredictorLearning, learning.Learnt)
+	require.NoError(t, err)
+	a2, _ := again.Class(ClassTotal)
+	assert.Greater(t, a2.Predicted, l.Predicted)
+	assert.GreaterOrEqual(t, a2.Confirmed*l.Predictions, l.Confirmed*a2.Predictions, "precision does not fall")
+	ignored, err := Judge(rec, PredictorAlgorithm1, learning.Learnt)
+	require.NoError(t, err)
+	assert.Equal(t, alg1.Classes, ignored.Classes, "Algorithm 1 learns nothing")
+	assert.Empty(t, ignored.Learnt)
 }
 
 func TestJudgeUnknownPredictor(t *testing.T) {
-	_, err := Judge(judgedTimeline(), "oracle")
+	_, err := Judge(judgedTimeline(), "oracle", nil)
 	assert.ErrorContains(t, err, "oracle")
 }
 
@@ -260,7 +271,7 @@ func TestReadRecordings(t *testing.T) {
 	assert.Equal(t, diag.EventA3, rec.Reports[0].Event)
 	assert.Equal(t, uint64(1), rec.Skipped[diag.ReasonJSONSyntax])
 
-	res, err := Replay(context.Background(), "jsonl:"+path)
+	res, err := Replay(context.Background(), "jsonl:"+path, nil)
 	require.NoError(t, err)
 	require.Len(t, res.Predictors, 2)
 	for _, p := range res.Predictors {
@@ -279,7 +290,7 @@ func TestWriteResults(t *testing.T) {
 	rec := judgedTimeline()
 	res := &Result{Input: "test", Events: len(rec.Events), Reports: len(rec.Reports)}
 	for _, name := range Predictors() {
-		p, err := Judge(rec, name)
+		p, err := Judge(rec, name, nil)
 		require.NoError(t, err)
 		res.Predictors = append(res.Predictors, p)
 	}
@@ -325,7 +336,7 @@ func TestJudgeSessions(t *testing.T) {
 		command(-3598_940, diag.HOPCell, lteA, lteB),
 		complete(-3598_920, lteB),
 	}
-	res, err := Judge(recordingOf(events), PredictorAlgorithm1)
+	res, err := Judge(recordingOf(events), PredictorAlgorithm1, nil)
 	require.NoError(t, err)
 	total, _ := res.Class(ClassTotal)
 	assert.Equal(t, Ratio{Num: 1, Den: 1}, total.Precision)
