@@ -248,6 +248,7 @@ func TestLearntRoundTrip(t *testing.T) {
 	}
 	learnt := h.m.Learnt()
 	require.NotEmpty(t, learnt)
+	assert.Equal(t, len(learnt), h.m.Status().LearntReportKinds)
 	other := newHarness(t, DefaultConfig())
 	other.m.RestoreLearnt(learnt)
 	assert.Equal(t, learnt, other.m.Learnt())

@@ -53,7 +53,10 @@ type Status struct {
 	// handover to mmWave.
 	BandwidthHold bool       `json:"bandwidth_hold"`
 	T2            []T2Status `json:"t2"`
-	Counters      Counters   `json:"counters"`
+	// LearntReportKinds counts the kinds of measurement report the
+	// learning predictor has counts of (see ReportStats).
+	LearntReportKinds int      `json:"learnt_report_kinds"`
+	Counters          Counters `json:"counters"`
 }
 
 // PredictionStatus is the pending prediction.
@@ -133,6 +136,8 @@ func (m *Machine) Status() Status {
 		BandwidthHold: m.bandwidthHold,
 		InForce:       m.policyStatus(),
 		T2:            m.t2Status(),
+
+		LearntReportKinds: len(m.learn.counts),
 		Counters: Counters{
 			Transitions:            m.cnt.transitions,
 			PredictionsMade:        m.cnt.predictionsMade,
