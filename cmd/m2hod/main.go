@@ -4,6 +4,7 @@
 //	m2hod --iface IFACE [--config FILE] [--diag URI ...] [--mode enforce|observe]
 //	      [--listen 127.0.0.1:9569] [--state-dir DIR] [--log-level info]
 //	m2hod decode [--raw] URI
+//	m2hod replay [--json] URI...
 //
 // SIGTERM or an interrupt stops it; SIGHUP reloads the configuration
 // (see daemon.Serve).
@@ -55,6 +56,9 @@ func stopContext(parent context.Context) (context.Context, context.CancelFunc) {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "decode" {
 		return decode(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "replay" {
+		return replayCommand(ctx, args[1:], stdout, stderr)
 	}
 	cfg, err := config.Parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {

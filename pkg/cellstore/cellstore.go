@@ -1,6 +1,8 @@
-// Package cellstore persists the per-cell buffer estimates of m2hod in an
-// embedded bbolt database in the state directory, so that what was learnt
-// about a cell survives restarts. It implements estimator.Store.
+// Package cellstore persists the per-cell buffer estimates of m2hod, and
+// what its learning predictor learnt of the network's measurement
+// reports, in an embedded bbolt database in the state directory, so that
+// what was learnt about a cell survives restarts. It implements
+// estimator.Store and statemachine.LearntStore.
 //
 // Writes are coalesced per cell and committed in the background: the
 // estimator calls SaveCell from the goroutine that drives the datapath,
@@ -31,6 +33,7 @@ import (
 
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/estimator"
+	"github.com/m2ho/m2ho/pkg/statemachine"
 )
 
 // FileName is the database file inside the state directory.
@@ -70,7 +73,9 @@ type Store struct {
 
 	mu      sync.Mutex
 	pending map[string]estimator.CellRecord
-	closed  bool
+	// pendingReports are the learning predictor's counts to write.
+	pendingReports map[string]statemachine.ReportStats
+	closed         bool
 
 	wake      chan struct{}
 	stop      chan struct{}
@@ -118,12 +123,14 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 	}
 	s := &Store{
-		db:       db,
-		logger:   opts.Logger,
-		pending:  make(map[string]estimator.CellRecord),
-		wake:     make(chan struct{}, 1),
-		stop:     make(chan struct{}),
-		interval: opts.FlushInterval,
+		db:      db,
+		logger:  opts.Logger,
+		pending: make(map[string]estimator.CellRecord),
+
+		pendingReports: make(map[string]statemachine.ReportStats),
+		wake:           make(chan struct{}, 1),
+		stop:           make(chan struct{}),
+		interval:       opts.FlushInterval,
 	}
 	s.flusherWG.Add(1)
 	go s.flushLoop()
@@ -155,8 +162,12 @@ func openChecked(path string) (db *bolt.DB, err error) {
 				return fmt.Errorf("%w: %v", errCorrupt, checkErr)
 			}
 		}
-		_, err := tx.CreateBucketIfNotExists(cellsBucket)
-		return err
+		for _, name := range [][]byte{cellsBucket, reportsBucket} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		_ = db.Close()
@@ -292,10 +303,11 @@ func (s *Store) flushLoop() {
 // Flush commits every pending update now.
 func (s *Store) Flush() error {
 	s.mu.Lock()
-	batch := s.pending
+	batch, reports := s.pending, s.pendingReports
 	s.pending = make(map[string]estimator.CellRecord)
+	s.pendingReports = make(map[string]statemachine.ReportStats)
 	s.mu.Unlock()
-	if len(batch) == 0 {
+	if len(batch) == 0 && len(reports) == 0 {
 		return nil
 	}
 	err := s.db.Update(func(tx *bolt.Tx) error {
@@ -309,7 +321,7 @@ func (s *Store) Flush() error {
 				return fmt.Errorf("put %s: %w", k, err)
 			}
 		}
-		return nil
+		return putReports(tx, reports)
 	})
 	if err != nil {
 		// Put the batch back unless a newer update replaced it meanwhile.
@@ -317,6 +329,11 @@ func (s *Store) Flush() error {
 		for k, c := range batch {
 			if _, newer := s.pending[k]; !newer {
 				s.pending[k] = c
+			}
+		}
+		for k, r := range reports {
+			if _, newer := s.pendingReports[k]; !newer {
+				s.pendingReports[k] = r
 			}
 		}
 		s.mu.Unlock()

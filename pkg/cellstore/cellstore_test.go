@@ -15,6 +15,7 @@ import (
 
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/estimator"
+	"github.com/m2ho/m2ho/pkg/statemachine"
 )
 
 var _ estimator.Store = (*Store)(nil)
@@ -243,4 +244,49 @@ func BenchmarkSaveCell(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+func TestReportStatsPersistAcrossRestarts(t *testing.T) {
+	band := statemachine.ReportStats{RAT: diag.RATLTE, Band: diag.BandSub6, Event: diag.EventA3, Measured: diag.BandSub6, Reports: 10, Followed: 7}
+	cell := band
+	cell.Cell, cell.Reports, cell.Followed = lte, 4, 1
+	pair := cell
+	pair.Neighbor, pair.Reports, pair.Followed = diag.Cell{RAT: diag.RATLTE, PCI: 302, ARFCN: 5110}.Normalized(), 2, 0
+	a2 := statemachine.ReportStats{Cell: nrSub6, RAT: diag.RATNR, Band: diag.BandSub6, Event: diag.EventA2, Reports: 3, Followed: 3}
+
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	for _, r := range []statemachine.ReportStats{band, cell, pair, a2} {
+		require.NoError(t, s.SaveReportStats(r))
+	}
+	updated := cell
+	updated.Reports, updated.Followed = 5, 2
+	require.NoError(t, s.SaveReportStats(updated))
+	require.NoError(t, s.SaveCell(rec(lte, 150000, 10)))
+	before, err := s.LoadReportStats()
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []statemachine.ReportStats{band, updated, pair, a2}, before, "before the flush, pending updates are visible")
+	require.NoError(t, s.Close())
+
+	s = openStore(t, dir)
+	defer func() { require.NoError(t, s.Close()) }()
+	after, err := s.LoadReportStats()
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []statemachine.ReportStats{band, updated, pair, a2}, after, "after a restart")
+	cells, err := s.LoadCells()
+	require.NoError(t, err)
+	assertCells(t, []estimator.CellRecord{rec(lte, 150000, 10)}, cells, "cells and reports share the file")
+	require.NoError(t, s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(reportsBucket).Put([]byte("garbage"), []byte("{"))
+	}))
+	after, err = s.LoadReportStats()
+	require.NoError(t, err)
+	assert.Len(t, after, 4, "an unreadable record is skipped")
+	assert.Equal(t, 1, s.Skipped())
+}
+
+func TestSaveReportStatsAfterClose(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	require.NoError(t, s.Close())
+	assert.ErrorIs(t, s.SaveReportStats(statemachine.ReportStats{RAT: diag.RATLTE, Band: diag.BandSub6, Event: diag.EventA3}), ErrClosed)
 }

@@ -225,6 +225,9 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 		return nil, err
 	}
 	d.machine.SetObserver(observer{d.metrics})
+	if err := d.machine.UseLearntStore(d.store); err != nil {
+		logger.Warn("learnt measurement reports unreadable, learning again from scratch", "err", err)
+	}
 
 	for _, uri := range cfg.Diag {
 		// Each input gets its own RRC decoder: measurement IDs resolve

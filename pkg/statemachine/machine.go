@@ -222,9 +222,10 @@ type Machine struct {
 	// drain follows the new cell's slots in this Smoothing.
 	drain estimator.SlotBursts
 
-	t2  map[diag.Band]*t2Mean
-	pol datapathPolicy
-	cnt counters
+	t2    map[diag.Band]*t2Mean
+	learn learner
+	pol   datapathPolicy
+	cnt   counters
 }
 
 // New returns a Machine in Stable. est and act are required.
@@ -248,6 +249,7 @@ func New(cfg Config, est *estimator.Estimator, act Actuator, logger *slog.Logger
 		logger: logger,
 		obs:    noObserver{},
 		t2:     make(map[diag.Band]*t2Mean),
+		learn:  newLearner(),
 		cnt:    newCounters(),
 	}, nil
 }
@@ -502,7 +504,8 @@ func (m *Machine) onMeasReport(ev diag.Event) {
 		m.onA1(serving)
 		return
 	}
-	if !m.cfg.Prediction || !predictsHandover(ev.Meas, serving, neighbor) {
+	predicts := m.observeReport(ev.Meas, serving, neighbor)
+	if !m.cfg.Prediction || !predicts {
 		return
 	}
 	m.predict(ev.Meas, serving, m.predictedTarget(ev.Meas, serving, neighbor))
@@ -539,7 +542,7 @@ func (m *Machine) predict(ev diag.MeasEvent, serving, target diag.Cell) {
 		source:   serving,
 		target:   target,
 		at:       m.now,
-		deadline: m.now.Add(2 * m.t2For(serving.Band)),
+		deadline: m.now.Add(m.predictionWindow(serving.Band)),
 	}
 	m.cnt.predictionsMade++
 	if m.state == Smoothing {
@@ -572,6 +575,7 @@ func (m *Machine) onA1(serving diag.Cell) {
 }
 
 func (m *Machine) onCommand(ev diag.Event) {
+	m.reportsFollowed()
 	reason := ReasonCommand
 	switch {
 	case m.pred != nil:
@@ -705,7 +709,7 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	m.setCells(pcell, scg)
 	m.cmd, m.pred = nil, nil
 	to := m.dataCell()
-	kind := handoverKind(from.Band, to.Band)
+	kind := HandoverKind(from.Band, to.Band)
 	m.cnt.handovers[kind]++
 	m.obs.Handover(kind, m.now)
 	if m.cfg.Policy == PolicyM2HO && m.cfg.BandwidthClamp {
@@ -831,9 +835,9 @@ const (
 	KindMmWaveSub6   = "mmwave_sub6"
 )
 
-// handoverKind names a handover by the bands of the data cells before and
-// after.
-func handoverKind(from, to diag.Band) string {
+// HandoverKind names a handover by the bands of the data cells before
+// and after.
+func HandoverKind(from, to diag.Band) string {
 	switch {
 	case bandKey(from) == diag.BandMmWave && bandKey(to) == diag.BandMmWave:
 		return KindMmWaveMmWave

@@ -1223,6 +1223,11 @@ func TestConfigValidation(t *testing.T) {
 		{name: "no T2 samples needed", mutate: func(c *Config) { c.MinT2Samples = 0 }},
 		{name: "lease shorter than smoothing", mutate: func(c *Config) { c.PolicyLease = 100 * time.Millisecond }},
 		{name: "zero execution timeout", mutate: func(c *Config) { c.ExecutionTimeout = 0 }},
+		{name: "zero prior weight", mutate: func(c *Config) { c.LearnPriorWeight = 0 }},
+		{name: "followed share above one", mutate: func(c *Config) { c.LearnFollowedShare = 1.5 }},
+		{name: "stop share above the followed share", mutate: func(c *Config) { c.LearnStopShare = 0.6 }},
+		{name: "zero stop share", mutate: func(c *Config) { c.LearnStopShare = 0 }},
+		{name: "learning settings unused without learning", ok: true, mutate: func(c *Config) { c.Learning, c.LearnPriorWeight = false, 0 }},
 	}
 	est, err := seededEstimator()
 	require.NoError(t, err)
@@ -1279,7 +1284,7 @@ func TestHandoverKindOfBands(t *testing.T) {
 		{"", "", KindSub6Sub6},
 	}
 	for _, tc := range tests {
-		assert.Equal(t, tc.kind, handoverKind(tc.from, tc.to), "%q to %q", tc.from, tc.to)
+		assert.Equal(t, tc.kind, HandoverKind(tc.from, tc.to), "%q to %q", tc.from, tc.to)
 	}
 }
 

@@ -7,6 +7,10 @@ import (
 	"github.com/m2ho/m2ho/pkg/diag"
 )
 
+// ignoredLearntSave counts what the learning predictor could not save to
+// its store.
+const ignoredLearntSave = "learnt_save_failed"
+
 // counters are the machine's running totals.
 type counters struct {
 	transitions            uint64
@@ -49,7 +53,10 @@ type Status struct {
 	// handover to mmWave.
 	BandwidthHold bool       `json:"bandwidth_hold"`
 	T2            []T2Status `json:"t2"`
-	Counters      Counters   `json:"counters"`
+	// LearntReportKinds counts the kinds of measurement report the
+	// learning predictor has counts of (see ReportStats).
+	LearntReportKinds int      `json:"learnt_report_kinds"`
+	Counters          Counters `json:"counters"`
 }
 
 // PredictionStatus is the pending prediction.
@@ -96,6 +103,9 @@ type T2Status struct {
 	// InUseMillis is the T2 predictions use: the mean once there are
 	// enough samples, else the default.
 	InUseMillis float64 `json:"in_use_ms"`
+	// WindowMillis is how long a prediction waits for its command: 2*T2,
+	// or longer when the learning predictor saw commands come later.
+	WindowMillis float64 `json:"window_ms"`
 }
 
 // Counters are totals since start.
@@ -126,6 +136,8 @@ func (m *Machine) Status() Status {
 		BandwidthHold: m.bandwidthHold,
 		InForce:       m.policyStatus(),
 		T2:            m.t2Status(),
+
+		LearntReportKinds: len(m.learn.counts),
 		Counters: Counters{
 			Transitions:            m.cnt.transitions,
 			PredictionsMade:        m.cnt.predictionsMade,
@@ -138,6 +150,9 @@ func (m *Machine) Status() Status {
 			Ignored:                maps.Clone(m.cnt.ignored),
 			ActuatorErrors:         maps.Clone(m.cnt.actuatorErrors),
 		},
+	}
+	if m.learn.saveErrors > 0 {
+		st.Counters.Ignored[ignoredLearntSave] = m.learn.saveErrors
 	}
 	if !m.scg.IsZero() {
 		scg := m.scg
@@ -174,7 +189,7 @@ func (m *Machine) policyStatus() PolicyStatus {
 func (m *Machine) t2Status() []T2Status {
 	out := make([]T2Status, 0, 2)
 	for _, band := range []diag.Band{diag.BandSub6, diag.BandMmWave} {
-		st := T2Status{Band: band, InUseMillis: millis(m.t2For(band))}
+		st := T2Status{Band: band, InUseMillis: millis(m.t2For(band)), WindowMillis: millis(m.predictionWindow(band))}
 		if t, ok := m.t2[band]; ok {
 			st.MeanMillis, st.Samples = millis(t.mean), t.samples
 		}

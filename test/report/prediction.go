@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/m2ho/m2ho/pkg/diag"
-	"github.com/m2ho/m2ho/pkg/estimator"
+	"github.com/m2ho/m2ho/pkg/replay"
 	"github.com/m2ho/m2ho/pkg/statemachine"
 	"github.com/m2ho/m2ho/test/emu"
 	"github.com/m2ho/m2ho/test/scenario"
@@ -72,27 +72,12 @@ const NaiveWindow = 310200 * time.Microsecond
 // one run are much further apart.
 const matchTolerance = time.Millisecond
 
-// The replay ticks the machine every replayTick of modem time between
-// events, as the daemon does, so that its timers (prediction timeout,
-// SCG release execution, Smoothing's end) fire on time. After the last
-// event it keeps ticking until the pending prediction has an outcome,
-// for at most replayDrain, longer than any timeout of the machine.
+// Outcomes of a replayed M2HO prediction besides the machine's own, as
+// the replay names them.
 const (
-	replayTick  = 10 * time.Millisecond
-	replayDrain = 10 * time.Second
-)
-
-// Outcomes of a replayed M2HO prediction besides the machine's own
-// (statemachine.OutcomeConfirmed, OutcomeCancelledA1, OutcomeTimedOut),
-// for predictions that ended without the machine reporting one.
-const (
-	// OutcomeSuperseded: a report predicting another target replaced it.
-	OutcomeSuperseded = "superseded"
-	// OutcomeDropped: it vanished on a connection failure, which releases
-	// every policy.
-	OutcomeDropped = "dropped_on_failure"
-	// OutcomeUnresolved: still pending when the replay ended.
-	OutcomeUnresolved = "unresolved"
+	OutcomeSuperseded = replay.OutcomeSuperseded
+	OutcomeDropped    = replay.OutcomeDropped
+	OutcomeUnresolved = replay.OutcomeUnresolved
 )
 
 // Reasons a signalling record is skipped, besides diag's parse reasons.
@@ -102,41 +87,9 @@ const (
 )
 
 // Ratio is a count over a total, kept as both so that tables can show
-// "45/48". Its JSON form carries the value too, null when Den is 0.
-type Ratio struct {
-	Num int `json:"num"`
-	Den int `json:"den"`
-}
-
-// Value is Num/Den; ok is false when Den is 0.
-func (r Ratio) Value() (v float64, ok bool) {
-	if r.Den == 0 {
-		return 0, false
-	}
-	return float64(r.Num) / float64(r.Den), true
-}
-
-// String renders "93.8 (45/48)", percent first, or "- (0/0)".
-func (r Ratio) String() string {
-	v, ok := r.Value()
-	if !ok {
-		return fmt.Sprintf("- (%d/%d)", r.Num, r.Den)
-	}
-	return fmt.Sprintf("%.1f (%d/%d)", 100*v, r.Num, r.Den)
-}
-
-// MarshalJSON adds the value to the counts.
-func (r Ratio) MarshalJSON() ([]byte, error) {
-	type counts Ratio
-	out := struct {
-		counts
-		Value *float64 `json:"value"`
-	}{counts: counts(r)}
-	if v, ok := r.Value(); ok {
-		out.Value = &v
-	}
-	return json.Marshal(out)
-}
+// "93.8 (45/48)"; the replay's, so that every prediction table prints
+// the same way.
+type Ratio = replay.Ratio
 
 // ClassPrediction is how one predictor did on one handover class (or on
 // all of them, ClassOverall).
@@ -259,7 +212,7 @@ func EvaluatePrediction(truths []*emu.GroundTruth) (*PredictionResult, error) {
 			return nil, fmt.Errorf("run %d (%s): %w", run, truth.Scenario, err)
 		}
 		for _, p := range made {
-			outcomes[p.outcome]++
+			outcomes[p.Outcome]++
 		}
 		scored := map[string][]scoredPrediction{
 			PredictorM2HO:      scoreM2HO(truth, made),
@@ -302,125 +255,34 @@ func parseSignalling(truth *emu.GroundTruth, skipped map[string]int) []diag.Even
 	return events
 }
 
-// machinePrediction is one prediction the machine made and its fate.
-type machinePrediction struct {
-	status     statemachine.PredictionStatus
-	outcome    string
-	resolvedAt time.Time
-}
-
-// predictionTracker follows the machine's predictions: new ones from
-// Status after each event, outcomes from the Observer calls.
-type predictionTracker struct {
-	made    []*machinePrediction
-	open    *machinePrediction
-	skipped map[string]int
-}
-
-// Transition and Handover are not needed: the ground truth says which
-// handovers happened.
-func (t *predictionTracker) Transition(statemachine.State, statemachine.State, string, time.Time) {}
-func (t *predictionTracker) Handover(string, time.Time)                                           {}
-
-// Prediction records the outcome of the pending prediction.
-func (t *predictionTracker) Prediction(outcome string, at time.Time) {
-	if t.open == nil {
-		t.skipped[skipOutcomeUnmatched]++
-		return
-	}
-	t.open.outcome, t.open.resolvedAt = outcome, at
-	t.open = nil
-}
-
-// observe compares the machine's pending prediction after an event with
-// the one being followed: a different one is new, and the followed one,
-// if it got no outcome, was replaced or dropped.
-func (t *predictionTracker) observe(pending *statemachine.PredictionStatus, at time.Time) {
-	if t.open != nil && (pending == nil || !samePrediction(*pending, t.open.status)) {
-		t.open.outcome, t.open.resolvedAt = OutcomeDropped, at
-		if pending != nil {
-			t.open.outcome = OutcomeSuperseded
-		}
-		t.open = nil
-	}
-	if pending == nil || t.open != nil {
-		return
-	}
-	// The machine forgets a prediction as it reports its outcome, so a
-	// pending one nobody follows is new.
-	t.open = &machinePrediction{status: *pending}
-	t.made = append(t.made, t.open)
-}
-
-// samePrediction: a new PredictedAt or target means a new prediction (a
-// periodic repeat of a report keeps both).
-func samePrediction(a, b statemachine.PredictionStatus) bool {
-	return a.PredictedAt.Equal(b.PredictedAt) && a.Target == b.Target && a.Source == b.Source && a.Event == b.Event
-}
-
-// discardActuator accepts every policy: the replay judges the machine's
-// decisions, not their enforcement.
-type discardActuator struct{}
-
-func (discardActuator) SetClamp(uint32, time.Time) error { return nil }
-func (discardActuator) SetFreeze(time.Time) error        { return nil }
-func (discardActuator) ClearClamp() error                { return nil }
-func (discardActuator) StartSuppression(time.Time) error { return nil }
-func (discardActuator) StopSuppression() error           { return nil }
-
-// replayM2HO runs the events through a fresh machine with the daemon's
-// default configuration, ticking it every replayTick of modem time, and
-// returns its predictions.
-func replayM2HO(events []diag.Event, skipped map[string]int) ([]*machinePrediction, error) {
-	est, err := estimator.New(estimator.DefaultConfig(), nil, nil)
+// replayM2HO runs the events through a fresh machine and estimator with
+// the daemon's default configuration, on the run's clock, and returns
+// its predictions. Outcomes that matched no prediction are counted in
+// skipped.
+func replayM2HO(events []diag.Event, skipped map[string]int) ([]*replay.Prediction, error) {
+	made, unmatched, err := replay.Predictions(events, replay.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("estimator: %w", err)
+		return nil, err
 	}
-	m, err := statemachine.New(statemachine.DefaultConfig(), est, discardActuator{}, nil)
-	if err != nil {
-		return nil, fmt.Errorf("state machine: %w", err)
+	if unmatched > 0 {
+		skipped[skipOutcomeUnmatched] += unmatched
 	}
-	tracker := &predictionTracker{skipped: skipped}
-	m.SetObserver(tracker)
-	if len(events) == 0 {
-		return nil, nil
-	}
-	tick := events[0].Time
-	for _, ev := range events {
-		// Past replayDrain after the previous event every timer has fired;
-		// the next event runs any that is still due. Skipping the quiet
-		// stretch keeps a long gap (or a bogus timestamp) cheap.
-		for quiet := tick.Add(replayDrain); tick.Before(ev.Time) && tick.Before(quiet); tick = tick.Add(replayTick) {
-			m.Tick(tick)
-		}
-		if tick.Before(ev.Time) {
-			tick = ev.Time
-		}
-		m.HandleEvent(ev)
-		tracker.observe(m.Status().Prediction, ev.Time)
-	}
-	for end := tick.Add(replayDrain); tracker.open != nil && tick.Before(end); tick = tick.Add(replayTick) {
-		m.Tick(tick)
-	}
-	if tracker.open != nil {
-		tracker.open.outcome = OutcomeUnresolved
-	}
-	return tracker.made, nil
+	return made, nil
 }
 
 // scoreM2HO judges the machine's predictions: correct when confirmed
 // while a ground-truth handover was under way (from its command to its
 // completion).
-func scoreM2HO(truth *emu.GroundTruth, made []*machinePrediction) []scoredPrediction {
+func scoreM2HO(truth *emu.GroundTruth, made []*replay.Prediction) []scoredPrediction {
 	out := make([]scoredPrediction, 0, len(made))
 	for _, p := range made {
 		s := scoredPrediction{
-			at:       p.status.PredictedAt.Sub(truth.Start),
-			class:    bandClass(p.status.Source.Band, p.status.Target.Band),
+			at:       p.PredictedAt.Sub(truth.Start),
+			class:    bandClass(p.Source.Band, p.Target.Band),
 			handover: -1,
 		}
-		if p.outcome == statemachine.OutcomeConfirmed {
-			s.judge(truth, handoverUnderWay(truth, p.resolvedAt.Sub(truth.Start)))
+		if p.Outcome == statemachine.OutcomeConfirmed {
+			s.judge(truth, handoverUnderWay(truth, p.ResolvedAt.Sub(truth.Start)))
 		}
 		out = append(out, s)
 	}
@@ -598,30 +460,10 @@ func (a *predictorAccumulator) classes() []ClassPrediction {
 			Recall:          Ratio{Num: c.predicted, Den: c.records},
 			RecallHandovers: Ratio{Num: c.predicted, Den: c.handovers},
 		}
-		row.EarlinessMean, row.EarlinessMedian = meanMedian(c.earliness)
+		row.EarlinessMean, row.EarlinessMedian = replay.MeanMedian(c.earliness)
 		out = append(out, row)
 	}
 	return out
-}
-
-// meanMedian of durations; zero for none.
-func meanMedian(ds []time.Duration) (mean, median time.Duration) {
-	if len(ds) == 0 {
-		return 0, 0
-	}
-	sorted := slices.Clone(ds)
-	slices.Sort(sorted)
-	var sum float64
-	for _, d := range sorted {
-		sum += float64(d)
-	}
-	mean = time.Duration(math.Round(sum / float64(len(sorted))))
-	mid := len(sorted) / 2
-	median = sorted[mid]
-	if len(sorted)%2 == 0 {
-		median = (sorted[mid-1] + sorted[mid]) / 2
-	}
-	return mean, median
 }
 
 // WritePredictionTable prints Table 4 of the paper in Markdown: precision

@@ -110,9 +110,9 @@ func TestPredictionHandBuiltRuns(t *testing.T) {
 			name: "reported handover predicted 180 ms ahead",
 			run:  new(predRun).handover(diag.EventA3, diag.HOPCell, predSub6A, predSub6B, 9820, 9967, 10000),
 			want: map[string]wantPredictor{
-				PredictorM2HO:      {Ratio{1, 1}, Ratio{1, 1}, Ratio{1, 1}, msAt(180)},
-				PredictorNaive:     {Ratio{1, 1}, Ratio{1, 1}, Ratio{1, 1}, msAt(180)},
-				PredictorAtCommand: {Ratio{1, 1}, Ratio{1, 1}, Ratio{1, 1}, msAt(33)},
+				PredictorM2HO:      {Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(180)},
+				PredictorNaive:     {Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(180)},
+				PredictorAtCommand: {Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(33)},
 			},
 			wantOutcomes: map[string]int{statemachine.OutcomeConfirmed: 1},
 		},
@@ -122,9 +122,9 @@ func TestPredictionHandBuiltRuns(t *testing.T) {
 				report(5000, diag.EventA3, predSub6A, predSub6B).
 				handover(diag.EventA3, diag.HOPCell, predSub6A, predSub6B, 9820, 9967, 10000),
 			want: map[string]wantPredictor{
-				PredictorM2HO:      {Ratio{1, 2}, Ratio{1, 1}, Ratio{1, 1}, msAt(180)},
-				PredictorNaive:     {Ratio{1, 2}, Ratio{1, 1}, Ratio{1, 1}, msAt(180)},
-				PredictorAtCommand: {Ratio{1, 1}, Ratio{1, 1}, Ratio{1, 1}, msAt(33)},
+				PredictorM2HO:      {Ratio{Num: 1, Den: 2}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(180)},
+				PredictorNaive:     {Ratio{Num: 1, Den: 2}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(180)},
+				PredictorAtCommand: {Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(33)},
 			},
 			wantOutcomes: map[string]int{statemachine.OutcomeConfirmed: 1, statemachine.OutcomeTimedOut: 1},
 		},
@@ -135,9 +135,9 @@ func TestPredictionHandBuiltRuns(t *testing.T) {
 				report(5200, diag.EventA1, predMmA, diag.Cell{}).
 				handover(diag.EventA3, diag.HOSCGChange, predMmA, predMmB, 9820, 9967, 10000),
 			want: map[string]wantPredictor{
-				PredictorM2HO:      {Ratio{1, 2}, Ratio{1, 1}, Ratio{1, 1}, msAt(180)},
-				PredictorNaive:     {Ratio{1, 3}, Ratio{1, 1}, Ratio{1, 1}, msAt(180)},
-				PredictorAtCommand: {Ratio{1, 1}, Ratio{1, 1}, Ratio{1, 1}, msAt(33)},
+				PredictorM2HO:      {Ratio{Num: 1, Den: 2}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(180)},
+				PredictorNaive:     {Ratio{Num: 1, Den: 3}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(180)},
+				PredictorAtCommand: {Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(33)},
 			},
 			wantOutcomes: map[string]int{statemachine.OutcomeConfirmed: 1, statemachine.OutcomeCancelledA1: 1},
 		},
@@ -147,9 +147,9 @@ func TestPredictionHandBuiltRuns(t *testing.T) {
 				handover(diag.EventB1, diag.HOSCGAdd, predSub6A, predMmA, 9820, 9967, 10000).
 				rlf(predMmA, predSub6A, 20000),
 			want: map[string]wantPredictor{
-				PredictorM2HO:      {Ratio{1, 1}, Ratio{1, 2}, Ratio{1, 1}, msAt(180)},
-				PredictorNaive:     {Ratio{1, 1}, Ratio{1, 2}, Ratio{1, 1}, msAt(180)},
-				PredictorAtCommand: {Ratio{1, 1}, Ratio{1, 2}, Ratio{1, 1}, msAt(33)},
+				PredictorM2HO:      {Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 2}, Ratio{Num: 1, Den: 1}, msAt(180)},
+				PredictorNaive:     {Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 2}, Ratio{Num: 1, Den: 1}, msAt(180)},
+				PredictorAtCommand: {Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 2}, Ratio{Num: 1, Den: 1}, msAt(33)},
 			},
 			wantOutcomes: map[string]int{statemachine.OutcomeConfirmed: 1},
 		},
@@ -160,9 +160,9 @@ func TestPredictionHandBuiltRuns(t *testing.T) {
 				report(19900, diag.EventA2, predMmA, diag.Cell{}).
 				rlf(predMmA, predSub6A, 20000),
 			want: map[string]wantPredictor{
-				PredictorM2HO:      {Ratio{1, 2}, Ratio{1, 2}, Ratio{1, 1}, msAt(180)},
-				PredictorNaive:     {Ratio{1, 2}, Ratio{1, 2}, Ratio{1, 1}, msAt(180)},
-				PredictorAtCommand: {Ratio{1, 1}, Ratio{1, 2}, Ratio{1, 1}, msAt(33)},
+				PredictorM2HO:      {Ratio{Num: 1, Den: 2}, Ratio{Num: 1, Den: 2}, Ratio{Num: 1, Den: 1}, msAt(180)},
+				PredictorNaive:     {Ratio{Num: 1, Den: 2}, Ratio{Num: 1, Den: 2}, Ratio{Num: 1, Den: 1}, msAt(180)},
+				PredictorAtCommand: {Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 2}, Ratio{Num: 1, Den: 1}, msAt(33)},
 			},
 			wantOutcomes: map[string]int{statemachine.OutcomeConfirmed: 1, OutcomeDropped: 1},
 		},
@@ -172,9 +172,9 @@ func TestPredictionHandBuiltRuns(t *testing.T) {
 				report(9700, diag.EventA3, predMmA, predMmB).
 				handover(diag.EventA2, diag.HOSCGRelease, predMmA, predSub6A, 9820, 9967, 10000),
 			want: map[string]wantPredictor{
-				PredictorM2HO:      {Ratio{1, 2}, Ratio{1, 1}, Ratio{1, 1}, msAt(180)},
-				PredictorNaive:     {Ratio{2, 2}, Ratio{1, 1}, Ratio{1, 1}, msAt(300)},
-				PredictorAtCommand: {Ratio{1, 1}, Ratio{1, 1}, Ratio{1, 1}, msAt(33)},
+				PredictorM2HO:      {Ratio{Num: 1, Den: 2}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(180)},
+				PredictorNaive:     {Ratio{Num: 2, Den: 2}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(300)},
+				PredictorAtCommand: {Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(33)},
 			},
 			wantOutcomes: map[string]int{statemachine.OutcomeConfirmed: 1, OutcomeSuperseded: 1},
 		},
@@ -184,9 +184,9 @@ func TestPredictionHandBuiltRuns(t *testing.T) {
 				report(9700, diag.EventA3, predSub6A, predSub6B).
 				handover(diag.EventA3, diag.HOPCell, predSub6A, predSub6B, 9820, 9967, 10000),
 			want: map[string]wantPredictor{
-				PredictorM2HO:      {Ratio{1, 1}, Ratio{1, 1}, Ratio{1, 1}, msAt(300)},
-				PredictorNaive:     {Ratio{2, 2}, Ratio{1, 1}, Ratio{1, 1}, msAt(300)},
-				PredictorAtCommand: {Ratio{1, 1}, Ratio{1, 1}, Ratio{1, 1}, msAt(33)},
+				PredictorM2HO:      {Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(300)},
+				PredictorNaive:     {Ratio{Num: 2, Den: 2}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(300)},
+				PredictorAtCommand: {Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(33)},
 			},
 			wantOutcomes: map[string]int{statemachine.OutcomeConfirmed: 1},
 		},
@@ -196,9 +196,9 @@ func TestPredictionHandBuiltRuns(t *testing.T) {
 				handover(diag.EventA3, diag.HOPCell, predSub6A, predSub6B, 9820, 9967, 10000).
 				withoutCommands(),
 			want: map[string]wantPredictor{
-				PredictorM2HO:      {Ratio{1, 1}, Ratio{1, 1}, Ratio{1, 1}, msAt(180)},
-				PredictorNaive:     {Ratio{1, 1}, Ratio{1, 1}, Ratio{1, 1}, msAt(180)},
-				PredictorAtCommand: {Ratio{0, 0}, Ratio{0, 1}, Ratio{0, 1}, 0},
+				PredictorM2HO:      {Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(180)},
+				PredictorNaive:     {Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(180)},
+				PredictorAtCommand: {Ratio{Num: 0, Den: 0}, Ratio{Num: 0, Den: 1}, Ratio{Num: 0, Den: 1}, 0},
 			},
 			wantOutcomes: map[string]int{statemachine.OutcomeConfirmed: 1},
 		},
@@ -211,9 +211,9 @@ func TestPredictionHandBuiltRuns(t *testing.T) {
 				report(9900, diag.EventA5, predSub6A, predSub6B). // before the command: correct
 				report(9980, diag.EventB2, predSub6A, predSub6B), // after the command
 			want: map[string]wantPredictor{
-				PredictorM2HO:      {Ratio{1, 1}, Ratio{1, 1}, Ratio{1, 1}, msAt(180)},
-				PredictorNaive:     {Ratio{2, 5}, Ratio{1, 1}, Ratio{1, 1}, msAt(180)},
-				PredictorAtCommand: {Ratio{1, 1}, Ratio{1, 1}, Ratio{1, 1}, msAt(33)},
+				PredictorM2HO:      {Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(180)},
+				PredictorNaive:     {Ratio{Num: 2, Den: 5}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(180)},
+				PredictorAtCommand: {Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, Ratio{Num: 1, Den: 1}, msAt(33)},
 			},
 			wantOutcomes: map[string]int{statemachine.OutcomeConfirmed: 1},
 		},
@@ -253,10 +253,10 @@ func TestPredictionClassesFollowTheHandover(t *testing.T) {
 		precision, recall    Ratio
 		earlinessMean, earlM time.Duration
 	}{
-		{class: "sub6_mmwave", precision: Ratio{1, 1}, recall: Ratio{1, 1}, earlinessMean: msAt(180), earlM: msAt(180)},
-		{class: "mmwave_mmwave", precision: Ratio{1, 1}, recall: Ratio{1, 1}, earlinessMean: msAt(200), earlM: msAt(200)},
-		{class: "mmwave_sub6", precision: Ratio{1, 2}, recall: Ratio{1, 1}, earlinessMean: msAt(300), earlM: msAt(300)},
-		{class: ClassOverall, precision: Ratio{3, 4}, recall: Ratio{3, 3}, earlinessMean: msAt(680) / 3, earlM: msAt(200)},
+		{class: "sub6_mmwave", precision: Ratio{Num: 1, Den: 1}, recall: Ratio{Num: 1, Den: 1}, earlinessMean: msAt(180), earlM: msAt(180)},
+		{class: "mmwave_mmwave", precision: Ratio{Num: 1, Den: 1}, recall: Ratio{Num: 1, Den: 1}, earlinessMean: msAt(200), earlM: msAt(200)},
+		{class: "mmwave_sub6", precision: Ratio{Num: 1, Den: 2}, recall: Ratio{Num: 1, Den: 1}, earlinessMean: msAt(300), earlM: msAt(300)},
+		{class: ClassOverall, precision: Ratio{Num: 3, Den: 4}, recall: Ratio{Num: 3, Den: 3}, earlinessMean: msAt(680) / 3, earlM: msAt(200)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.class, func(t *testing.T) {
@@ -289,7 +289,7 @@ func TestPredictionSkipsMalformedSignalling(t *testing.T) {
 	}, res.Skipped)
 	m2ho, _ := res.Predictor(PredictorM2HO)
 	overall, _ := m2ho.Class(ClassOverall)
-	assert.Equal(t, Ratio{1, 1}, overall.Recall)
+	assert.Equal(t, Ratio{Num: 1, Den: 1}, overall.Recall)
 }
 
 func TestPredictionUnusableRuns(t *testing.T) {
@@ -325,9 +325,9 @@ func TestPredictionSumsRuns(t *testing.T) {
 	assert.Equal(t, 2, res.Runs)
 	m2ho, _ := res.Predictor(PredictorM2HO)
 	overall, _ := m2ho.Class(ClassOverall)
-	assert.Equal(t, Ratio{2, 3}, overall.Precision)
-	assert.Equal(t, Ratio{2, 3}, overall.Recall)
-	assert.Equal(t, Ratio{2, 2}, overall.RecallHandovers)
+	assert.Equal(t, Ratio{Num: 2, Den: 3}, overall.Precision)
+	assert.Equal(t, Ratio{Num: 2, Den: 3}, overall.Recall)
+	assert.Equal(t, Ratio{Num: 2, Den: 2}, overall.RecallHandovers)
 	assert.Equal(t, msAt(190), overall.EarlinessMean)
 	assert.Equal(t, map[string]int{statemachine.OutcomeConfirmed: 2, statemachine.OutcomeTimedOut: 1}, m2ho.Outcomes)
 
@@ -349,7 +349,7 @@ func TestPredictionReplayCrossesLongGaps(t *testing.T) {
 	m2ho, _ := res.Predictor(PredictorM2HO)
 	assert.Equal(t, map[string]int{statemachine.OutcomeTimedOut: 1, statemachine.OutcomeConfirmed: 1}, m2ho.Outcomes)
 	overall, _ := m2ho.Class(ClassOverall)
-	assert.Equal(t, Ratio{1, 2}, overall.Precision)
+	assert.Equal(t, Ratio{Num: 1, Den: 2}, overall.Precision)
 	assert.Equal(t, msAt(180), overall.EarlinessMean)
 }
 
@@ -373,8 +373,8 @@ func TestPredictionRatio(t *testing.T) {
 		wantText string
 		wantJSON string
 	}{
-		{name: "counts", ratio: Ratio{45, 48}, wantText: "93.8 (45/48)", wantJSON: `{"num":45,"den":48,"value":0.9375}`},
-		{name: "empty", ratio: Ratio{0, 0}, wantText: "- (0/0)", wantJSON: `{"num":0,"den":0,"value":null}`},
+		{name: "counts", ratio: Ratio{Num: 45, Den: 48}, wantText: "93.8 (45/48)", wantJSON: `{"num":45,"den":48,"value":0.9375}`},
+		{name: "empty", ratio: Ratio{Num: 0, Den: 0}, wantText: "- (0/0)", wantJSON: `{"num":0,"den":0,"value":null}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -468,8 +468,8 @@ func TestPredictionReadLive(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, 7, got.Made())
 			assert.Equal(t, 1, got.Unpredicted())
-			assert.Equal(t, Ratio{4, 7}, got.Precision())
-			assert.Equal(t, Ratio{4, 5}, got.Recall())
+			assert.Equal(t, Ratio{Num: 4, Den: 7}, got.Precision())
+			assert.Equal(t, Ratio{Num: 4, Den: 5}, got.Recall())
 			raw, err := json.Marshal(got)
 			require.NoError(t, err)
 			assert.JSONEq(t, `{"runs":1,"confirmed":4,"cancelled_a1":1,"timed_out":2,"handovers":5,"made":7,"unpredicted":1,`+
@@ -570,7 +570,7 @@ func TestPredictionGeneratedScenarios(t *testing.T) {
 
 	naive, _ := res.Predictor(PredictorNaive)
 	naiveOverall, _ := naive.Class(ClassOverall)
-	assert.Equal(t, Ratio{handovers, handovers}, naiveOverall.RecallHandovers, "HO-Naive sees every handover's report")
+	assert.Equal(t, Ratio{Num: handovers, Den: handovers}, naiveOverall.RecallHandovers, "HO-Naive sees every handover's report")
 	assert.LessOrEqual(t, naiveOverall.Precision.Num*overall.Precision.Den, overall.Precision.Num*naiveOverall.Precision.Den,
 		"HO-Naive is no more precise than Algorithm 1")
 
@@ -583,7 +583,7 @@ func TestPredictionGeneratedScenarios(t *testing.T) {
 			sum += lead
 		}
 		mean := time.Duration(math.Round(float64(sum) / float64(len(leads))))
-		assert.Equal(t, Ratio{len(leads), len(leads)}, row.Precision, class)
+		assert.Equal(t, Ratio{Num: len(leads), Den: len(leads)}, row.Precision, class)
 		assert.Equal(t, mean, row.EarlinessMean, "react-at-command earliness of %s is the mean command lead", class)
 	}
 }

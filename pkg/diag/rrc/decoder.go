@@ -127,7 +127,7 @@ func (m *measState) dropMeasIDs(match func(MeasIDLink) bool) {
 
 // ratState is the per-RAT connection state.
 type ratState struct {
-	meas    *measState
+	meas    *connectionMeas
 	serving diag.Cell
 	// pending are the targets of handover commands awaiting their
 	// reconfiguration complete.
@@ -147,7 +147,29 @@ type Decoder struct {
 	// few ms apart: the second copy must not count as a second procedure.
 	lastSCGReconfig   []byte
 	lastSCGReconfigAt time.Time
+	// reportSeen is told of every measurement report (ObserveReports).
+	reportSeen func(ReportSeen)
 }
+
+// ReportSeen is one measurement report as the decoder resolved it,
+// including those that yield no event: periodical reports and reports
+// whose measId no measConfig seen so far defines.
+type ReportSeen struct {
+	Time   time.Time
+	RAT    diag.RAT
+	MeasID int
+	// Resolved: the measId names a report configuration in force.
+	Resolved bool
+	// Event is the trigger of a resolved report; empty for periodical
+	// reports and other triggers m2ho does not follow.
+	Event diag.MeasEvent
+}
+
+// ObserveReports makes the decoder call fn with every measurement report
+// it decodes, before it returns the report's events (nil: none). Events
+// leave out the reports that carry nothing to predict from; whoever
+// judges prediction on a capture needs to know that they were there.
+func (d *Decoder) ObserveReports(fn func(ReportSeen)) { d.reportSeen = fn }
 
 // scgCopySpread bounds how far apart the two copies of one SCG
 // reconfiguration are logged. In the shared EN-DC captures the copies are
@@ -190,8 +212,8 @@ func NewDecoder(logger *slog.Logger) *Decoder {
 	return &Decoder{
 		logger: logger,
 		state: map[diag.RAT]*ratState{
-			diag.RATLTE: {meas: newMeasState()},
-			diag.RATNR:  {meas: newMeasState()},
+			diag.RATLTE: {meas: newConnectionMeas()},
+			diag.RATNR:  {meas: newConnectionMeas()},
 		},
 	}
 }
@@ -259,22 +281,54 @@ func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) 
 		return events, nil
 	case s.Message == "rrcConnectionReconfiguration" || s.Message == "rrcReconfiguration":
 		return d.reconfiguration(msg, st, s), nil
+	case leavesConnection(msg.RAT, s.Message):
+		d.resetConnection(msg.RAT)
+		st.meas.apply(s.MeasConfig) // an NR resume carries the new one
 	}
 	return nil, nil
+}
+
+// leavesConnection reports whether a message ends the RRC connection the
+// measConfig belongs to, or starts a new one: a release (TS 36.331
+// 5.3.8, TS 38.331 5.3.8), a connection (or setup) request (the UE is
+// idle, even when the log missed the release), and an NR resume, whose
+// measurement configuration the network sends again.
+func leavesConnection(rat diag.RAT, message string) bool {
+	if rat == diag.RATLTE {
+		return message == "rrcConnectionRelease" || message == "rrcConnectionRequest"
+	}
+	return message == "rrcRelease" || message == "rrcSetupRequest" || message == "rrcResume"
+}
+
+// resetConnection starts the measurement configuration of rat afresh:
+// leaving RRC_CONNECTED releases it (TS 36.331 5.3.12, TS 38.331
+// 5.3.11), so a report of the next connection resolves only through what
+// that connection configured. Leaving an LTE connection also releases
+// the NR measConfig of its EN-DC secondary cell group.
+func (d *Decoder) resetConnection(rat diag.RAT) {
+	d.state[rat].meas.reset()
+	if rat == diag.RATLTE {
+		d.state[diag.RATNR].meas.reset()
+	}
 }
 
 // measReport resolves a report's measId through the measConfig of rat:
 // the event from the report configuration, the neighbour's carrier from
 // the measurement object.
 func (d *Decoder) measReport(at time.Time, rat diag.RAT, serving diag.Cell, r *MeasReport) ([]diag.Event, error) {
-	meas := d.state[rat].meas
-	link, ok := meas.measIDs[r.MeasID]
-	if !ok {
-		return nil, fmt.Errorf("%w: %s measId %d", ErrUnresolvedMeasID, rat, r.MeasID)
+	meas, err := d.state[rat].meas.resolving(r.MeasID)
+	seen := ReportSeen{Time: at, RAT: rat, MeasID: r.MeasID, Resolved: err == nil}
+	if err != nil {
+		if d.reportSeen != nil {
+			d.reportSeen(seen)
+		}
+		return nil, fmt.Errorf("%w: %s %w", ErrUnresolvedMeasID, rat, err)
 	}
-	event, ok := meas.reports[link.Report]
-	if !ok {
-		return nil, fmt.Errorf("%w: %s measId %d names reportConfig %d", ErrUnresolvedMeasID, rat, r.MeasID, link.Report)
+	link := meas.measIDs[r.MeasID]
+	event := meas.reports[link.Report]
+	if d.reportSeen != nil {
+		seen.Event = event
+		d.reportSeen(seen)
 	}
 	if event == "" {
 		return nil, nil // periodical or another trigger m2ho does not follow

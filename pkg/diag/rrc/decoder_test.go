@@ -103,6 +103,66 @@ func TestDecoderSequences(t *testing.T) {
 			{summary: lteReport(3, NeighborCell{RAT: diag.RATLTE, PCI: 7}), want: []diag.Event{
 				{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: serving, Neighbor: lteCell(7, 1300)}}},
 		}},
+		{"a new connection's measIds follow a handover through its own objects", []step{
+			{summary: lteReconf(Summary{MeasConfig: &MeasConfigDelta{
+				Objects: []MeasObject{{ID: 1, RAT: diag.RATLTE, Carrier: 1300}, {ID: 3, RAT: diag.RATLTE, Carrier: 1850}},
+				Reports: []ReportConfig{{ID: 1, Event: diag.EventA3}},
+				MeasIDs: []MeasIDLink{{ID: 1, Object: 1, Report: 1}},
+			}})},
+			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
+			// The new connection numbers its objects differently; the
+			// released objects 1 and 3 must not steer the re-linking.
+			{summary: lteReconf(Summary{MeasConfig: &MeasConfigDelta{
+				Objects: []MeasObject{{ID: 4, RAT: diag.RATLTE, Carrier: 1300}, {ID: 5, RAT: diag.RATLTE, Carrier: 1850}},
+				Reports: []ReportConfig{{ID: 1, Event: diag.EventA3}},
+				MeasIDs: []MeasIDLink{{ID: 1, Object: 4, Report: 1}},
+			}})},
+			{summary: lteReconf(Summary{Sync: &SyncTarget{PCI: 300, HasPCI: true, Carrier: 1850}}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: serving, Target: lteCell(300, 1850)}}},
+			{cell: cellRef(lteCell(300, 1850)), summary: lteReport(1, NeighborCell{RAT: diag.RATLTE, PCI: 301}), want: []diag.Event{
+				{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: lteCell(300, 1850), Neighbor: lteCell(301, 1850)}}},
+		}},
+		{"a report of the connection before a release resolves when the release was another connection's", []step{
+			{summary: lteReconf(Summary{MeasConfig: lteMeasSetup})},
+			// Another subscription's short connection in the same log.
+			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
+			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{summary: lteReconf(Summary{MeasConfig: &MeasConfigDelta{
+				Objects: []MeasObject{{ID: 3, RAT: diag.RATLTE, Carrier: 1850}},
+				Reports: []ReportConfig{{ID: 4, Event: diag.EventA5}},
+				MeasIDs: []MeasIDLink{{ID: 4, Object: 3, Report: 4}},
+			}})},
+			{summary: lteReport(1, NeighborCell{RAT: diag.RATLTE, PCI: 201}), want: []diag.Event{
+				{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: serving, Neighbor: lteCell(201, 1300)}}},
+			{summary: lteReport(4, NeighborCell{RAT: diag.RATLTE, PCI: 7}), want: []diag.Event{
+				{Type: diag.TypeMeasReport, Meas: diag.EventA5, Serving: serving, Neighbor: lteCell(7, 1850)}}},
+		}},
+		{"a new connection without measConfig resolves nothing of the released one", []step{
+			{rat: diag.RATNR, cell: cellRef(nrCell(433, 640704)), summary: Summary{Message: "rrcReconfiguration", MeasConfig: &MeasConfigDelta{
+				Objects: []MeasObject{{ID: 1, RAT: diag.RATNR, Carrier: 640704}},
+				Reports: []ReportConfig{{ID: 1, Event: diag.EventA3}},
+				MeasIDs: []MeasIDLink{{ID: 1, Object: 1, Report: 1}},
+			}}},
+			{rat: diag.RATNR, cell: cellRef(nrCell(433, 640704)), summary: Summary{Message: "rrcRelease"}},
+			{rat: diag.RATNR, channel: diag.ChannelULDCCH, cell: cellRef(nrCell(433, 640704)),
+				summary: Summary{Message: "measurementReport", Report: &MeasReport{MeasID: 2}}, wantErr: ErrUnresolvedMeasID},
+		}},
+		{"an NR resume brings its own measConfig", []step{
+			{rat: diag.RATNR, cell: cellRef(nrCell(433, 640704)), summary: Summary{Message: "rrcReconfiguration", MeasConfig: &MeasConfigDelta{
+				Objects: []MeasObject{{ID: 1, RAT: diag.RATNR, Carrier: 640704}},
+				Reports: []ReportConfig{{ID: 1, Event: diag.EventA3}},
+				MeasIDs: []MeasIDLink{{ID: 1, Object: 1, Report: 1}},
+			}}},
+			{rat: diag.RATNR, cell: cellRef(nrCell(433, 640704)), summary: Summary{Message: "rrcResume", MeasConfig: &MeasConfigDelta{
+				Objects: []MeasObject{{ID: 2, RAT: diag.RATNR, Carrier: 640704}},
+				Reports: []ReportConfig{{ID: 2, Event: diag.EventA5}},
+				MeasIDs: []MeasIDLink{{ID: 1, Object: 2, Report: 2}},
+			}}},
+			{rat: diag.RATNR, channel: diag.ChannelULDCCH, cell: cellRef(nrCell(433, 640704)),
+				summary: Summary{Message: "measurementReport", Report: &MeasReport{MeasID: 1, Neighbors: []NeighborCell{{RAT: diag.RATNR, PCI: 434}}}},
+				want:    []diag.Event{{Type: diag.TypeMeasReport, Meas: diag.EventA5, Serving: nrCell(433, 640704), Neighbor: nrCell(434, 640704)}}},
+		}},
 		{"primary cell handover and its completion", []step{
 			{summary: lteReconf(Summary{Sync: &SyncTarget{PCI: 300, HasPCI: true, Carrier: 1850}}), want: []diag.Event{
 				{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: serving, Target: lteCell(300, 1850)}}},
@@ -447,4 +507,28 @@ func TestDecodeVectorSequences(t *testing.T) {
 			assert.Equal(t, tt.want, events)
 		})
 	}
+}
+
+func TestDecoderObservesEveryReport(t *testing.T) {
+	d := NewDecoder(slog.New(slog.DiscardHandler))
+	var seen []ReportSeen
+	d.ObserveReports(func(r ReportSeen) { seen = append(seen, r) })
+	serving := lteCell(10, 1300)
+	steps := []Summary{
+		lteReconf(Summary{MeasConfig: lteMeasSetup}),
+		lteReport(1, NeighborCell{RAT: diag.RATLTE, PCI: 201}),
+		lteReport(3),
+		lteReport(9),
+		{Message: "ulInformationTransferMRDC-r15", NestedNR: &Summary{Message: "measurementReport", Report: &MeasReport{MeasID: 4}}},
+	}
+	for i, s := range steps {
+		msg := diag.RRCMessage{Time: t0.Add(time.Duration(i) * time.Millisecond), RAT: diag.RATLTE, Channel: diag.ChannelULDCCH, PCI: serving.PCI, ARFCN: serving.ARFCN}
+		_, _ = d.handle(msg, &s)
+	}
+	assert.Equal(t, []ReportSeen{
+		{Time: t0.Add(time.Millisecond), RAT: diag.RATLTE, MeasID: 1, Resolved: true, Event: diag.EventA3},
+		{Time: t0.Add(2 * time.Millisecond), RAT: diag.RATLTE, MeasID: 3, Resolved: true},
+		{Time: t0.Add(3 * time.Millisecond), RAT: diag.RATLTE, MeasID: 9},
+		{Time: t0.Add(4 * time.Millisecond), RAT: diag.RATNR, MeasID: 4},
+	}, seen, "resolved, periodical, unresolved, and an EN-DC NR report")
 }

@@ -215,6 +215,10 @@ func summarizeNR(roots *rootTypes, s *Summary, body *uper.Value) error {
 		}
 	case "rrcReestablishmentRequest":
 		s.ReestablishmentCause = body.Path("rrcReestablishmentRequest", "reestablishmentCause").Enumerant()
+	case "rrcResume":
+		// The resumed connection's measurement configuration (TS 38.331
+		// 5.3.13.4).
+		s.MeasConfig = measConfig(body.Path("criticalExtensions", "rrcResume", "measConfig"), nrMeasObject, nrReportEvent)
 	}
 	return nil
 }

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/m2ho/m2ho/pkg/replay"
+	"github.com/m2ho/m2ho/pkg/statemachine"
+)
+
+// replayCommand runs recorded diag inputs through the decoder, the state
+// machine and the estimator on their own clock, with no datapath, and
+// prints how handover prediction did and what policy m2ho would have
+// applied: a table, or JSON with --json. With --carry the learning
+// predictor learns across the inputs, as the daemon does across drives.
+func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	const usage = "usage: m2hod replay [--json] [--carry] URI...   (qmdl:PATH, pcap:PATH, jsonl:PATH)"
+	fs := flag.NewFlagSet("m2hod replay", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	asJSON := fs.Bool("json", false, "print the results as JSON")
+	carry := fs.Bool("carry", false, "the learning predictor goes on from one input to the next, in the order given, as m2hod keeps what it learnt in its cell store (default: each input starts from nothing)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, usage)
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+			return 0
+		}
+		fmt.Fprintf(stderr, "m2hod replay: %v (m2hod replay -h lists the flags)\n", err)
+		return exitUsage
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, usage)
+		return exitUsage
+	}
+	var results []*replay.Result
+	var learnt []statemachine.ReportStats
+	for _, uri := range fs.Args() {
+		res, err := replay.Replay(ctx, uri, learnt)
+		if err != nil {
+			fmt.Fprintf(stderr, "m2hod replay: %v\n", err)
+			return exitFailure
+		}
+		results = append(results, res)
+		if p, ok := res.Predictor(replay.PredictorLearning); ok && *carry {
+			learnt = p.Learnt
+		}
+	}
+	write := replay.WriteTable
+	if *asJSON {
+		write = replay.WriteJSON
+	}
+	if err := write(stdout, results); err != nil {
+		fmt.Fprintf(stderr, "m2hod replay: %v\n", err)
+		return exitFailure
+	}
+	return 0
+}

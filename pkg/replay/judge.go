@@ -1,0 +1,364 @@
+package replay
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/statemachine"
+)
+
+// ReportWindow is how long before a handover command a measurement
+// report must have come for the handover to count as announced by one:
+// the paper's longest report-to-execution interval is 310 ms (section
+// 4.2), and data/handover-timing.md finds none beyond one second.
+const ReportWindow = time.Second
+
+// ClassTotal labels the row of every handover class together.
+const ClassTotal = "total"
+
+// Classes lists the handover classes in the paper's table order, then
+// ClassTotal.
+func Classes() []string {
+	return []string{statemachine.KindSub6Sub6, statemachine.KindSub6MmWave, statemachine.KindMmWaveMmWave, statemachine.KindMmWaveSub6, ClassTotal}
+}
+
+// Why an unpredicted handover was missed.
+const (
+	// MissNoReport: no measurement report came within ReportWindow
+	// before the command.
+	MissNoReport = "no_report"
+	// MissReportNotPredicting: a report with a trigger came, but the
+	// predictor does not act on it.
+	MissReportNotPredicting = "report_not_predicting"
+	// MissPredictionEnded: a prediction came, but it timed out, was
+	// cancelled or replaced before the command.
+	MissPredictionEnded = "prediction_ended"
+	// MissPeriodicalReport: only periodical reports (or triggers m2ho does
+	// not follow) came.
+	MissPeriodicalReport = "periodical_report"
+	// MissUnresolvedMeasID: only reports whose measId the capture never
+	// configured came (it started mid-connection).
+	MissUnresolvedMeasID = "unresolved_meas_id"
+	// MissRadioLinkFailure: the connection failed (radio link or handover
+	// failure, re-establishment) with no command to predict.
+	MissRadioLinkFailure = "radio_link_failure"
+)
+
+// Report is one measurement report of a recording: resolved or not,
+// with or without a trigger m2ho follows (Event empty: periodical, or
+// another trigger).
+type Report struct {
+	Time     time.Time
+	Resolved bool
+	Event    diag.MeasEvent
+}
+
+// Ratio is a count over a total. Its JSON form carries the value too,
+// null when Den is 0.
+type Ratio struct {
+	Num int `json:"num"`
+	Den int `json:"den"`
+}
+
+// Value is Num/Den; ok is false when Den is 0.
+func (r Ratio) Value() (v float64, ok bool) {
+	if r.Den == 0 {
+		return 0, false
+	}
+	return float64(r.Num) / float64(r.Den), true
+}
+
+// ClassResult is how a predictor did on one handover class, or on all
+// (ClassTotal).
+type ClassResult struct {
+	Class string `json:"class"`
+	// Handovers counts handover command sets (the commands of one
+	// reconfiguration); Failures connection failures.
+	Handovers int `json:"handovers"`
+	Failures  int `json:"failures"`
+	// Reported counts the handovers with a measurement report within
+	// ReportWindow before their command.
+	Reported int `json:"reported"`
+	// Predicted counts the handovers a prediction announced (pending
+	// when the command came), PredictedReported those among Reported.
+	Predicted         int `json:"predicted"`
+	PredictedReported int `json:"predicted_reported"`
+	// Predictions counts predictions with an outcome, Confirmed those a
+	// command (or an unannounced completion) confirmed.
+	Predictions int `json:"predictions"`
+	Confirmed   int `json:"confirmed"`
+	// Precision is Confirmed/Predictions, Recall Predicted over
+	// handovers and failures, RecallReported PredictedReported/Reported.
+	Precision      Ratio `json:"precision"`
+	Recall         Ratio `json:"recall"`
+	RecallReported Ratio `json:"recall_reported"`
+	// Earliness is execution minus prediction, Lead command minus
+	// prediction, over the predicted handovers (that executed, for
+	// Earliness).
+	EarlinessMean   time.Duration `json:"earliness_mean_ns"`
+	EarlinessMedian time.Duration `json:"earliness_median_ns"`
+	LeadMean        time.Duration `json:"lead_mean_ns"`
+	LeadMedian      time.Duration `json:"lead_median_ns"`
+	// Misses counts the handovers and failures not predicted, by cause
+	// (the Miss constants).
+	Misses map[string]int `json:"misses"`
+}
+
+// handover is one command set of a replay.
+type handover struct {
+	class     string
+	commandAt time.Time
+	// executedAt is zero when it did not execute (timed out, failed).
+	executedAt time.Time
+	// predictedAt is when the prediction it confirmed was made; zero when
+	// none did.
+	predictedAt time.Time
+	failure     bool
+	miss        string
+	reported    bool
+}
+
+// judge follows one replay: the handovers, their predictions and the
+// policy the machine applied.
+type judge struct {
+	player  *Player
+	tracker predictionTracker
+	policy  *policyRecorder
+	reports []Report
+
+	handovers []*handover
+	// open is the command set being executed.
+	open *handover
+	// confirmedNow is set when the machine confirms a prediction while
+	// it handles a command.
+	confirmedNow bool
+}
+
+func (j *judge) Transition(statemachine.State, statemachine.State, string, time.Time) {}
+
+// Handover gives the executed command set its class.
+func (j *judge) Handover(kind string, at time.Time) {
+	if j.open != nil {
+		j.open.class, j.open.executedAt = kind, at
+		j.open = nil
+	}
+}
+
+func (j *judge) Prediction(outcome string, at time.Time) {
+	if outcome == statemachine.OutcomeConfirmed {
+		j.confirmedNow = true
+	}
+	j.tracker.outcome(outcome, at)
+}
+
+// play runs one event and follows what it did.
+func (j *judge) play(ev diag.Event) error {
+	if ev.Type != diag.TypeHOCommand {
+		if err := j.player.Play(ev); err != nil {
+			return err
+		}
+		j.afterEvent(ev)
+		return nil
+	}
+	if err := j.player.Prepare(ev.Time); err != nil {
+		return err
+	}
+	before := j.player.Machine().Status()
+	j.confirmedNow = false
+	j.player.Handle(ev)
+	if before.Command != nil {
+		// Another command of the reconfiguration being executed.
+		j.afterEvent(ev)
+		return nil
+	}
+	after := j.player.Machine().Status()
+	h := &handover{commandAt: ev.Time, class: statemachine.HandoverKind(before.Serving.Band, before.Serving.Band)}
+	if after.Command != nil {
+		h.class = statemachine.HandoverKind(before.Serving.Band, after.Command.NewServing.Band)
+	}
+	if j.confirmedNow && before.Prediction != nil {
+		h.predictedAt = before.Prediction.PredictedAt
+	}
+	j.handovers = append(j.handovers, h)
+	j.open = h
+	j.afterEvent(ev)
+	return nil
+}
+
+func (j *judge) afterEvent(ev diag.Event) {
+	if ev.Type == diag.TypeHOFailure {
+		j.open = nil
+		st := j.player.Machine().Status()
+		j.handovers = append(j.handovers, &handover{commandAt: ev.Time, failure: true, miss: MissRadioLinkFailure,
+			class: statemachine.HandoverKind(st.Serving.Band, st.Serving.Band)})
+	}
+	j.tracker.observe(j.player.Machine().Status().Prediction, ev.Time)
+}
+
+// judgeMisses finds why each unpredicted handover was missed, and which
+// handovers a report announced.
+func (j *judge) judgeMisses() {
+	for _, h := range j.handovers {
+		if h.failure {
+			continue
+		}
+		from := h.commandAt.Add(-ReportWindow)
+		lo, _ := slices.BinarySearchFunc(j.reports, from, func(r Report, t time.Time) int { return r.Time.Compare(t) })
+		var event, periodical, unresolved bool
+		for _, r := range j.reports[lo:] {
+			if r.Time.After(h.commandAt) {
+				break
+			}
+			switch {
+			case !r.Resolved:
+				unresolved = true
+			case r.Event == "":
+				periodical = true
+			default:
+				event = true
+			}
+		}
+		h.reported = event || periodical || unresolved
+		if !h.predictedAt.IsZero() {
+			continue
+		}
+		switch {
+		case j.predictionEndedBefore(from, h.commandAt):
+			h.miss = MissPredictionEnded
+		case event:
+			h.miss = MissReportNotPredicting
+		case periodical:
+			h.miss = MissPeriodicalReport
+		case unresolved:
+			h.miss = MissUnresolvedMeasID
+		default:
+			h.miss = MissNoReport
+		}
+	}
+}
+
+// predictionEndedBefore reports whether a prediction made in [from, to)
+// ended without confirmation.
+func (j *judge) predictionEndedBefore(from, to time.Time) bool {
+	for _, p := range slices.Backward(j.tracker.made) {
+		if p.PredictedAt.Before(from) {
+			return false
+		}
+		if p.PredictedAt.Before(to) && p.Outcome != statemachine.OutcomeConfirmed {
+			return true
+		}
+	}
+	return false
+}
+
+// classes sums the handovers and predictions by class.
+func (j *judge) classes() []ClassResult {
+	type acc struct {
+		ClassResult
+		earliness, lead []time.Duration
+	}
+	byClass := map[string]*acc{}
+	get := func(class string) *acc {
+		a, ok := byClass[class]
+		if !ok {
+			a = &acc{ClassResult: ClassResult{Class: class, Misses: map[string]int{}}}
+			byClass[class] = a
+		}
+		return a
+	}
+	for _, h := range j.handovers {
+		for _, a := range []*acc{get(h.class), get(ClassTotal)} {
+			if h.failure {
+				a.Failures++
+				a.Misses[h.miss]++
+				continue
+			}
+			a.Handovers++
+			if h.reported {
+				a.Reported++
+			}
+			if h.predictedAt.IsZero() {
+				a.Misses[h.miss]++
+				continue
+			}
+			a.Predicted++
+			if h.reported {
+				a.PredictedReported++
+			}
+			a.lead = append(a.lead, h.commandAt.Sub(h.predictedAt))
+			if !h.executedAt.IsZero() {
+				a.earliness = append(a.earliness, h.executedAt.Sub(h.predictedAt))
+			}
+		}
+	}
+	for _, p := range j.tracker.made {
+		if p.Outcome == OutcomeUnresolved || p.Outcome == OutcomeSuperseded {
+			// Neither right nor wrong: the handover it announced may
+			// still come, or a later report of the same announcement
+			// replaced it.
+			continue
+		}
+		class := statemachine.HandoverKind(p.Source.Band, p.Target.Band)
+		if p.Outcome == statemachine.OutcomeConfirmed {
+			if h := j.confirmedBy(p); h != nil {
+				class = h.class
+			}
+		}
+		for _, a := range []*acc{get(class), get(ClassTotal)} {
+			a.Predictions++
+			if p.Outcome == statemachine.OutcomeConfirmed {
+				a.Confirmed++
+			}
+		}
+	}
+	var out []ClassResult
+	for _, class := range Classes() {
+		a, ok := byClass[class]
+		if !ok && class != ClassTotal {
+			continue
+		}
+		if !ok {
+			a = get(class)
+		}
+		r := a.ClassResult
+		r.Precision = Ratio{Num: r.Confirmed, Den: r.Predictions}
+		r.Recall = Ratio{Num: r.Predicted, Den: r.Handovers + r.Failures}
+		r.RecallReported = Ratio{Num: r.PredictedReported, Den: r.Reported}
+		r.EarlinessMean, r.EarlinessMedian = MeanMedian(a.earliness)
+		r.LeadMean, r.LeadMedian = MeanMedian(a.lead)
+		out = append(out, r)
+	}
+	return out
+}
+
+// confirmedBy is the handover a confirmed prediction announced.
+func (j *judge) confirmedBy(p *Prediction) *handover {
+	for _, h := range j.handovers {
+		if !h.failure && h.predictedAt.Equal(p.PredictedAt) && !h.commandAt.Before(p.PredictedAt) {
+			return h
+		}
+	}
+	return nil
+}
+
+// MeanMedian of durations, rounded to the nanosecond; zero for none.
+func MeanMedian(ds []time.Duration) (mean, median time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	var sum float64
+	for _, d := range sorted {
+		sum += float64(d)
+	}
+	mean = time.Duration(math.Round(sum / float64(len(sorted))))
+	mid := len(sorted) / 2
+	median = sorted[mid]
+	if len(sorted)%2 == 0 {
+		median = (sorted[mid-1] + sorted[mid]) / 2
+	}
+	return mean, median
+}

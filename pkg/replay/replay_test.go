@@ -1,0 +1,351 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/statemachine"
+)
+
+var (
+	t0   = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	lteA = diag.Cell{RAT: diag.RATLTE, Band: diag.BandSub6, PCI: 1, ARFCN: 1850}
+	lteB = diag.Cell{RAT: diag.RATLTE, Band: diag.BandSub6, PCI: 2, ARFCN: 1850}
+	lteC = diag.Cell{RAT: diag.RATLTE, Band: diag.BandSub6, PCI: 3, ARFCN: 1850}
+	nrMm = diag.Cell{RAT: diag.RATNR, Band: diag.BandMmWave, PCI: 100, ARFCN: 2079167}
+)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+func report(ms int, ev diag.MeasEvent, serving, neighbor diag.Cell) diag.Event {
+	return diag.Event{Type: diag.TypeMeasReport, Time: at(ms), Meas: ev, Serving: serving, Neighbor: neighbor}
+}
+
+func command(ms int, kind diag.HOKind, source, target diag.Cell) diag.Event {
+	return diag.Event{Type: diag.TypeHOCommand, Time: at(ms), Kind: kind, Source: source, Target: target}
+}
+
+func complete(ms int, cell diag.Cell) diag.Event {
+	return diag.Event{Type: diag.TypeHOComplete, Time: at(ms), Cell: cell}
+}
+
+// recordingOf is a recording of events whose reports are those of the
+// events plus extra ones that yield none (periodical, unresolved).
+func recordingOf(events []diag.Event, extra ...Report) *Recording {
+	rec := &Recording{Input: "test", Events: events}
+	for _, ev := range events {
+		if ev.Type == diag.TypeMeasReport {
+			rec.Reports = append(rec.Reports, Report{Time: ev.Time, Resolved: true, Event: ev.Meas})
+		}
+	}
+	rec.Reports = append(rec.Reports, extra...)
+	sortReports(rec.Reports)
+	return rec
+}
+
+// judgedTimeline has one handover of each fate.
+func judgedTimeline() *Recording {
+	events := []diag.Event{
+		report(0, diag.EventA4, lteA, diag.Cell{}),
+		// Predicted: report 60 ms before the command, executed 20 ms later.
+		report(1000, diag.EventA3, lteA, lteB),
+		command(1060, diag.HOPCell, lteA, lteB),
+		complete(1080, lteB),
+		// A prediction no command follows.
+		report(3000, diag.EventA3, lteB, lteA),
+		// No report at all.
+		command(5000, diag.HOPCell, lteB, lteC),
+		complete(5020, lteC),
+		// Only a periodical report before it (no event).
+		command(7100, diag.HOPCell, lteC, lteA),
+		complete(7120, lteA),
+		// Only a report whose measId was never configured.
+		command(9050, diag.HOPCell, lteA, lteB),
+		complete(9070, lteB),
+		// An LTE A5, which Algorithm 1 does not act on.
+		report(11000, diag.EventA5, lteB, lteC),
+		command(11060, diag.HOPCell, lteB, lteC),
+		complete(11080, lteC),
+		// A radio link failure.
+		{Type: diag.TypeHOFailure, Time: at(13000), Cause: diag.CauseRLF},
+		// A handover to mmWave announced by a B1.
+		report(15000, diag.EventB1, lteC, nrMm),
+		command(15050, diag.HOSCGAdd, diag.Cell{}, nrMm),
+		complete(15070, nrMm),
+	}
+	return recordingOf(events,
+		Report{Time: at(7000), Resolved: true},
+		Report{Time: at(9000)},
+	)
+}
+
+func TestJudgeAlgorithm1(t *testing.T) {
+	res, err := Judge(judgedTimeline(), PredictorAlgorithm1, nil)
+	require.NoError(t, err)
+	assert.Equal(t, PredictorAlgorithm1, res.Predictor)
+
+	total, ok := res.Class(ClassTotal)
+	require.True(t, ok)
+	assert.Equal(t, 6, total.Handovers)
+	assert.Equal(t, 1, total.Failures)
+	assert.Equal(t, 5, total.Reported, "every handover but the unannounced one")
+	assert.Equal(t, Ratio{Num: 2, Den: 3}, total.Precision, "two confirmed, one timed out")
+	assert.Equal(t, Ratio{Num: 2, Den: 7}, total.Recall)
+	assert.Equal(t, Ratio{Num: 2, Den: 5}, total.RecallReported)
+	assert.Equal(t, map[string]int{
+		MissNoReport: 1, MissPeriodicalReport: 1, MissUnresolvedMeasID: 1,
+		MissReportNotPredicting: 1, MissRadioLinkFailure: 1,
+	}, total.Misses)
+	assert.Equal(t, 55*time.Millisecond, total.LeadMean, "60 and 50 ms")
+	assert.Equal(t, 75*time.Millisecond, total.EarlinessMean, "80 and 70 ms")
+
+	sub6, ok := res.Class(statemachine.KindSub6Sub6)
+	require.True(t, ok)
+	assert.Equal(t, 5, sub6.Handovers)
+	assert.Equal(t, Ratio{Num: 1, Den: 2}, sub6.Precision)
+	up, ok := res.Class(statemachine.KindSub6MmWave)
+	require.True(t, ok)
+	assert.Equal(t, 1, up.Handovers)
+	assert.Equal(t, Ratio{Num: 1, Den: 1}, up.Precision)
+	assert.Equal(t, Ratio{Num: 1, Den: 1}, up.RecallReported)
+	assert.Equal(t, []string{statemachine.KindSub6Sub6, statemachine.KindSub6MmWave, ClassTotal}, classNames(res.Classes))
+
+	assert.Equal(t, map[string]int{statemachine.OutcomeConfirmed: 2, statemachine.OutcomeTimedOut: 1}, res.Outcomes)
+	pol := res.Policy
+	assert.Equal(t, 6, pol.Suppressions, "Smoothing after every executed handover")
+	assert.Equal(t, 6*statemachine.DefaultConfig().SmoothingMax, pol.SuppressedFor, "nothing ends Smoothing earlier here")
+	assert.GreaterOrEqual(t, pol.Clamps, 7, "a clamp for every prediction and unpredicted command")
+	assert.Positive(t, pol.ClampedFor)
+	assert.Positive(t, pol.ClampBytesMedian)
+	assert.Zero(t, pol.Freezes)
+}
+
+func classNames(cs []ClassResult) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Class
+	}
+	return out
+}
+
+// TestJudgeLearningFollowsTheNetwork: a network that hands over after
+// LTE A5 reports and ignores A3 reports.
+func TestJudgeLearningFollowsTheNetwork(t *testing.T) {
+	events := []diag.Event{report(0, diag.EventA4, lteA, diag.Cell{})}
+	cells := []diag.Cell{lteA, lteB}
+	for i := range 30 {
+		ms := 4000 * (i + 1)
+		serving, other := cells[i%2], cells[(i+1)%2]
+		events = append(events,
+			report(ms, diag.EventA3, serving, other),
+			report(ms+1500, diag.EventA5, serving, other),
+			command(ms+1560, diag.HOPCell, serving, other),
+			complete(ms+1580, other))
+	}
+	rec := recordingOf(events)
+	alg1, err := Judge(rec, PredictorAlgorithm1, nil)
+	require.NoError(t, err)
+	learning, err := Judge(rec, PredictorLearning, nil)
+	require.NoError(t, err)
+	a, _ := alg1.Class(ClassTotal)
+	l, _ := learning.Class(ClassTotal)
+	t.Logf("algorithm 1: precision %v recall %v; learning: precision %v recall %v", a.Precision, a.RecallReported, l.Precision, l.RecallReported)
+	assert.Equal(t, Ratio{Num: 0, Den: 30}, a.Precision, "Algorithm 1 trusts every A3, and every one times out")
+	assert.Zero(t, a.Predicted)
+	assert.Greater(t, l.Predicted, 20, "the learning predictor acts on the A5")
+	pl, _ := l.Precision.Value()
+	assert.Greater(t, pl, 0.6, "and stops trusting the A3")
+	assert.Positive(t, learning.LearntKinds)
+
+	// What was learnt, given to the next replay, predicts from the start.
+	again, err := Judge(rec, PredictorLearning, learning.Learnt)
+	require.NoError(t, err)
+	a2, _ := again.Class(ClassTotal)
+	assert.Greater(t, a2.Predicted, l.Predicted)
+	assert.GreaterOrEqual(t, a2.Confirmed*l.Predictions, l.Confirmed*a2.Predictions, "precision does not fall")
+	ignored, err := Judge(rec, PredictorAlgorithm1, learning.Learnt)
+	require.NoError(t, err)
+	assert.Equal(t, alg1.Classes, ignored.Classes, "Algorithm 1 learns nothing")
+	assert.Empty(t, ignored.Learnt)
+}
+
+func TestJudgeUnknownPredictor(t *testing.T) {
+	_, err := Judge(judgedTimeline(), "oracle", nil)
+	assert.ErrorContains(t, err, "oracle")
+}
+
+// TestPlayerSessions: a log of two recordings replays each on a fresh
+// machine, which keeps what the previous one learnt.
+func TestPlayerSessions(t *testing.T) {
+	var sessions []time.Time
+	p, err := NewPlayer(Options{NewSession: func(at time.Time) { sessions = append(sessions, at) }})
+	require.NoError(t, err)
+	first := []diag.Event{
+		report(0, diag.EventA4, lteA, diag.Cell{}),
+		report(1000, diag.EventA5, lteA, lteB),
+		command(1050, diag.HOPCell, lteA, lteB),
+		complete(1070, lteB),
+	}
+	for _, ev := range first {
+		require.NoError(t, p.Play(ev))
+	}
+	// Timers ran between events: the handover's Smoothing ended.
+	require.NoError(t, p.Play(report(2500, diag.EventA4, lteB, diag.Cell{})))
+	assert.Equal(t, statemachine.Stable, p.Machine().State())
+	learnt := p.Machine().Learnt()
+	require.NotEmpty(t, learnt)
+	before := p.Machine()
+
+	// Small steps back are the machine's to absorb.
+	require.NoError(t, p.Play(report(2000, diag.EventA4, lteB, diag.Cell{})))
+	assert.Same(t, before, p.Machine())
+	assert.Equal(t, 1, p.Sessions())
+
+	require.NoError(t, p.Play(report(-3600_000, diag.EventA4, lteA, diag.Cell{})))
+	assert.NotSame(t, before, p.Machine())
+	assert.Equal(t, 2, p.Sessions())
+	assert.Equal(t, []time.Time{at(-3600_000)}, sessions)
+	assert.Equal(t, learnt, p.Machine().Learnt(), "what was learnt is the network's, not the recording's")
+	assert.Equal(t, at(-3600_000), p.Now())
+}
+
+func TestPlayerDrain(t *testing.T) {
+	p, err := NewPlayer(Options{})
+	require.NoError(t, err)
+	p.Drain(func() bool { return false }) // nothing played: nothing to do
+	require.NoError(t, p.Play(report(0, diag.EventA4, lteA, diag.Cell{})))
+	require.NoError(t, p.Play(report(10, diag.EventA3, lteA, lteB)))
+	require.Equal(t, statemachine.Preparation, p.Machine().State())
+	p.Drain(func() bool { return p.Machine().State() == statemachine.Stable })
+	assert.Equal(t, statemachine.Stable, p.Machine().State(), "the prediction timed out")
+	assert.Less(t, p.Now().Sub(at(10)), QuietAfter)
+}
+
+func TestPredictionsOutcomes(t *testing.T) {
+	events := []diag.Event{
+		report(0, diag.EventA4, lteA, diag.Cell{}),
+		report(100, diag.EventA3, lteA, lteB),
+		report(150, diag.EventA3, lteA, lteC), // supersedes
+		command(200, diag.HOPCell, lteA, lteC),
+		complete(220, lteC),
+		report(2000, diag.EventA3, lteC, lteA),
+		{Type: diag.TypeHOFailure, Time: at(2050), Cause: diag.CauseRLF},
+		report(4000, diag.EventA3, lteC, lteB), // still pending at the end: times out in the drain
+	}
+	made, unmatched, err := Predictions(events, Options{})
+	require.NoError(t, err)
+	assert.Zero(t, unmatched)
+	var outcomes []string
+	for _, p := range made {
+		outcomes = append(outcomes, p.Outcome)
+	}
+	assert.Equal(t, []string{OutcomeSuperseded, statemachine.OutcomeConfirmed, OutcomeDropped, statemachine.OutcomeTimedOut}, outcomes)
+	assert.Equal(t, lteC, made[1].Target)
+	assert.Equal(t, at(200), made[1].ResolvedAt)
+}
+
+func TestReadRecordings(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "events.jsonl")
+	lines := []string{
+		`{"v":1,"type":"meas_report","t":"2026-03-04T05:06:07Z","event":"A3","serving":{"rat":"lte","pci":1,"arfcn":1850},"neighbor":{"rat":"lte","pci":2,"arfcn":1850}}`,
+		`{"v":1,"type":"ho_command","t":"2026-03-04T05:06:07.060Z","kind":"pcell","target":{"rat":"lte","pci":2,"arfcn":1850}}`,
+		`not json`,
+		`{"v":1,"type":"ho_complete","t":"2026-03-04T05:06:07.080Z","cell":{"rat":"lte","pci":2,"arfcn":1850}}`,
+	}
+	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+	rec, err := Read(context.Background(), "jsonl:"+path)
+	require.NoError(t, err)
+	assert.Len(t, rec.Events, 3)
+	require.Len(t, rec.Reports, 1, "a JSON input's reports are its meas_report events")
+	assert.Equal(t, diag.EventA3, rec.Reports[0].Event)
+	assert.Equal(t, uint64(1), rec.Skipped[diag.ReasonJSONSyntax])
+
+	res, err := Replay(context.Background(), "jsonl:"+path, nil)
+	require.NoError(t, err)
+	require.Len(t, res.Predictors, 2)
+	for _, p := range res.Predictors {
+		total, _ := p.Class(ClassTotal)
+		assert.Equal(t, Ratio{Num: 1, Den: 1}, total.RecallReported, p.Predictor)
+	}
+	assert.Equal(t, 80*time.Millisecond, res.Span)
+
+	_, err = Read(context.Background(), "udp://127.0.0.1:0")
+	assert.ErrorContains(t, err, "not a live input")
+	_, err = Read(context.Background(), "qmdl:"+filepath.Join(dir, "missing.qmdl"))
+	assert.Error(t, err)
+}
+
+func TestWriteResults(t *testing.T) {
+	rec := judgedTimeline()
+	res := &Result{Input: "test", Events: len(rec.Events), Reports: len(rec.Reports)}
+	for _, name := range Predictors() {
+		p, err := Judge(rec, name, nil)
+		require.NoError(t, err)
+		res.Predictors = append(res.Predictors, p)
+	}
+	var table bytes.Buffer
+	require.NoError(t, WriteTable(&table, []*Result{res}))
+	out := table.String()
+	for _, want := range []string{"predictor", "algorithm1", "learning", "sub6_mmwave", "66.7 (2/3)", "40.0 (2/5)",
+		"misses no_report=1 periodical_report=1 radio_link_failure=1 report_not_predicting=1 unresolved_meas_id=1",
+		"suppression windows"} {
+		assert.Contains(t, out, want)
+	}
+
+	var js bytes.Buffer
+	require.NoError(t, WriteJSON(&js, []*Result{res}))
+	var decoded []map[string]any
+	require.NoError(t, json.Unmarshal(js.Bytes(), &decoded))
+	require.Len(t, decoded, 1)
+	predictors := decoded[0]["predictors"].([]any)
+	classes := predictors[0].(map[string]any)["classes"].([]any)
+	total := classes[len(classes)-1].(map[string]any)
+	assert.Equal(t, ClassTotal, total["class"])
+	assert.InDelta(t, 2.0/3, total["precision"].(map[string]any)["value"], 1e-9)
+	assert.Contains(t, total, "lead_mean_ns")
+}
+
+func TestRatio(t *testing.T) {
+	assert.Equal(t, "- (0/0)", Ratio{}.String())
+	assert.Equal(t, "50.0 (1/2)", Ratio{Num: 1, Den: 2}.String())
+	b, err := json.Marshal(Ratio{})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"num":0,"den":0,"value":null}`, string(b))
+}
+
+// TestJudgeSessions: a prediction pending when its recording ends is
+// neither right nor wrong, and the next recording starts afresh.
+func TestJudgeSessions(t *testing.T) {
+	events := []diag.Event{
+		report(0, diag.EventA4, lteA, diag.Cell{}),
+		report(1000, diag.EventA3, lteA, lteB),
+		// The next recording, an hour earlier.
+		report(-3600_000, diag.EventA4, lteA, diag.Cell{}),
+		report(-3599_000, diag.EventA3, lteA, lteB),
+		command(-3598_940, diag.HOPCell, lteA, lteB),
+		complete(-3598_920, lteB),
+	}
+	res, err := Judge(recordingOf(events), PredictorAlgorithm1, nil)
+	require.NoError(t, err)
+	total, _ := res.Class(ClassTotal)
+	assert.Equal(t, Ratio{Num: 1, Den: 1}, total.Precision)
+	assert.Equal(t, Ratio{Num: 1, Den: 1}, total.Recall)
+	assert.Equal(t, map[string]int{OutcomeUnresolved: 1, statemachine.OutcomeConfirmed: 1}, res.Outcomes)
+
+	made, _, err := Predictions(events, Options{})
+	require.NoError(t, err)
+	require.Len(t, made, 2)
+	assert.Equal(t, OutcomeUnresolved, made[0].Outcome)
+	assert.Equal(t, statemachine.OutcomeConfirmed, made[1].Outcome)
+}
