@@ -11,16 +11,14 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/m2ho/m2ho/pkg/diag"
-	"github.com/m2ho/m2ho/pkg/diag/diagsrc"
-	"github.com/m2ho/m2ho/pkg/diag/rrc"
+	"github.com/m2ho/m2ho/pkg/replay"
 	"github.com/m2ho/m2ho/test/scenario"
 )
 
 // cmdLeads measures, on real captures, how long before its command each
 // handover's triggering report came and how long the command took to
 // complete: the lead model `--leads captures` of gen-scenario and eval.
-func cmdLeads(ctx context.Context, args []string, out io.Writer, log *slog.Logger) error {
+func cmdLeads(ctx context.Context, args []string, out io.Writer, _ *slog.Logger) error {
 	fs := flag.NewFlagSet("leads", flag.ContinueOnError)
 	outPath := fs.String("out", "", "CSV file to write (default: standard output)")
 	if err := fs.Parse(args); err != nil {
@@ -31,13 +29,13 @@ func cmdLeads(ctx context.Context, args []string, out io.Writer, log *slog.Logge
 	}
 	var leads []scenario.Lead
 	for _, uri := range fs.Args() {
-		events, err := decodeCapture(ctx, uri, log)
+		rec, err := replay.Read(ctx, uri)
 		if err != nil {
 			return err
 		}
 		_, path, _ := strings.Cut(uri, ":")
-		found := scenario.MeasureLeads(filepath.Base(path), events)
-		fmt.Fprintf(os.Stderr, "%s: %d events, %d handovers with a report within %v of their command\n", uri, len(events), len(found), scenario.MaxReportLead)
+		found := scenario.MeasureLeads(filepath.Base(path), rec.Events)
+		fmt.Fprintf(os.Stderr, "%s: %d events, %d handovers with a report within %v of their command\n", uri, len(rec.Events), len(found), scenario.MaxReportLead)
 		leads = append(leads, found...)
 	}
 	w := out
@@ -50,28 +48,4 @@ func cmdLeads(ctx context.Context, args []string, out io.Writer, log *slog.Logge
 		w = f
 	}
 	return scenario.WriteLeads(w, leads)
-}
-
-// decodeCapture decodes a recorded capture into its events, in order.
-func decodeCapture(ctx context.Context, uri string, log *slog.Logger) ([]diag.Event, error) {
-	src, err := diagsrc.Open(uri, diagsrc.Options{RRC: rrc.NewDecoder(log), Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	ch := make(chan diag.Event, 256)
-	done := make(chan error, 1)
-	go func() {
-		done <- src.Run(ctx, ch)
-		close(ch)
-	}()
-	var events []diag.Event
-	for ev := range ch {
-		if ev.Type != diag.TypeRBAlloc {
-			events = append(events, ev)
-		}
-	}
-	if err := <-done; err != nil {
-		return nil, fmt.Errorf("%s: %w", uri, err)
-	}
-	return events, nil
 }
