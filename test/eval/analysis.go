@@ -55,6 +55,10 @@ type Analysis struct {
 	// and the baselines (Tables 4 and 5), with the live counters of the
 	// CUBIC + m2ho daemons.
 	Prediction *report.PredictionResult `json:"prediction,omitempty"`
+	// PredictionPrecision and PredictionRecall are m2ho's overall
+	// figures with their intervals over the runs.
+	PredictionPrecision Interval `json:"prediction_precision"`
+	PredictionRecall    Interval `json:"prediction_recall"`
 	// DupAcks is Table 3 for the variants whose daemon suppresses
 	// duplicate ACKs; DupAckModel checks the receiver model on the others,
 	// where nothing drops them.
@@ -276,6 +280,21 @@ func (a *Analysis) evaluatePrediction(groups map[string][]UnitResult) error {
 	}
 	res.Live = &live
 	a.Prediction = res
+	// The intervals resample runs: each run's replay on its own.
+	var precision, recall []cluster
+	for _, truth := range truths {
+		one, err := report.EvaluatePrediction([]*emu.GroundTruth{truth})
+		if err != nil {
+			return fmt.Errorf("evaluating prediction: %w", err)
+		}
+		if p, ok := one.Predictor(report.PredictorM2HO); ok {
+			if overall, ok := p.Class(report.ClassOverall); ok {
+				precision = append(precision, cluster{num: float64(overall.Precision.Num), den: float64(overall.Precision.Den)})
+				recall = append(recall, cluster{num: float64(overall.Recall.Num), den: float64(overall.Recall.Den)})
+			}
+		}
+	}
+	a.PredictionPrecision, a.PredictionRecall = ratioInterval(precision, 0), ratioInterval(recall, 0)
 	return nil
 }
 
@@ -291,11 +310,12 @@ func (a *Analysis) predictionGoals() []Goal {
 	if !ok {
 		return nil
 	}
-	precision, _ := overall.Precision.Value()
-	recall, _ := overall.Recall.Value()
+	pr, rc := a.PredictionPrecision, a.PredictionRecall
 	return []Goal{
-		{Name: "prediction precision (Algorithm 1 replay)", Target: ">= 95%", Measured: overall.Precision.String() + "%", Met: precision >= 0.95, Value: precision},
-		{Name: "prediction recall (Algorithm 1 replay)", Target: ">= 88%", Measured: overall.Recall.String() + "%", Met: recall >= 0.88, Value: recall},
+		{Name: "prediction precision (replay of the generated signalling)", Target: ">= 95%",
+			Measured: fmt.Sprintf("%s (%d/%d)", pr.Percent(false), overall.Precision.Num, overall.Precision.Den), Met: pr.AtLeast(0.95), Value: pr.Value},
+		{Name: "prediction recall (replay of the generated signalling)", Target: ">= 88%",
+			Measured: fmt.Sprintf("%s (%d/%d)", rc.Percent(false), overall.Recall.Num, overall.Recall.Den), Met: rc.AtLeast(0.88), Value: rc.Value},
 	}
 }
 
