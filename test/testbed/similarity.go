@@ -38,9 +38,10 @@ type SimilarityRun struct {
 	// GoodputRatio is the IP rate over the capacity after the warm-up.
 	GoodputRatio float64 `json:"goodput_over_capacity"`
 	Retrans      uint32  `json:"retransmissions"`
-	// Reductions are window reductions (ssthresh falls) after the
-	// warm-up; Epoch is the mean time between them, Recovery the mean
-	// time a reduced window takes to regain 95% of what it had.
+	// Reductions are loss episodes after the warm-up (retransmissions
+	// after at least a second without any); Epoch is the mean time
+	// between them, Recovery the mean time a reduced window takes to
+	// regain 95% of what it had.
 	Reductions int           `json:"reductions"`
 	Epoch      time.Duration `json:"mean_epoch_ns"`
 	Recovery   time.Duration `json:"mean_recovery_ns"`
@@ -113,9 +114,15 @@ func similarityRun(ctx context.Context, cfg SimilarityConfig, sender string, sca
 	return run, nil
 }
 
+// episodeGap separates two loss episodes: retransmissions closer than
+// this belong to one recovery.
+const episodeGap = time.Second
+
 // epochs reads the loss epochs of a CUBIC sawtooth from the TCP_INFO
-// series (a reduction is a fall of ssthresh) and the goodput's share of
-// the capacity, all after the warm-up.
+// series and the goodput's share of the capacity, all after the warm-up.
+// A loss episode starts with retransmissions after at least episodeGap
+// without any; ssthresh does not mark them, as it often takes the same
+// value at every loss of a steady sawtooth.
 func epochs(m *traffic.Measurements, scale, capacityBps float64) (SimilarityRun, error) {
 	var r SimilarityRun
 	var samples []traffic.TCPInfoSample
@@ -129,11 +136,15 @@ func epochs(m *traffic.Measurements, scale, capacityBps float64) (SimilarityRun,
 	}
 	var cwndSum float64
 	var reductions []int
+	lastRetrans := time.Duration(-1)
 	for i, s := range samples {
 		cwndSum += float64(s.Cwnd)
 		r.MaxCwndFull = max(r.MaxCwndFull, float64(s.Cwnd)/scale)
-		if i > 0 && s.Ssthresh < samples[i-1].Ssthresh {
-			reductions = append(reductions, i)
+		if i > 0 && s.Retrans > samples[i-1].Retrans {
+			if lastRetrans < 0 || s.At-lastRetrans >= episodeGap {
+				reductions = append(reductions, i)
+			}
+			lastRetrans = s.At
 		}
 	}
 	r.MeanCwndFull = cwndSum / float64(len(samples)) / scale

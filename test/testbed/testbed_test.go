@@ -276,23 +276,25 @@ func testbedNamespaces(t *testing.T) []string {
 }
 
 func TestEpochsReadTheSawtooth(t *testing.T) {
-	// A sawtooth at scale 0.5: ssthresh falls at 12, 16, 20 and 24 s;
-	// after each fall the window climbs from 70 back to 100 in 2 s, to
-	// 95 in 1.67 s.
+	// A sawtooth at scale 0.5: losses at 12, 16, 20 and 24 s, each
+	// retransmitted over 50 ms (one episode, though ssthresh is the same
+	// every time); after each the window climbs from 70 back to 100 in
+	// 2 s, to 95 in 1.67 s.
 	m := &traffic.Measurements{}
+	retrans := uint32(0)
 	for ms := 0; ms <= 24000; ms += 10 {
 		at := time.Duration(ms) * time.Millisecond
-		cwnd, ssthresh := uint32(100), uint32(1000)
+		cwnd := uint32(100)
 		if ms >= 12000 {
 			phase := (ms - 12000) % 4000
-			if phase < 3990 {
-				ssthresh = 70
+			if phase < 50 {
+				retrans++
 			}
 			if phase < 2000 {
 				cwnd = 70 + uint32(30*phase/2000)
 			}
 		}
-		m.TCPInfo = append(m.TCPInfo, traffic.TCPInfoSample{At: at, Cwnd: cwnd, Ssthresh: ssthresh})
+		m.TCPInfo = append(m.TCPInfo, traffic.TCPInfoSample{At: at, Cwnd: cwnd, Ssthresh: 70, Retrans: retrans})
 		if ms%100 == 0 {
 			// 10 Mbit/s of goodput
 			m.Goodput = append(m.Goodput, traffic.GoodputSample{At: at, Bytes: uint64(ms) * 1250})

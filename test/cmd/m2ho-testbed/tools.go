@@ -80,7 +80,7 @@ func cmdFidelity(ctx context.Context, args []string, out io.Writer, log *slog.Lo
 	staticDuration := fs.Duration("static-duration", time.Minute, "with --paper: length of a static run")
 	similarity := fs.Bool("similarity", false, "check scaled CUBIC: the kernel's CUBIC and scaled CUBIC at full scale and at --scale on a constant link")
 	fullMbps := fs.Float64("full-mbps", 150, "with --similarity: the link's full-scale capacity (Mbit/s)")
-	simDuration := fs.Duration("similarity-duration", time.Minute, "with --similarity: length of each run")
+	simDuration := fs.Duration("similarity-duration", 2*time.Minute, "with --similarity: length of each run")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
