@@ -101,12 +101,17 @@ func similarityRun(ctx context.Context, cfg SimilarityConfig, sender string, sca
 	if err != nil {
 		return SimilarityRun{}, err
 	}
+	// A run already in the output directory is read again, not repeated.
 	dir := filepath.Join(cfg.OutDir, fmt.Sprintf("%s-scale%g", sender, scale))
-	res, err := Run(ctx, Config{Scenario: sc, Variant: v, OutDir: dir, Log: cfg.Log})
+	ms, err := ReadMeasurements(filepath.Join(dir, MeasurementsFile))
 	if err != nil {
-		return SimilarityRun{}, err
+		res, err := Run(ctx, Config{Scenario: sc, Variant: v, OutDir: dir, Log: cfg.Log})
+		if err != nil {
+			return SimilarityRun{}, err
+		}
+		ms = res.Measurements
 	}
-	run, err := epochs(res.Measurements, scale, cfg.FullMbps*scale*1e6)
+	run, err := epochs(ms, scale, cfg.FullMbps*scale*1e6)
 	if err != nil {
 		return SimilarityRun{}, err
 	}
@@ -154,8 +159,10 @@ func epochs(m *traffic.Measurements, scale, capacityBps float64) (SimilarityRun,
 		first, last := samples[reductions[0]].At, samples[reductions[len(reductions)-1]].At
 		r.Epoch = (last - first) / time.Duration(len(reductions)-1)
 	}
-	// Recovery: from a reduction to the first sample whose window is back
-	// to 95% of the largest in the 200 ms before it.
+	// Recovery: from an episode's start to the first sample, after the
+	// window's low point in the second that follows (proportional rate
+	// reduction lowers it over a round or more), whose window is back to
+	// 95% of the largest in the 200 ms before the episode.
 	var recovered int
 	var recoverySum time.Duration
 	for _, i := range reductions {
@@ -163,7 +170,13 @@ func epochs(m *traffic.Measurements, scale, capacityBps float64) (SimilarityRun,
 		for j := i - 1; j >= 0 && samples[i].At-samples[j].At <= 200*time.Millisecond; j-- {
 			before = max(before, samples[j].Cwnd)
 		}
-		for j := i + 1; j < len(samples); j++ {
+		low := i
+		for j := i; j < len(samples) && samples[j].At-samples[i].At <= episodeGap; j++ {
+			if samples[j].Cwnd < samples[low].Cwnd {
+				low = j
+			}
+		}
+		for j := low + 1; j < len(samples); j++ {
 			if float64(samples[j].Cwnd) >= 0.95*float64(before) {
 				recoverySum += samples[j].At - samples[i].At
 				recovered++
