@@ -129,9 +129,45 @@ func (m *measState) dropMeasIDs(match func(MeasIDLink) bool) {
 type ratState struct {
 	meas    *connectionMeas
 	serving diag.Cell
+	// servingPCIUnknown: the transport named the serving carrier but not
+	// the cell (GSMTAP v2), and no signalling named it since.
+	servingPCIUnknown bool
 	// pending are the targets of handover commands awaiting their
 	// reconfiguration complete.
 	pending []diag.Cell
+}
+
+// observeServing updates the serving cell from the cell msg was exchanged
+// with. A transport without PCIs (GSMTAP v2) names only the carrier: the
+// cell stays the one the signalling named last (a handover's target) while
+// the connection stays on that carrier, and is unknown once the carrier
+// changes or a connection is set up anew (CCCH), which may be on another
+// cell of the carrier. Cells of unknown PCI are never keyed as PCI 0.
+func (st *ratState) observeServing(msg diag.RRCMessage) {
+	switch {
+	case msg.PCIUnknown:
+		if msg.ARFCN == 0 {
+			return
+		}
+		newConnection := msg.Channel == diag.ChannelULCCCH || msg.Channel == diag.ChannelDLCCCH
+		if st.serving.RAT == msg.RAT && st.serving.ARFCN == msg.ARFCN && !newConnection {
+			return
+		}
+		st.serving = diag.Cell{RAT: msg.RAT, ARFCN: msg.ARFCN}.Normalized()
+		st.servingPCIUnknown = true
+	case msg.PCI != 0 || msg.ARFCN != 0:
+		st.serving = diag.Cell{RAT: msg.RAT, PCI: msg.PCI, ARFCN: msg.ARFCN}.Normalized()
+		st.servingPCIUnknown = false
+	}
+}
+
+// servingCell is the serving cell as events name it: zero (unknown) while
+// its PCI is unknown.
+func (st *ratState) servingCell() diag.Cell {
+	if st.servingPCIUnknown {
+		return diag.Cell{}
+	}
+	return st.serving
 }
 
 // Decoder is the stateful RRC decoder of one modem. It is not safe for
@@ -246,18 +282,16 @@ func (d *Decoder) Decode(msg diag.RRCMessage) ([]diag.Event, error) {
 // handle applies one summarised message to the connection state.
 func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) {
 	st := d.state[msg.RAT]
-	if msg.PCI != 0 || msg.ARFCN != 0 {
-		st.serving = diag.Cell{RAT: msg.RAT, PCI: msg.PCI, ARFCN: msg.ARFCN}.Normalized()
-	}
+	st.observeServing(msg)
 	switch {
 	case s.Report != nil:
-		return d.measReport(msg.Time, msg.RAT, st.serving, s.Report)
+		return d.measReport(msg.Time, msg.RAT, st.servingCell(), s.Report)
 	case s.NestedNR != nil && s.NestedNR.Report != nil:
 		// An EN-DC NR report relayed by LTE: the NR cell serving is the
 		// secondary cell.
 		serving := d.scg
 		if serving.IsZero() {
-			serving = d.state[diag.RATNR].serving
+			serving = d.state[diag.RATNR].servingCell()
 		}
 		return d.measReport(msg.Time, diag.RATNR, serving, s.NestedNR.Report)
 	case s.ReestablishmentCause != "":
@@ -274,7 +308,7 @@ func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) 
 		for _, target := range st.pending {
 			events = append(events, diag.Event{Type: diag.TypeHOComplete, Time: msg.Time, Cell: target})
 			if target.RAT == msg.RAT {
-				st.serving = target
+				st.serving, st.servingPCIUnknown = target, false
 			}
 		}
 		st.pending = nil
@@ -355,11 +389,14 @@ func (d *Decoder) reconfiguration(msg diag.RRCMessage, st *ratState, s *Summary)
 	// anchor is the primary cell once this reconfiguration executed: the
 	// serving cell changes only at the completion, so a handover ordered
 	// by the same message must name its target here.
-	anchor := st.serving
+	anchor := st.servingCell()
 	if s.Sync != nil {
+		// The carrier of an intra-frequency target is the serving one.
+		// Its PCI is known even from GSMTAP v2: mobilityControlInfo
+		// always names targetPhysCellId.
 		target := syncCell(msg.RAT, s.Sync, st.serving)
 		anchor = target
-		command(diag.HOPCell, st.serving, target)
+		command(diag.HOPCell, st.servingCell(), target)
 		st.pending = append(st.pending, target)
 		if st.serving.RAT == msg.RAT && st.serving.ARFCN != 0 {
 			st.meas.followHandover(msg.RAT, st.serving.ARFCN, target.ARFCN)
