@@ -6,6 +6,7 @@ package gsmtap
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/m2ho/m2ho/pkg/diag"
@@ -19,6 +20,25 @@ const (
 	// QCSuperNRPort carries QCSuper's raw NR RRC OTA payloads.
 	QCSuperNRPort = 47928
 )
+
+// SCATBaseAddr is where SCAT sends the first SIM subscription's GSMTAP
+// by default, and the address its pcap files always name; the second
+// subscription's goes to the next address (127.0.0.2).
+var SCATBaseAddr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+
+// Subscription is the SIM subscription (0 for the first) of a datagram
+// sent to dst by a sender whose first subscription goes to base, as SCAT
+// addresses multi-SIM modems: base, then base+1. Other addresses are 0.
+func Subscription(base, dst netip.Addr) uint8 {
+	if !base.Is4() || !dst.Is4() {
+		return 0
+	}
+	b, d := base.As4(), dst.As4()
+	if b[0] != d[0] || b[1] != d[1] || b[2] != d[2] || d[3] < b[3] {
+		return 0
+	}
+	return d[3] - b[3]
+}
 
 // Payload types of the GSMTAP versions read here (libosmocore gsmtap.h
 // for version 2; the version 3 draft as SCAT writes it).
@@ -87,8 +107,9 @@ var (
 
 // Parse reads one GSMTAP datagram. It returns (_, false, nil) for GSMTAP
 // of other payload types (GSM, UMTS, NAS, ...) and for RRC channels M2HO
-// does not read. Time is set only when the header carries one (v3). The
-// PDU aliases udpPayload.
+// does not read. Time is set only when the header carries one (v3), the
+// PCI only in v3 (v2 messages have PCIUnknown set). The PDU aliases
+// udpPayload.
 func Parse(udpPayload []byte) (diag.RRCMessage, bool, error) {
 	if len(udpPayload) < 2 {
 		return diag.RRCMessage{}, false, malformed("%d bytes", len(udpPayload))
@@ -125,10 +146,11 @@ func parseV2(b []byte) (diag.RRCMessage, bool, error) {
 		return diag.RRCMessage{}, false, malformed("v2 lte rrc without pdu")
 	}
 	return diag.RRCMessage{
-		RAT:     diag.RATLTE,
-		Channel: ch,
-		ARFCN:   uint32(binary.BigEndian.Uint16(b[4:]) & v2ARFCNMask),
-		PDU:     b[hdrLen:],
+		RAT:        diag.RATLTE,
+		Channel:    ch,
+		ARFCN:      uint32(binary.BigEndian.Uint16(b[4:]) & v2ARFCNMask),
+		PCIUnknown: true,
+		PDU:        b[hdrLen:],
 	}, true, nil
 }
 

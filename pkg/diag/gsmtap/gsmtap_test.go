@@ -82,11 +82,11 @@ func TestParse(t *testing.T) {
 		reason string
 	}{
 		{name: "v2 lte DL-DCCH", in: v2(0x0D, 1850, 1, pdu), ok: true,
-			want: diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelDLDCCH, ARFCN: 1850, PDU: pdu}},
+			want: diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelDLDCCH, ARFCN: 1850, PCIUnknown: true, PDU: pdu}},
 		{name: "v2 lte uplink flag masked", in: v2(0x0D, 0x4000|1850, 3, pdu), ok: true,
-			want: diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelULDCCH, ARFCN: 1850, PDU: pdu}},
+			want: diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelULDCCH, ARFCN: 1850, PCIUnknown: true, PDU: pdu}},
 		{name: "v2 lte PCCH", in: v2(0x0D, 0, 6, pdu), ok: true,
-			want: diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelPCCH, PDU: pdu}},
+			want: diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelPCCH, PCIUnknown: true, PDU: pdu}},
 		{name: "v2 lte MCCH skipped", in: v2(0x0D, 0, 7, pdu)},
 		{name: "v2 lte unknown subtype", in: v2(0x0D, 0, 99, pdu), reason: gsmtap.ReasonUnknownSubtype},
 		{name: "v2 gsm skipped", in: v2(0x01, 0, 1, pdu)},
