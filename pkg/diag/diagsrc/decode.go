@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/m2ho/m2ho/pkg/diag"
@@ -102,7 +103,14 @@ func (r record) line() string {
 	fmt.Fprintf(&b, "%s %s %s len=%d", t, r.Kind, r.Version, r.Length)
 	if r.RRC != nil {
 		m := r.RRC
-		fmt.Fprintf(&b, " decoded=yes %s %s pci=%d arfcn=%d pdu_len=%d events=%d", m.RAT, m.Channel, m.PCI, m.ARFCN, len(m.PDU), r.Events)
+		pci := strconv.Itoa(int(m.PCI))
+		if m.PCIUnknown {
+			pci = "-"
+		}
+		fmt.Fprintf(&b, " decoded=yes %s %s pci=%s arfcn=%d pdu_len=%d events=%d", m.RAT, m.Channel, pci, m.ARFCN, len(m.PDU), r.Events)
+		if m.Subscription != 0 {
+			fmt.Fprintf(&b, " subscription=%d", m.Subscription)
+		}
 	} else {
 		fmt.Fprintf(&b, " decoded=no %s", r.Note)
 	}
