@@ -131,27 +131,30 @@ func isDedicated(ch diag.RRCChannel) bool {
 // when it carries the data rather than the one followed.
 func (s *Subscriptions) noteDedicated(index uint8, sub *subscription, t time.Time) {
 	sub.dedicated = append(sub.dedicated, t)
+	mine := sub.recentDedicated(t)
 	if index == s.followed {
 		return
 	}
-	recent := func(x *subscription) int {
-		if x == nil {
-			return 0
-		}
-		// Messages older than the window, on the clock of the newest.
-		cut := 0
-		for cut < len(x.dedicated) && t.Sub(x.dedicated[cut]) > dataWindow {
-			cut++
-		}
-		x.dedicated = slices.Delete(x.dedicated, 0, cut)
-		return len(x.dedicated)
+	theirs := 0
+	if followed, ok := s.subs[s.followed]; ok {
+		theirs = followed.recentDedicated(t)
 	}
-	mine, theirs := recent(sub), recent(s.subs[s.followed])
 	if mine >= dataMinMessages && mine > dataShare*theirs {
 		s.logger.Info("rrc: following the subscription that carries the data", "subscription", index, "was", s.followed,
 			"dedicated_messages", mine, "of_followed", theirs, "window", dataWindow)
 		s.followed = index
 	}
+}
+
+// recentDedicated forgets the dedicated messages older than dataWindow
+// before now and counts the others.
+func (sub *subscription) recentDedicated(now time.Time) int {
+	cut := 0
+	for cut < len(sub.dedicated) && now.Sub(sub.dedicated[cut]) > dataWindow {
+		cut++
+	}
+	sub.dedicated = slices.Delete(sub.dedicated, 0, cut)
+	return len(sub.dedicated)
 }
 
 // SubscriptionStatus is what a Subscriptions decoder says in /status.

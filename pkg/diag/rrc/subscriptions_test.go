@@ -94,6 +94,17 @@ func TestSubscriptionsAutoFollowsData(t *testing.T) {
 	assert.Equal(t, uint8(0), s.Status().Followed)
 }
 
+// TestSubscriptionsForgetOldMessages: what automatic following keeps of a
+// long single-SIM session stays within the window.
+func TestSubscriptionsForgetOldMessages(t *testing.T) {
+	s := NewSubscriptions(slog.New(slog.DiscardHandler), FollowAuto)
+	for i := range 2000 {
+		_, err := s.Decode(onSubscription(t, "lte_reconf_complete", 0, time.Duration(i)*time.Second))
+		require.NoError(t, err)
+	}
+	assert.LessOrEqual(t, len(s.subs[0].dedicated), int(dataWindow/time.Second)+1)
+}
+
 // TestSubscriptionsFixedDoesNotMove: a configured subscription stays
 // followed whatever the others do.
 func TestSubscriptionsFixedDoesNotMove(t *testing.T) {
