@@ -22,7 +22,6 @@ const dropWarnInterval = time.Minute
 type dropWarner struct {
 	logger *slog.Logger
 	input  string
-	now    func() time.Time
 
 	mu       sync.Mutex
 	lastWarn time.Time
@@ -30,7 +29,7 @@ type dropWarner struct {
 }
 
 func newDropWarner(logger *slog.Logger, input string) *dropWarner {
-	return &dropWarner{logger: logger, input: input, now: time.Now, pending: map[string]uint64{}}
+	return &dropWarner{logger: logger, input: input, pending: map[string]uint64{}}
 }
 
 // note records one drop for reason and warns when the interval allows.
@@ -38,7 +37,7 @@ func (w *dropWarner) note(reason string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.pending[reason]++
-	if now := w.now(); w.lastWarn.IsZero() || now.Sub(w.lastWarn) >= dropWarnInterval {
+	if now := time.Now(); w.lastWarn.IsZero() || now.Sub(w.lastWarn) >= dropWarnInterval {
 		w.warnLocked(now)
 	}
 }
@@ -48,7 +47,7 @@ func (w *dropWarner) flush() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.pending) > 0 {
-		w.warnLocked(w.now())
+		w.warnLocked(time.Now())
 	}
 }
 
