@@ -16,10 +16,11 @@ import (
 const rawTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
 // Decode implements `m2hod decode [--raw] URI`: it reads the input and
-// writes one version-1 JSON event per line to w, with times from the
-// modem's clock. With raw, it lists every DIAG log packet (or GSMTAP
-// datagram) instead: time, log code, version, length, and what was
-// decoded from it; raw needs no RRC decoder. Files are read to their end;
+// writes one version-1 JSON event per line to w, with times from one
+// clock per input: the modem's (DIAG inputs, pcap timestamps) or, for
+// live GSMTAP, the receive time. With raw, it lists every DIAG log packet
+// (or GSMTAP datagram) instead: time, log code, version, length, and what
+// was decoded from it; raw needs no RRC decoder. Files are read to their end;
 // live inputs until ctx ends, which is then not an error.
 func Decode(ctx context.Context, w io.Writer, uri string, raw bool, opts Options) error {
 	bw := bufio.NewWriter(w)
