@@ -144,10 +144,43 @@ func TestServingWithoutPCI(t *testing.T) {
 	require.Len(t, events, 1)
 	assert.Equal(t, lteCell(20, 1300), events[0].Serving, "PCI learnt from the handover")
 
-	feed(diag.ChannelULCCCH, 1300, Summary{Message: "rrcConnectionRequest"})
-	events = feed(diag.ChannelULDCCH, 1300, lteReport(1, NeighborCell{RAT: diag.RATLTE, PCI: 30}))
-	require.Len(t, events, 1)
-	assert.True(t, events[0].Serving.IsZero(), "a new connection may be on another cell of the carrier")
+	// Paging, as the transport delivers it: ignored but for the cell.
+	paging := func(after time.Duration) {
+		at = at.Add(after)
+		_, err := d.Decode(diag.RRCMessage{Time: at, RAT: diag.RATLTE, Channel: diag.ChannelPCCH, ARFCN: 1300, PCIUnknown: true, PDU: []byte{0x40}})
+		require.NoError(t, err)
+	}
+	servingOfReport := func() diag.Cell {
+		events := feed(diag.ChannelULDCCH, 1300, lteReport(1, NeighborCell{RAT: diag.RATLTE, PCI: 30}))
+		require.Len(t, events, 1)
+		return events[0].Serving
+	}
+	paging(time.Second)
+	assert.Equal(t, lteCell(20, 1300), servingOfReport(), "paged while connected")
+	paging(6 * time.Second)
+	assert.True(t, servingOfReport().IsZero(), "paged long after the last dedicated message: idle, may have reselected")
+
+	learn := func() {
+		feed(diag.ChannelDLDCCH, 1300, lteReconf(Summary{Sync: &SyncTarget{PCI: 20, HasPCI: true}}))
+		feed(diag.ChannelULDCCH, 1300, lteComplete)
+		require.Equal(t, lteCell(20, 1300), servingOfReport())
+	}
+	learn()
+	feed(diag.ChannelDLDCCH, 1300, Summary{Message: "rrcConnectionRelease"})
+	paging(time.Millisecond)
+	assert.True(t, servingOfReport().IsZero(), "paged after a release")
+
+	learn()
+	feed(diag.ChannelULCCCH, 1300, Summary{Message: "rrcConnectionReestablishmentRequest"})
+	assert.True(t, servingOfReport().IsZero(), "re-established, perhaps on another cell")
+
+	learn()
+	at = at.Add(2 * time.Minute)
+	assert.True(t, servingOfReport().IsZero(), "after a silent log")
+
+	learn()
+	at = at.Add(-2 * time.Minute)
+	assert.True(t, servingOfReport().IsZero(), "after a log that jumped back")
 
 	ho = lteReconf(Summary{Sync: &SyncTarget{PCI: 40, HasPCI: true, Carrier: 1500}})
 	feed(diag.ChannelDLDCCH, 1300, ho)
