@@ -170,8 +170,9 @@ var scatNRVersions = map[uint8]bool{9: true, 12: true, 14: true, 17: true, 19: t
 //     timestamps: times up to a second late (qcsuperDLFTime), which
 //     splits the two copies of an EN-DC SCG reconfiguration apart.
 //
-// SCAT is read as a pcap file and, from the same run, live over UDP into
-// gsmtap://, with its second subscription on 127.0.0.2.
+// SCAT is read as pcap files (by default and with -3, GSMTAP v3 for
+// everything) and live over UDP into gsmtap://, with its second
+// subscription on 127.0.0.2.
 func TestGSMTAPClients(t *testing.T) {
 	dir := shareddata.DataDir(t, "diag")
 	scat := gsmtapClient(t, "scat")
@@ -219,20 +220,25 @@ func TestGSMTAPClients(t *testing.T) {
 				want = decodeFile(t, "qmdl:"+model, rrc.NewSubscriptions(quiet, rrc.FollowAuto))
 			}
 
-			// SCAT's -P sets the port of its pcap files too: a second run,
-			// at the same time, writes the pcap file with the GSMTAP port,
-			// and sends its datagrams where nothing listens.
-			pcap := filepath.Join(tmp, name+".scat.pcap")
-			pcapRun := make(chan error, 1)
+			// SCAT's -P sets the port of its pcap files too: other runs,
+			// at the same time, write the pcap files with the GSMTAP port,
+			// and send their datagrams where nothing listens. One is as
+			// SCAT runs by default (LTE as GSMTAP v3 from EARFCN 16384
+			// only), one with -3 (every RAT as v3).
+			pcap, pcapV3 := filepath.Join(tmp, name+".scat.pcap"), filepath.Join(tmp, name+".scat-v3.pcap")
+			pcapRuns := make(chan error, 1)
 			go func() {
-				out, err := exec.Command(scat, "-t", "qc", "-d", path, "-H", "127.0.0.253", "-F", pcap).CombinedOutput()
-				if err != nil {
-					err = fmt.Errorf("%w: %s", err, lastLines(out))
+				var errs []error
+				for _, args := range [][]string{{"-F", pcap}, {"-3", "-F", pcapV3}} {
+					args = append([]string{"-t", "qc", "-d", path, "-H", "127.0.0.253"}, args...)
+					if out, err := exec.Command(scat, args...).CombinedOutput(); err != nil {
+						errs = append(errs, fmt.Errorf("scat %v: %w: %s", args, err, lastLines(out)))
+					}
 				}
-				pcapRun <- err
+				pcapRuns <- errors.Join(errs...)
 			}()
 			viaUDP, out := scatLive(t, scat, path)
-			require.NoError(t, <-pcapRun)
+			require.NoError(t, <-pcapRuns)
 			if droppedNR != nil {
 				assert.Contains(t, out, "Unknown NR RRC OTA Message packet version", "SCAT names the NR RRC it drops")
 			}
@@ -240,13 +246,15 @@ func TestGSMTAPClients(t *testing.T) {
 				assert.Contains(t, out, "CRC mismatch", "SCAT names the frames it drops")
 			}
 			viaPcap := decodeFile(t, "pcap:"+pcap, rrc.NewSubscriptions(quiet, rrc.FollowAuto))
-			t.Logf("qmdl: %v; SCAT pcap: %v; SCAT UDP: %v", direct, viaPcap, viaUDP)
+			viaPcapV3 := decodeFile(t, "pcap:"+pcapV3, rrc.NewSubscriptions(quiet, rrc.FollowAuto))
+			t.Logf("qmdl: %v; SCAT pcap: %v; SCAT -3 pcap: %v; SCAT UDP: %v", direct, viaPcap, viaPcapV3, viaUDP)
 			what := "SCAT"
 			if len(limits) > 0 {
 				t.Logf("SCAT drops %s; qmdl: without them: %v", strings.Join(limits, ", "), want)
 				what = "SCAT (qmdl: without what SCAT drops)"
 			}
 			assertClose(t, want, viaPcap, what+" pcap")
+			assertClose(t, want, viaPcapV3, what+" -3 pcap")
 			assertClose(t, want, viaUDP, what+" UDP")
 		})
 	}
