@@ -165,6 +165,8 @@ func parseV2(b []byte) (diag.RRCMessage, bool, error) {
 // pads, or one that stops the chain at the padding without an end tag)
 // is read too: padding is less than a word after the last tag, or is
 // stated explicitly by a header length a word or more beyond the end tag.
+// Less than a word of zeros after an end tag reads as SCAT's layout, the
+// one producer known: those bytes start the PDU.
 func parseV3(b []byte) (diag.RRCMessage, bool, error) {
 	if len(b) < v3FixedHeaderLen {
 		return diag.RRCMessage{}, false, malformed("v3: %d bytes", len(b))
