@@ -37,6 +37,8 @@ export BPF_CLANG BPF_CFLAGS
 BIN := bin
 # Test-only Python environment with the pycrate RRC oracle.
 VENV := .venv
+# Test-only Python environment with the GSMTAP clients (SCAT, QCSuper).
+GSMTAP_VENV := .venv-gsmtap
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 APT_PACKAGES := clang llvm libbpf-dev iproute2 ethtool tcpdump nftables python3
 # Commands that prove each package is present (same order as above).
@@ -98,6 +100,12 @@ $(VENV)/.installed: tools/rrc-oracle/requirements.txt
 	$(VENV)/bin/pip install -q -r tools/rrc-oracle/requirements.txt
 	touch $@
 
+# The GSMTAP client tests replay captures through SCAT and QCSuper.
+$(GSMTAP_VENV)/.installed: tools/gsmtap-clients/requirements.txt
+	python3 -m venv $(GSMTAP_VENV)
+	$(GSMTAP_VENV)/bin/pip install -q -r tools/gsmtap-clients/requirements.txt
+	touch $@
+
 build:
 	$(GO) build -o $(BIN)/ ./cmd/... ./test/cmd/...
 
@@ -106,7 +114,7 @@ GENERATED := ./pkg/datapath/... ./test/scaledcc/...
 generate: deps
 	$(GO) generate $(GENERATED)
 
-test: deps build $(VENV)/.installed
+test: deps build $(VENV)/.installed $(GSMTAP_VENV)/.installed
 	$(GO) test -p 1 -count=1 -timeout 20m ./...
 
 bench: deps

@@ -108,6 +108,11 @@ func decode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	raw := fs.Bool("raw", false, "list every DIAG log packet (time, log code, version, length, decoded) instead of events")
+	follow := rrc.FollowAuto
+	fs.Func("subscription", "SIM subscription whose events to print: auto (the one carrying data, else 0) or an index from 0", func(s string) (err error) {
+		follow, err = rrc.ParseFollow(s)
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stderr, usage)
@@ -124,8 +129,15 @@ func decode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var stats diag.Stats
-	opts := diagsrc.Options{Stats: &stats, RRC: rrc.NewDecoder(logger), Logger: logger}
+	subs := rrc.NewSubscriptions(logger, follow)
+	opts := diagsrc.Options{Stats: &stats, RRC: subs, Logger: logger}
 	err := diagsrc.Decode(ctx, stdout, fs.Arg(0), *raw, opts)
+	if st := subs.Status(); len(st.Seen) > 1 {
+		fmt.Fprintf(stderr, "subscription followed: %d (%s)\n", st.Followed, follow)
+		for _, c := range st.Seen {
+			fmt.Fprintf(stderr, "subscription %d: %d rrc messages, %d events printed, %d not\n", c.Subscription, c.Messages, c.Events, c.DroppedEvents)
+		}
+	}
 	events, errs := stats.Snapshot()
 	for _, c := range events {
 		fmt.Fprintf(stderr, "events %s: %d\n", c.Label, c.Value)

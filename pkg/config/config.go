@@ -21,6 +21,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/m2ho/m2ho/pkg/datapath"
+	"github.com/m2ho/m2ho/pkg/diag/rrc"
 	"github.com/m2ho/m2ho/pkg/estimator"
 )
 
@@ -103,12 +104,16 @@ var minDefaultBuffer = estimator.DefaultConfig().MinClampBytes
 // default of the component that owns them" (state machine, estimator,
 // datapath), so those defaults live in one place.
 type Config struct {
-	Iface    string
-	Diag     []string
-	Mode     Mode
-	Listen   string
-	StateDir string
-	LogLevel slog.Level
+	Iface string
+	Diag  []string
+	// DiagSubscription is the SIM subscription of a multi-SIM modem whose
+	// RRC events m2hod follows (DIAG and GSMTAP inputs); auto follows the
+	// one carrying the data, subscription 0 until one is seen.
+	DiagSubscription rrc.Follow
+	Mode             Mode
+	Listen           string
+	StateDir         string
+	LogLevel         slog.Level
 
 	Policy Policy
 	// Ablate lists the components switched off.
@@ -145,13 +150,14 @@ func (c Config) Enabled(component Component) bool {
 // Default returns the configuration before any file or flag.
 func Default() Config {
 	return Config{
-		Diag:     []string{DefaultDiag},
-		Mode:     ModeEnforce,
-		Listen:   DefaultListen,
-		StateDir: DefaultStateDir,
-		PinDir:   DefaultPinDir,
-		LogLevel: slog.LevelInfo,
-		Policy:   PolicyM2HO,
+		Diag:             []string{DefaultDiag},
+		DiagSubscription: rrc.FollowAuto,
+		Mode:             ModeEnforce,
+		Listen:           DefaultListen,
+		StateDir:         DefaultStateDir,
+		PinDir:           DefaultPinDir,
+		LogLevel:         slog.LevelInfo,
+		Policy:           PolicyM2HO,
 	}
 }
 
@@ -160,6 +166,7 @@ func Default() Config {
 type file struct {
 	Iface              *string        `yaml:"iface"`
 	Diag               []string       `yaml:"diag"`
+	DiagSubscription   *string        `yaml:"diag_subscription"`
 	Mode               *string        `yaml:"mode"`
 	Listen             *string        `yaml:"listen"`
 	StateDir           *string        `yaml:"state_dir"`
@@ -199,6 +206,13 @@ func (f file) apply(cfg Config) (Config, error) {
 	setValue(&cfg.Iface, f.Iface)
 	if f.Diag != nil {
 		cfg.Diag = slices.Clone(f.Diag)
+	}
+	if f.DiagSubscription != nil {
+		follow, err := rrc.ParseFollow(*f.DiagSubscription)
+		if err != nil {
+			return Config{}, fmt.Errorf("diag_subscription: %w", err)
+		}
+		cfg.DiagSubscription = follow
 	}
 	if f.Mode != nil {
 		cfg.Mode = Mode(*f.Mode)
@@ -361,6 +375,7 @@ func (l *stringList) Set(v string) error {
 type flagValues struct {
 	configPath, iface, mode, listen, stateDir, pinDir, logLevel, policy, ablate string
 	diag                                                                        stringList
+	diagSubscription                                                            string
 	smoothingMax, burstGap                                                      time.Duration
 	lambda                                                                      float64
 	defaultBuffer, drainBurst                                                   uint64
@@ -377,6 +392,7 @@ func newFlagSet(v *flagValues) *flag.FlagSet {
 	fs.StringVar(&v.configPath, "config", "", "YAML configuration `file` (flags override it)")
 	fs.StringVar(&v.iface, "iface", "", "modem `interface` (wwan0, rmnet_data0, usb0, ...)")
 	fs.Var(&v.diag, "diag", "diag input `URI`, repeatable (udp://, gsmtap://, jsonl:, qmdl:, serial:, pcap:; default "+DefaultDiag+")")
+	fs.StringVar(&v.diagSubscription, "diag-subscription", def.DiagSubscription.String(), "SIM `subscription` of a multi-SIM modem to follow: auto (the one carrying data) or an index from 0")
 	fs.StringVar(&v.mode, "mode", string(def.Mode), "enforce or observe (observe never changes a packet)")
 	fs.StringVar(&v.listen, "listen", def.Listen, "HTTP `address` for /metrics, /healthz and /status")
 	fs.StringVar(&v.stateDir, "state-dir", def.StateDir, "`directory` of the per-cell estimate store")
@@ -444,6 +460,12 @@ func (v *flagValues) apply(name string, cfg *Config) error {
 		cfg.Iface = v.iface
 	case "diag":
 		cfg.Diag = slices.Clone(v.diag)
+	case "diag-subscription":
+		follow, err := rrc.ParseFollow(v.diagSubscription)
+		if err != nil {
+			return fmt.Errorf("--diag-subscription: %w", err)
+		}
+		cfg.DiagSubscription = follow
 	case "mode":
 		cfg.Mode = Mode(v.mode)
 	case "listen":

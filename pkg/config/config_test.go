@@ -13,12 +13,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/pkg/diag/rrc"
 )
 
 func TestParse(t *testing.T) {
 	const fullFile = `
 iface: wwan0
 diag: ["udp://127.0.0.1:6000", "jsonl:/tmp/events.jsonl"]
+diag_subscription: 1
 mode: observe
 listen: 127.0.0.1:9999
 state_dir: /srv/m2ho
@@ -51,7 +54,7 @@ pin_dir: /sys/fs/bpf/cpe
 			want: func(c *Config) {
 				*c = Config{
 					Iface: "wwan0", Diag: []string{"udp://127.0.0.1:6000", "jsonl:/tmp/events.jsonl"},
-					Mode: ModeObserve, Listen: "127.0.0.1:9999", StateDir: "/srv/m2ho", LogLevel: slog.LevelDebug,
+					DiagSubscription: rrc.Follow{Subscription: 1}, Mode: ModeObserve, Listen: "127.0.0.1:9999", StateDir: "/srv/m2ho", LogLevel: slog.LevelDebug,
 					Policy: PolicyFreeze, Ablate: []Component{ComponentPrediction, ComponentBandwidthClamp},
 					SmoothingMax: 120 * time.Millisecond, Lambda: 1.5, DefaultBufferBytes: 300000,
 					BurstGap: 3 * time.Millisecond, DrainBurstBytes: 32768, MaxFlows: 4096, PinDir: "/sys/fs/bpf/cpe",
@@ -61,14 +64,14 @@ pin_dir: /sys/fs/bpf/cpe
 		{
 			name: "flags override the file",
 			file: fullFile,
-			args: []string{"--iface", "usb0", "--diag", "gsmtap://127.0.0.1:4729", "--diag", "qmdl:/x.qmdl",
+			args: []string{"--iface", "usb0", "--diag", "gsmtap://127.0.0.1:4729", "--diag", "qmdl:/x.qmdl", "--diag-subscription", "auto",
 				"--mode", "enforce", "--listen", "[::1]:9000", "--state-dir", "/tmp/s", "--log-level", "warn",
 				"--policy", "m2ho", "--ablate", "", "--smoothing-max", "90ms", "--lambda", "3",
 				"--default-buffer", "70000", "--burst-gap", "1ms", "--drain-burst", "8192", "--max-flows", "10", "--pin-dir", ""},
 			want: func(c *Config) {
 				*c = Config{
 					Iface: "usb0", Diag: []string{"gsmtap://127.0.0.1:4729", "qmdl:/x.qmdl"},
-					Mode: ModeEnforce, Listen: "[::1]:9000", StateDir: "/tmp/s", LogLevel: slog.LevelWarn,
+					DiagSubscription: rrc.FollowAuto, Mode: ModeEnforce, Listen: "[::1]:9000", StateDir: "/tmp/s", LogLevel: slog.LevelWarn,
 					Policy: PolicyM2HO, SmoothingMax: 90 * time.Millisecond, Lambda: 3, DefaultBufferBytes: 70000,
 					BurstGap: time.Millisecond, DrainBurstBytes: 8192, MaxFlows: 10,
 				}
@@ -87,6 +90,13 @@ pin_dir: /sys/fs/bpf/cpe
 			args: []string{"--iface", "rmnet_data0"},
 			want: func(c *Config) { c.Iface = "rmnet_data0" },
 		},
+		{
+			name: "second SIM by flag",
+			args: []string{"--iface", "x", "--diag-subscription", "1"},
+			want: func(c *Config) { c.Iface, c.DiagSubscription = "x", rrc.Follow{Subscription: 1} },
+		},
+		{name: "bad subscription flag", args: []string{"--iface", "x", "--diag-subscription", "sim2"}, wantErr: "--diag-subscription: subscription \"sim2\": want auto or an index"},
+		{name: "bad subscription in file", file: "iface: x\ndiag_subscription: -1\n", wantErr: "diag_subscription: subscription \"-1\""},
 		{name: "missing iface", wantErr: "config: iface: the modem interface is required"},
 		{name: "bad iface", args: []string{"--iface", "a/b"}, wantErr: `iface: "a/b" is not a valid interface name`},
 		{name: "long iface", args: []string{"--iface", "abcdefghijklmnop"}, wantErr: "not a valid interface name"},

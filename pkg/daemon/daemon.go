@@ -130,6 +130,8 @@ type Daemon struct {
 	metrics *metrics.Metrics
 	stats   *diag.Stats
 	sources []diag.Source
+	// subscriptions are the RRC decoders of the sources, in their order.
+	subscriptions []*rrc.Subscriptions
 
 	listener net.Listener
 	server   *http.Server
@@ -230,13 +232,15 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 	}
 
 	for _, uri := range cfg.Diag {
-		// Each input gets its own RRC decoder: measurement IDs resolve
-		// against the measConfig of the same modem stream.
-		src, err := op.source(uri, diagsrc.Options{Stats: d.stats, RRC: rrc.NewDecoder(logger), Logger: logger, Realtime: true})
+		// Each input gets its own RRC decoders: measurement IDs resolve
+		// against the measConfig of the same modem stream and SIM.
+		subs := rrc.NewSubscriptions(logger.With("diag", uri), cfg.DiagSubscription)
+		src, err := op.source(uri, diagsrc.Options{Stats: d.stats, RRC: subs, Logger: logger, Realtime: true})
 		if err != nil {
 			return nil, fmt.Errorf("diag input %s: %w", uri, err)
 		}
 		d.sources = append(d.sources, src)
+		d.subscriptions = append(d.subscriptions, subs)
 	}
 
 	if d.listener, err = net.Listen("tcp", cfg.Listen); err != nil {

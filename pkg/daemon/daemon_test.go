@@ -499,6 +499,8 @@ func TestHTTPEndpoints(t *testing.T) {
 	}
 	assert.Equal(t, "stable", doc["state"])
 	assert.Equal(t, "fake", doc["attach_mode"])
+	assert.Equal(t, map[string]any{"test:": map[string]any{"followed": 0.0, "auto": true, "seen": []any{}}},
+		doc["diag"].(map[string]any)["subscriptions"], "the SIM subscription each input follows")
 
 	code, body = get("/metrics")
 	require.Equal(t, http.StatusOK, code)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/m2ho/m2ho/pkg/datapath"
 	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/diag/rrc"
 	"github.com/m2ho/m2ho/pkg/statemachine"
 )
 
@@ -59,10 +60,13 @@ type DatapathStatus struct {
 	Error string `json:"error,omitempty"`
 }
 
-// DiagStatus counts the diag input by event type and error reason.
+// DiagStatus counts the diag input by event type and error reason, and
+// says, for each input, which SIM subscription of a multi-SIM modem it
+// follows.
 type DiagStatus struct {
-	Events map[string]uint64 `json:"events"`
-	Errors map[string]uint64 `json:"errors"`
+	Events        map[string]uint64                 `json:"events"`
+	Errors        map[string]uint64                 `json:"errors"`
+	Subscriptions map[string]rrc.SubscriptionStatus `json:"subscriptions"`
 }
 
 // loopStatus builds the part of /status that belongs to the loop: the
@@ -122,7 +126,10 @@ func (d *Daemon) Status(ctx context.Context) (Status, error) {
 		st.Datapath.Error = err.Error()
 	}
 	events, errs := d.stats.Snapshot()
-	st.Diag = DiagStatus{Events: counterMap(events), Errors: counterMap(errs)}
+	st.Diag = DiagStatus{Events: counterMap(events), Errors: counterMap(errs), Subscriptions: map[string]rrc.SubscriptionStatus{}}
+	for i, subs := range d.subscriptions {
+		st.Diag.Subscriptions[d.sources[i].Name()] = subs.Status()
+	}
 	return st, nil
 }
 

@@ -144,7 +144,7 @@ type Slot struct {
 type Event struct {
 	Type Type
 	// Time is the modem's timestamp, or the receive time when the input
-	// carries none.
+	// does not carry one for every message (live GSMTAP).
 	Time time.Time
 
 	Meas     MeasEvent

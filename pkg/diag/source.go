@@ -102,7 +102,13 @@ type RRCMessage struct {
 	// transport says.
 	PCI   uint16
 	ARFCN uint32
-	PDU   []byte
+	// PCIUnknown: the transport carries no PCI (GSMTAP v2); PCI is 0
+	// then, which is also a valid PCI.
+	PCIUnknown bool
+	// Subscription is the SIM subscription of a multi-SIM modem the
+	// message belongs to, 0 for the first (and for single-SIM modems).
+	Subscription uint8
+	PDU          []byte
 }
 
 // RRCDecoder turns RRC PDUs into events. It is stateful: measurement

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/m2ho/m2ho/pkg/diag"
@@ -15,10 +16,11 @@ import (
 const rawTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
 // Decode implements `m2hod decode [--raw] URI`: it reads the input and
-// writes one version-1 JSON event per line to w, with times from the
-// modem's clock. With raw, it lists every DIAG log packet (or GSMTAP
-// datagram) instead: time, log code, version, length, and what was
-// decoded from it; raw needs no RRC decoder. Files are read to their end;
+// writes one version-1 JSON event per line to w, with times from one
+// clock per input: the modem's (DIAG inputs, pcap timestamps) or, for
+// live GSMTAP, the receive time. With raw, it lists every DIAG log packet
+// (or GSMTAP datagram) instead: time, log code, version, length, and what
+// was decoded from it; raw needs no RRC decoder. Files are read to their end;
 // live inputs until ctx ends, which is then not an error.
 func Decode(ctx context.Context, w io.Writer, uri string, raw bool, opts Options) error {
 	bw := bufio.NewWriter(w)
@@ -102,7 +104,14 @@ func (r record) line() string {
 	fmt.Fprintf(&b, "%s %s %s len=%d", t, r.Kind, r.Version, r.Length)
 	if r.RRC != nil {
 		m := r.RRC
-		fmt.Fprintf(&b, " decoded=yes %s %s pci=%d arfcn=%d pdu_len=%d events=%d", m.RAT, m.Channel, m.PCI, m.ARFCN, len(m.PDU), r.Events)
+		pci := strconv.Itoa(int(m.PCI))
+		if m.PCIUnknown {
+			pci = "-"
+		}
+		fmt.Fprintf(&b, " decoded=yes %s %s pci=%s arfcn=%d pdu_len=%d events=%d", m.RAT, m.Channel, pci, m.ARFCN, len(m.PDU), r.Events)
+		if m.Subscription != 0 {
+			fmt.Fprintf(&b, " subscription=%d", m.Subscription)
+		}
 	} else {
 		fmt.Fprintf(&b, " decoded=no %s", r.Note)
 	}

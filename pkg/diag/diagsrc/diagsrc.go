@@ -38,6 +38,8 @@ type Options struct {
 	// observe receives every DIAG packet or GSMTAP datagram (Decode's
 	// raw listing).
 	observe func(record) error
+	// drops warns about what the input drops; Open sets it.
+	drops *dropWarner
 }
 
 func (o Options) withDefaults() Options {
@@ -73,6 +75,7 @@ const (
 // Network inputs bind here, so a busy port fails Open rather than Run.
 func Open(uri string, opts Options) (diag.Source, error) {
 	opts = opts.withDefaults()
+	opts.drops = newDropWarner(opts.Logger, uri)
 	scheme, rest, ok := strings.Cut(uri, ":")
 	if !ok || rest == "" {
 		return nil, fmt.Errorf("diag input %q: want SCHEME:..., one of udp jsonl qmdl serial gsmtap pcap", uri)
@@ -162,7 +165,14 @@ func openError(ctx context.Context, name string, err error) error {
 type rrcSink struct {
 	decoder diag.RRCDecoder
 	stats   *diag.Stats
+	drops   *dropWarner
 	out     chan<- diag.Event
+}
+
+// drop counts one message the input could not use, for reason.
+func (s rrcSink) drop(reason string) {
+	s.stats.CountError(reason)
+	s.drops.note(reason)
 }
 
 // ReasonRRCDecode labels decoder failures that do not carry a reason.
@@ -176,7 +186,7 @@ func (s rrcSink) deliver(ctx context.Context, msg diag.RRCMessage) (int, error) 
 	}
 	events, err := s.decoder.Decode(msg)
 	if err != nil {
-		s.stats.CountError(diag.ErrorReason(err, ReasonRRCDecode))
+		s.drop(diag.ErrorReason(err, ReasonRRCDecode))
 	}
 	for _, ev := range events {
 		if ev.Time.IsZero() {

@@ -126,7 +126,10 @@ func TestDefaultAddressesAreLoopback(t *testing.T) {
 			s.Close()
 		case *diagsrc.GSMTAPSource:
 			g, q := s.Addrs()
-			assert.Equal(t, "127.0.0.1", g.(*net.UDPAddr).IP.String(), uri)
+			require.Len(t, g, 2, "both SIM subscriptions' addresses")
+			assert.Equal(t, "127.0.0.1", g[0].(*net.UDPAddr).IP.String(), uri)
+			assert.Equal(t, "127.0.0.2", g[1].(*net.UDPAddr).IP.String(), "second subscription, as SCAT addresses it")
+			assert.Equal(t, g[0].(*net.UDPAddr).Port, g[1].(*net.UDPAddr).Port)
 			assert.Equal(t, "127.0.0.1", q.(*net.UDPAddr).IP.String(), uri)
 			s.Close()
 		}
@@ -247,7 +250,8 @@ func TestGSMTAPSource(t *testing.T) {
 	stats := &diag.Stats{}
 	src, err := diagsrc.Open("gsmtap://127.0.0.1:0", diagsrc.Options{Stats: stats, RRC: dec})
 	require.NoError(t, err)
-	gAddr, qAddr := src.(*diagsrc.GSMTAPSource).Addrs()
+	gAddrs, qAddr := src.(*diagsrc.GSMTAPSource).Addrs()
+	gAddr := gAddrs[0]
 	send := func(addr net.Addr, payload []byte) {
 		c, err := net.Dial("udp", addr.String())
 		require.NoError(t, err)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -27,6 +29,14 @@ const ReasonCaptureUndecodable = "capture_undecodable_packet"
 // gsmtapDecoder turns GSMTAP and QCSuper NR datagrams into events. It is
 // shared by the live and capture inputs; it serialises access to the
 // stateful RRC decoder.
+//
+// Every message is stamped with the time of its datagram (the receive
+// time, or the capture's timestamp), even when a GSMTAP v3 header carries
+// the modem's: v2 headers carry none, and a feed mixes both versions (SCAT
+// sends LTE RRC as v3 from EARFCN 16384 on, as v2 below), so stamping v3
+// with the modem's clock would put two clocks, and steps backwards, into
+// one stream of events. SCAT's pcap files carry the modem's time as their
+// timestamps, so both clocks agree there.
 type gsmtapDecoder struct {
 	// mu serialises the listeners of the GSMTAP and QCSuper NR ports,
 	// which share one joiner and one ordered output.
@@ -38,8 +48,9 @@ func newGSMTAPDecoder(opts Options, out chan<- diag.Event) *gsmtapDecoder {
 	return &gsmtapDecoder{pump: newPump(opts, out)}
 }
 
-// datagram handles one payload received at (or captured at) t on port.
-func (d *gsmtapDecoder) datagram(ctx context.Context, port uint16, payload []byte, t time.Time) error {
+// datagram handles one payload received at (or captured at) t on port,
+// of the SIM subscription sub.
+func (d *gsmtapDecoder) datagram(ctx context.Context, port uint16, sub uint8, payload []byte, t time.Time) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	rec := record{Time: t, Length: len(payload), Version: "-"}
@@ -49,7 +60,7 @@ func (d *gsmtapDecoder) datagram(ctx context.Context, port uint16, payload []byt
 	switch port {
 	case gsmtap.QCSuperNRPort:
 		rec.Kind = "qcsuper-nr"
-		msg, ok, err = d.joiner.Add(qcdiag.LogPacket{Code: qcdiag.CodeNRRRCOTA, Time: t, Payload: payload})
+		msg, ok, err = d.joiner.Add(qcdiag.LogPacket{Code: qcdiag.CodeNRRRCOTA, Time: t, Payload: payload, Subscription: sub})
 		if len(payload) > 0 {
 			rec.Version = "v" + strconv.Itoa(int(payload[0]))
 		}
@@ -68,12 +79,9 @@ func (d *gsmtapDecoder) datagram(ctx context.Context, port uint16, payload []byt
 	switch {
 	case err != nil:
 		rec.Note = diag.ErrorReason(err, gsmtap.ReasonMalformed)
-		d.sink.stats.CountError(rec.Note)
+		d.sink.drop(rec.Note)
 	case ok:
-		if msg.Time.IsZero() {
-			msg.Time = t
-		}
-		rec.Time = msg.Time
+		msg.Time, msg.Subscription = t, sub
 		rec.RRC = &msg
 		n, err := d.sink.deliver(ctx, msg)
 		if err != nil {
@@ -89,17 +97,26 @@ func (d *gsmtapDecoder) datagram(ctx context.Context, port uint16, payload []byt
 	return nil
 }
 
+// gsmtapReadBuffer is the socket receive buffer asked for: SCAT replaying
+// a file sends thousands of datagrams a second, more than the default
+// buffer holds while the decoder catches up.
+const gsmtapReadBuffer = 4 << 20
+
 // GSMTAPSource listens for GSMTAP (and QCSuper NR RRC) datagrams.
 type GSMTAPSource struct {
-	name        string
-	gsmtapConn  *net.UDPConn
+	name string
+	// gsmtapConns receive GSMTAP, indexed by SIM subscription.
+	gsmtapConns []*net.UDPConn
 	qcsuperConn *net.UDPConn
 	opts        Options
 }
 
 // listenGSMTAP binds addr for GSMTAP and the same host on port 47928 for
-// QCSuper's NR RRC (on an ephemeral port when addr's port is 0).
-func listenGSMTAP(name, addr string, opts Options) (*GSMTAPSource, error) {
+// QCSuper's NR RRC (on an ephemeral port when addr's port is 0). SCAT
+// sends a second SIM subscription's GSMTAP to the next IPv4 address on
+// the same port (127.0.0.2 by default): on a loopback host, where every
+// 127/8 address is local, that address is bound too.
+func listenGSMTAP(name, addr string, opts Options) (_ *GSMTAPSource, err error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("diag %s: %w", name, err)
@@ -108,16 +125,40 @@ func listenGSMTAP(name, addr string, opts Options) (*GSMTAPSource, error) {
 	if port == "0" {
 		nrPort = "0"
 	}
+	s := &GSMTAPSource{name: name, opts: opts}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
 	g, err := listenUDP(name, addr)
 	if err != nil {
 		return nil, err
 	}
-	q, err := listenUDP(name, net.JoinHostPort(host, nrPort))
-	if err != nil {
-		g.Close()
+	s.gsmtapConns = append(s.gsmtapConns, g)
+	if second, ok := secondSubscriptionAddr(g.LocalAddr().(*net.UDPAddr)); ok {
+		c, err := listenUDP(name, second.String())
+		if err != nil {
+			return nil, fmt.Errorf("%w (the second SIM subscription's address)", err)
+		}
+		s.gsmtapConns = append(s.gsmtapConns, c)
+	}
+	if s.qcsuperConn, err = listenUDP(name, net.JoinHostPort(host, nrPort)); err != nil {
 		return nil, err
 	}
-	return &GSMTAPSource{name: name, gsmtapConn: g, qcsuperConn: q, opts: opts}, nil
+	return s, nil
+}
+
+// secondSubscriptionAddr is where SCAT sends the second subscription when
+// it sends the first to first: the next IPv4 address, same port; only
+// for loopback addresses, the only ones sure to be local.
+func secondSubscriptionAddr(first *net.UDPAddr) (netip.AddrPort, bool) {
+	ap := first.AddrPort()
+	a := ap.Addr().Unmap()
+	if !a.Is4() || !a.IsLoopback() || a.As4()[3] == 255 {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(a.Next(), ap.Port()), true
 }
 
 func listenUDP(name, addr string) (*net.UDPConn, error) {
@@ -129,20 +170,33 @@ func listenUDP(name, addr string) (*net.UDPConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("diag %s: listen: %w", name, err)
 	}
+	// The kernel caps the size at net.core.rmem_max; a smaller buffer
+	// only makes bursts more likely to be lost and counted.
+	_ = c.SetReadBuffer(gsmtapReadBuffer)
 	return c, nil
 }
 
 // Name returns the URI the source was opened from.
 func (s *GSMTAPSource) Name() string { return s.name }
 
-// Addrs are the bound GSMTAP and QCSuper NR addresses.
-func (s *GSMTAPSource) Addrs() (gsmtapAddr, qcsuperNRAddr net.Addr) {
-	return s.gsmtapConn.LocalAddr(), s.qcsuperConn.LocalAddr()
+// Addrs are the bound GSMTAP addresses, indexed by SIM subscription, and
+// the QCSuper NR address.
+func (s *GSMTAPSource) Addrs() (gsmtapAddrs []net.Addr, qcsuperNRAddr net.Addr) {
+	for _, c := range s.gsmtapConns {
+		gsmtapAddrs = append(gsmtapAddrs, c.LocalAddr())
+	}
+	return gsmtapAddrs, s.qcsuperConn.LocalAddr()
 }
 
 // Close releases the sockets of a source that was never Run.
 func (s *GSMTAPSource) Close() error {
-	return errors.Join(s.gsmtapConn.Close(), s.qcsuperConn.Close())
+	var errs []error
+	for _, c := range append(slices.Clone(s.gsmtapConns), s.qcsuperConn) {
+		if c != nil {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Run receives until ctx ends; it owns and closes the sockets.
@@ -152,19 +206,21 @@ func (s *GSMTAPSource) Run(ctx context.Context, out chan<- diag.Event) error {
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
 	dec := newGSMTAPDecoder(s.opts, out)
-	errs := make(chan error, 2)
-	recv := func(conn *net.UDPConn, port uint16) {
-		errs <- s.receive(ctx, conn, port, dec)
+	receivers := len(s.gsmtapConns) + 1
+	errs := make(chan error, receivers)
+	for sub, conn := range s.gsmtapConns {
+		go func() { errs <- s.receive(ctx, conn, gsmtap.Port, uint8(sub), dec) }()
 	}
-	go recv(s.gsmtapConn, gsmtap.Port)
-	go recv(s.qcsuperConn, gsmtap.QCSuperNRPort)
+	go func() { errs <- s.receive(ctx, s.qcsuperConn, gsmtap.QCSuperNRPort, 0, dec) }()
 	err := <-errs
 	cancel()
-	<-errs
+	for range receivers - 1 {
+		<-errs
+	}
 	return err
 }
 
-func (s *GSMTAPSource) receive(ctx context.Context, conn *net.UDPConn, port uint16, dec *gsmtapDecoder) error {
+func (s *GSMTAPSource) receive(ctx context.Context, conn *net.UDPConn, port uint16, sub uint8, dec *gsmtapDecoder) error {
 	buf := make([]byte, maxGSMTAPDatagram+1)
 	for {
 		n, _, flags, _, err := conn.ReadMsgUDP(buf, nil)
@@ -175,11 +231,11 @@ func (s *GSMTAPSource) receive(ctx context.Context, conn *net.UDPConn, port uint
 			return fmt.Errorf("diag %s: read: %w", s.name, err)
 		}
 		if flags&syscall.MSG_TRUNC != 0 || n > maxGSMTAPDatagram {
-			s.opts.Stats.CountError(diag.ReasonUDPTruncated)
+			dec.sink.drop(diag.ReasonUDPTruncated)
 			continue
 		}
 		// The RRC decoder may keep what it is given; buf is reused.
-		if err := dec.datagram(ctx, port, append([]byte(nil), buf[:n]...), time.Now().UTC()); err != nil {
+		if err := dec.datagram(ctx, port, sub, append([]byte(nil), buf[:n]...), time.Now().UTC()); err != nil {
 			return err
 		}
 	}
@@ -209,19 +265,30 @@ func (s *PcapSource) Run(ctx context.Context, out chan<- diag.Event) error {
 	}
 	defer f.Close()
 	dec := newGSMTAPDecoder(s.opts, out)
+	read := 0
+	otherPorts := map[uint16]int{}
 	skipped, err := gsmtap.ReadCapture(f, func(d gsmtap.Datagram) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if d.DstPort != gsmtap.Port && d.DstPort != gsmtap.QCSuperNRPort {
+			otherPorts[d.DstPort]++
 			return nil
 		}
+		read++
 		// The capture reuses its buffer for the next packet, and decoded
 		// messages may be kept by the RRC decoder.
-		return dec.datagram(ctx, d.DstPort, append([]byte(nil), d.Payload...), d.Time)
+		sub := gsmtap.Subscription(gsmtap.SCATBaseAddr, d.DstAddr)
+		return dec.datagram(ctx, d.DstPort, sub, append([]byte(nil), d.Payload...), d.Time)
 	})
 	for range skipped {
-		s.opts.Stats.CountError(ReasonCaptureUndecodable)
+		dec.sink.drop(ReasonCaptureUndecodable)
+	}
+	s.opts.drops.flush()
+	if read == 0 && len(otherPorts) > 0 {
+		// SCAT's -P moves the port of its pcap files as well.
+		s.opts.Logger.Warn("capture has no datagram to the GSMTAP ports", "input", s.name,
+			"ports", []uint16{gsmtap.Port, gsmtap.QCSuperNRPort}, "udp_to_other_ports", otherPorts)
 	}
 	if err == nil {
 		return nil

@@ -38,7 +38,7 @@ type pump struct {
 }
 
 func newPump(opts Options, out chan<- diag.Event) *pump {
-	p := &pump{sink: rrcSink{decoder: opts.RRC, stats: opts.Stats, out: out}, observe: opts.observe}
+	p := &pump{sink: rrcSink{decoder: opts.RRC, stats: opts.Stats, drops: opts.drops, out: out}, observe: opts.observe}
 	p.joiner.Stats = opts.Stats
 	if opts.Realtime {
 		p.pacer = &pacer{}
@@ -75,8 +75,10 @@ func (p *pump) packet(ctx context.Context, pkt qcdiag.LogPacket) error {
 	case err != nil:
 		rec.Note = diag.ErrorReason(err, qcdiag.ReasonMalformedRRC)
 		// The reader has counted unknown versions already.
-		if !errors.Is(err, qcdiag.ErrUnknownVersion) {
-			p.sink.stats.CountError(rec.Note)
+		if errors.Is(err, qcdiag.ErrUnknownVersion) {
+			p.sink.drops.note(rec.Note)
+		} else {
+			p.sink.drop(rec.Note)
 		}
 	case ok:
 		rec.RRC = &msg
@@ -201,6 +203,7 @@ func (s *QMDLSource) replay(ctx context.Context, r io.Reader, out chan<- diag.Ev
 	reader := qcdiag.NewReader(r, s.opts.Stats)
 	s.counters.attach(reader)
 	defer s.counters.detach()
+	defer s.opts.drops.flush()
 	err := newPump(s.opts, out).run(ctx, reader)
 	if errors.Is(err, io.EOF) {
 		return nil

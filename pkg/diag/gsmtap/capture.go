@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"time"
 
 	"github.com/gopacket/gopacket"
@@ -16,6 +17,7 @@ import (
 // Datagram is one UDP datagram of a capture.
 type Datagram struct {
 	Time    time.Time
+	DstAddr netip.Addr
 	DstPort uint16
 	Payload []byte
 }
@@ -69,7 +71,14 @@ func ReadCapture(r io.Reader, fn func(Datagram) error) (skipped int, err error) 
 			continue
 		}
 		udp := udpLayer.(*layers.UDP)
-		if err := fn(Datagram{Time: ci.Timestamp.UTC(), DstPort: uint16(udp.DstPort), Payload: udp.Payload}); err != nil {
+		var dst netip.Addr
+		switch ip := pkt.NetworkLayer().(type) {
+		case *layers.IPv4:
+			dst, _ = netip.AddrFromSlice(ip.DstIP.To4())
+		case *layers.IPv6:
+			dst, _ = netip.AddrFromSlice(ip.DstIP)
+		}
+		if err := fn(Datagram{Time: ci.Timestamp.UTC(), DstAddr: dst, DstPort: uint16(udp.DstPort), Payload: udp.Payload}); err != nil {
 			return skipped, err
 		}
 	}

@@ -3,6 +3,7 @@ package gsmtap_test
 import (
 	"bytes"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -23,12 +24,12 @@ func udpPacket(t *testing.T, ipv6, ethernet bool, port uint16, payload []byte) [
 	var stack []gopacket.SerializableLayer
 	etherType := layers.EthernetTypeIPv4
 	if ipv6 {
-		ip := &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolUDP, SrcIP: net.ParseIP("::1"), DstIP: net.ParseIP("::1")}
+		ip := &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolUDP, SrcIP: net.ParseIP("::1"), DstIP: net.ParseIP("::2")}
 		require.NoError(t, udp.SetNetworkLayerForChecksum(ip))
 		stack = append(stack, ip)
 		etherType = layers.EthernetTypeIPv6
 	} else {
-		ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP, SrcIP: net.IPv4(127, 0, 0, 1), DstIP: net.IPv4(127, 0, 0, 1)}
+		ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP, SrcIP: net.IPv4(127, 0, 0, 1), DstIP: net.IPv4(127, 0, 0, 2)}
 		require.NoError(t, udp.SetNetworkLayerForChecksum(ip))
 		stack = append(stack, ip)
 	}
@@ -92,7 +93,11 @@ func TestReadCaptureLinkTypes(t *testing.T) {
 			require.NoError(t, err)
 			assert.Zero(t, skipped)
 			require.Len(t, got, 3)
-			assert.Equal(t, gsmtap.Datagram{Time: at, DstPort: gsmtap.Port, Payload: payload}, got[0])
+			dst := netip.MustParseAddr("127.0.0.2")
+			if tc.ipv6 {
+				dst = netip.MustParseAddr("::2")
+			}
+			assert.Equal(t, gsmtap.Datagram{Time: at, DstAddr: dst, DstPort: gsmtap.Port, Payload: payload}, got[0])
 			assert.Equal(t, uint16(53), got[1].DstPort)
 			assert.Equal(t, uint16(gsmtap.QCSuperNRPort), got[2].DstPort)
 		})
@@ -104,4 +109,24 @@ func TestReadCaptureNotACapture(t *testing.T) {
 	assert.Error(t, err)
 	_, err = gsmtap.ReadCapture(bytes.NewReader(nil), func(gsmtap.Datagram) error { return nil })
 	assert.Error(t, err)
+}
+
+func TestSubscription(t *testing.T) {
+	base := gsmtap.SCATBaseAddr
+	tests := []struct {
+		base, dst string
+		want      uint8
+	}{
+		{"127.0.0.1", "127.0.0.1", 0},
+		{"127.0.0.1", "127.0.0.2", 1},
+		{"127.0.0.1", "0.0.0.0", 0}, // QCSuper's pcap files
+		{"127.0.0.1", "127.0.1.2", 0},
+		{"127.0.0.5", "127.0.0.4", 0},
+		{"10.0.0.7", "10.0.0.8", 1},
+		{"127.0.0.1", "::1", 0},
+	}
+	for _, tc := range tests {
+		assert.Equal(t, tc.want, gsmtap.Subscription(netip.MustParseAddr(tc.base), netip.MustParseAddr(tc.dst)), "%s to %s", tc.base, tc.dst)
+	}
+	assert.Equal(t, "127.0.0.1", base.String())
 }

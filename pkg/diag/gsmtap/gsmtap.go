@@ -6,6 +6,7 @@ package gsmtap
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/m2ho/m2ho/pkg/diag"
@@ -19,6 +20,25 @@ const (
 	// QCSuperNRPort carries QCSuper's raw NR RRC OTA payloads.
 	QCSuperNRPort = 47928
 )
+
+// SCATBaseAddr is where SCAT sends the first SIM subscription's GSMTAP
+// by default, and the address its pcap files always name; the second
+// subscription's goes to the next address (127.0.0.2).
+var SCATBaseAddr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+
+// Subscription is the SIM subscription (0 for the first) of a datagram
+// sent to dst by a sender whose first subscription goes to base, as SCAT
+// addresses multi-SIM modems: base, then base+1. Other addresses are 0.
+func Subscription(base, dst netip.Addr) uint8 {
+	if !base.Is4() || !dst.Is4() {
+		return 0
+	}
+	b, d := base.As4(), dst.As4()
+	if b[0] != d[0] || b[1] != d[1] || b[2] != d[2] || d[3] < b[3] {
+		return 0
+	}
+	return d[3] - b[3]
+}
 
 // Payload types of the GSMTAP versions read here (libosmocore gsmtap.h
 // for version 2; the version 3 draft as SCAT writes it).
@@ -47,6 +67,10 @@ const (
 	v3TagChannelNumber = 0x0002
 	v3TagPCI           = 0x0005
 	v3TagEndOfMetadata = 0xFFFE
+	// v3TagLen and v3LengthLen: every tag is 16 bits, and every tag but
+	// the end tag is followed by a 16-bit length.
+	v3TagLen           = 2
+	v3LengthLen        = 2
 	v3TimestampLen     = 12
 	v3ChannelNumberLen = 4
 	v3PCILen           = 2
@@ -83,8 +107,9 @@ var (
 
 // Parse reads one GSMTAP datagram. It returns (_, false, nil) for GSMTAP
 // of other payload types (GSM, UMTS, NAS, ...) and for RRC channels M2HO
-// does not read. Time is set only when the header carries one (v3). The
-// PDU aliases udpPayload.
+// does not read. Time is set only when the header carries one (v3), the
+// PCI only in v3 (v2 messages have PCIUnknown set). The PDU aliases
+// udpPayload.
 func Parse(udpPayload []byte) (diag.RRCMessage, bool, error) {
 	if len(udpPayload) < 2 {
 		return diag.RRCMessage{}, false, malformed("%d bytes", len(udpPayload))
@@ -121,22 +146,34 @@ func parseV2(b []byte) (diag.RRCMessage, bool, error) {
 		return diag.RRCMessage{}, false, malformed("v2 lte rrc without pdu")
 	}
 	return diag.RRCMessage{
-		RAT:     diag.RATLTE,
-		Channel: ch,
-		ARFCN:   uint32(binary.BigEndian.Uint16(b[4:]) & v2ARFCNMask),
-		PDU:     b[hdrLen:],
+		RAT:        diag.RATLTE,
+		Channel:    ch,
+		ARFCN:      uint32(binary.BigEndian.Uint16(b[4:]) & v2ARFCNMask),
+		PCIUnknown: true,
+		PDU:        b[hdrLen:],
 	}, true, nil
 }
 
 // parseV3: version, reserved, header length in 32-bit words (metadata
-// included), type (16), subtype (16), then tag-length-value metadata.
+// included), type (16), subtype (16), then a chain of tag-length-value
+// metadata closed by the end-of-metadata tag, which has no length.
+//
+// The stated length is the header rounded up to whole words, but SCAT
+// sends no padding: with 54 bytes of header it states 56 and the PDU
+// starts at byte 54. The header therefore ends where the chain ends, at
+// the end tag. A header padded to its stated length (a producer that
+// pads, or one that stops the chain at the padding without an end tag)
+// is read too: padding is less than a word after the last tag, or is
+// stated explicitly by a header length a word or more beyond the end tag.
+// Less than a word of zeros after an end tag reads as SCAT's layout, the
+// one producer known: those bytes start the PDU.
 func parseV3(b []byte) (diag.RRCMessage, bool, error) {
 	if len(b) < v3FixedHeaderLen {
 		return diag.RRCMessage{}, false, malformed("v3: %d bytes", len(b))
 	}
-	hdrLen := int(binary.BigEndian.Uint16(b[2:])) * 4
-	if hdrLen < v3FixedHeaderLen || len(b) < hdrLen {
-		return diag.RRCMessage{}, false, malformed("v3 header length %d of %d bytes", hdrLen, len(b))
+	statedLen := int(binary.BigEndian.Uint16(b[2:])) * 4
+	if statedLen < v3FixedHeaderLen || len(b) < statedLen {
+		return diag.RRCMessage{}, false, malformed("v3 header length %d of %d bytes", statedLen, len(b))
 	}
 	typ, subtype := binary.BigEndian.Uint16(b[4:]), binary.BigEndian.Uint16(b[6:])
 	var msg diag.RRCMessage
@@ -159,7 +196,8 @@ func parseV3(b []byte) (diag.RRCMessage, bool, error) {
 		return diag.RRCMessage{}, false, nil
 	}
 	msg.Channel = ch
-	if err := readV3Metadata(b[v3FixedHeaderLen:hdrLen], &msg); err != nil {
+	hdrLen, err := readV3Metadata(b[:statedLen], &msg)
+	if err != nil {
 		return diag.RRCMessage{}, false, err
 	}
 	if len(b) == hdrLen {
@@ -169,23 +207,39 @@ func parseV3(b []byte) (diag.RRCMessage, bool, error) {
 	return msg, true, nil
 }
 
-func readV3Metadata(md []byte, msg *diag.RRCMessage) error {
-	for len(md) >= 4 {
-		tag, n := binary.BigEndian.Uint16(md), int(binary.BigEndian.Uint16(md[2:]))
+// readV3Metadata walks the metadata chain of the header hdr (cut at its
+// stated length) and returns where the PDU starts.
+func readV3Metadata(hdr []byte, msg *diag.RRCMessage) (int, error) {
+	statedLen := len(hdr)
+	for p := v3FixedHeaderLen; ; {
+		if statedLen-p < v3TagLen+v3LengthLen {
+			if statedLen-p >= v3TagLen && binary.BigEndian.Uint16(hdr[p:]) == v3TagEndOfMetadata {
+				return p + v3TagLen, nil
+			}
+			// No end tag: what is left is padding to the stated length.
+			return statedLen, nil
+		}
+		tag := binary.BigEndian.Uint16(hdr[p:])
 		if tag == v3TagEndOfMetadata {
-			return nil
+			end := p + v3TagLen
+			if statedLen-end >= 4 {
+				// Padded beyond the rounding on purpose.
+				return statedLen, nil
+			}
+			return end, nil
 		}
-		md = md[4:]
-		if n > len(md) {
-			return malformed("v3 metadata tag 0x%04X: %d bytes of %d", tag, n, len(md))
+		n := int(binary.BigEndian.Uint16(hdr[p+v3TagLen:]))
+		p += v3TagLen + v3LengthLen
+		if n > statedLen-p {
+			return 0, malformed("v3 metadata tag 0x%04X: %d bytes of %d", tag, n, statedLen-p)
 		}
-		v := md[:n]
-		md = md[n:]
+		v := hdr[p : p+n]
+		p += n
 		switch {
 		case tag == v3TagTimestamp && n == v3TimestampLen:
 			sec, nsec := binary.BigEndian.Uint64(v), binary.BigEndian.Uint32(v[8:])
 			if sec > 1<<40 || nsec >= 1e9 {
-				return malformed("v3 timestamp %d s %d ns", sec, nsec)
+				return 0, malformed("v3 timestamp %d s %d ns", sec, nsec)
 			}
 			msg.Time = time.Unix(int64(sec), int64(nsec)).UTC()
 		case tag == v3TagChannelNumber && n == v3ChannelNumberLen:
@@ -194,8 +248,6 @@ func readV3Metadata(md []byte, msg *diag.RRCMessage) error {
 			msg.PCI = binary.BigEndian.Uint16(v)
 		}
 	}
-	// Whatever is left is padding to the 32-bit header length.
-	return nil
 }
 
 // ParseQCSuperNR reads a QCSuper NR RRC datagram (port 47928): the payload

@@ -30,9 +30,25 @@ func v2(typ uint8, arfcn uint16, subtype uint8, pdu []byte) []byte {
 	return append(b, pdu...)
 }
 
-// v3 builds a GSMTAP v3 datagram as SCAT writes it: '!BBHHH', TLV
-// metadata (timestamp, channel number, PCI), padding to 32 bits.
+// v3 builds a GSMTAP v3 datagram as SCAT 2.1.2 writes LTE and NR RRC:
+// '!BBHHH'; metadata tags timestamp, channel number, PCI, SFN and
+// sub-frame number; the end-of-metadata tag without a length; the header
+// length rounded up to 32-bit words (56 for these 54 bytes) and no
+// padding, so the PDU starts right after the end tag.
 func v3(typ, subtype uint16, at time.Time, arfcn uint32, pci uint16, pdu []byte) []byte {
+	md := v3Tags(at, arfcn, pci)
+	md = binary.BigEndian.AppendUint16(md, 0x0008) // SFN
+	md = binary.BigEndian.AppendUint16(md, 4)
+	md = binary.BigEndian.AppendUint32(md, 883)
+	md = binary.BigEndian.AppendUint16(md, 0x0009) // sub-frame number
+	md = binary.BigEndian.AppendUint16(md, 2)
+	md = binary.BigEndian.AppendUint16(md, 0)
+	md = binary.BigEndian.AppendUint16(md, 0xFFFE)
+	return v3Datagram(typ, subtype, (8+len(md)+3)/4, md, pdu)
+}
+
+// v3Tags is the timestamp, channel number and PCI metadata.
+func v3Tags(at time.Time, arfcn uint32, pci uint16) []byte {
 	var md []byte
 	md = binary.BigEndian.AppendUint16(md, 0x0000)
 	md = binary.BigEndian.AppendUint16(md, 12)
@@ -44,11 +60,12 @@ func v3(typ, subtype uint16, at time.Time, arfcn uint32, pci uint16, pdu []byte)
 	md = binary.BigEndian.AppendUint16(md, 0x0005)
 	md = binary.BigEndian.AppendUint16(md, 2)
 	md = binary.BigEndian.AppendUint16(md, pci)
-	for (8+len(md))%4 != 0 {
-		md = append(md, 0)
-	}
+	return md
+}
+
+func v3Datagram(typ, subtype uint16, words int, md, pdu []byte) []byte {
 	b := []byte{3, 0}
-	b = binary.BigEndian.AppendUint16(b, uint16((8+len(md))/4))
+	b = binary.BigEndian.AppendUint16(b, uint16(words))
 	b = binary.BigEndian.AppendUint16(b, typ)
 	b = binary.BigEndian.AppendUint16(b, subtype)
 	return append(append(b, md...), pdu...)
@@ -65,11 +82,11 @@ func TestParse(t *testing.T) {
 		reason string
 	}{
 		{name: "v2 lte DL-DCCH", in: v2(0x0D, 1850, 1, pdu), ok: true,
-			want: diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelDLDCCH, ARFCN: 1850, PDU: pdu}},
+			want: diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelDLDCCH, ARFCN: 1850, PCIUnknown: true, PDU: pdu}},
 		{name: "v2 lte uplink flag masked", in: v2(0x0D, 0x4000|1850, 3, pdu), ok: true,
-			want: diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelULDCCH, ARFCN: 1850, PDU: pdu}},
+			want: diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelULDCCH, ARFCN: 1850, PCIUnknown: true, PDU: pdu}},
 		{name: "v2 lte PCCH", in: v2(0x0D, 0, 6, pdu), ok: true,
-			want: diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelPCCH, PDU: pdu}},
+			want: diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelPCCH, PCIUnknown: true, PDU: pdu}},
 		{name: "v2 lte MCCH skipped", in: v2(0x0D, 0, 7, pdu)},
 		{name: "v2 lte unknown subtype", in: v2(0x0D, 0, 99, pdu), reason: gsmtap.ReasonUnknownSubtype},
 		{name: "v2 gsm skipped", in: v2(0x01, 0, 1, pdu)},
@@ -82,6 +99,17 @@ func TestParse(t *testing.T) {
 			want: diag.RRCMessage{Time: at, RAT: diag.RATNR, Channel: diag.ChannelULDCCH, PCI: 433, ARFCN: 640704, PDU: pdu}},
 		{name: "v3 lte DL-DCCH", in: v3(0x0403, 9, at, 66486, 12, pdu), ok: true,
 			want: diag.RRCMessage{Time: at, RAT: diag.RATLTE, Channel: diag.ChannelDLDCCH, PCI: 12, ARFCN: 66486, PDU: pdu}},
+		{name: "v3 header of whole words", in: func() []byte {
+			md := binary.BigEndian.AppendUint16(v3Tags(at, 66486, 12), 0xFFFE) // 40 bytes with the fixed part
+			return v3Datagram(0x0403, 9, 10, md, pdu)
+		}(), ok: true,
+			want: diag.RRCMessage{Time: at, RAT: diag.RATLTE, Channel: diag.ChannelDLDCCH, PCI: 12, ARFCN: 66486, PDU: pdu}},
+		{name: "v3 padded without end tag", in: v3Datagram(0x0403, 9, 10, append(v3Tags(at, 66486, 12), 0, 0), pdu), ok: true,
+			want: diag.RRCMessage{Time: at, RAT: diag.RATLTE, Channel: diag.ChannelDLDCCH, PCI: 12, ARFCN: 66486, PDU: pdu}},
+		{name: "v3 padded by a word after the end tag", in: v3Datagram(0x0403, 9, 11, append(v3Tags(at, 66486, 12), 0xFF, 0xFE, 0, 0, 0, 0), pdu), ok: true,
+			want: diag.RRCMessage{Time: at, RAT: diag.RATLTE, Channel: diag.ChannelDLDCCH, PCI: 12, ARFCN: 66486, PDU: pdu}},
+		{name: "v3 end tag in the last word", in: v3Datagram(0x0403, 9, 10, append(v3Tags(at, 66486, 12)[:24], 0, 1, 0, 2, 0, 0, 0xFF, 0xFE), pdu), ok: true,
+			want: diag.RRCMessage{Time: at, RAT: diag.RATLTE, Channel: diag.ChannelDLDCCH, ARFCN: 66486, PDU: pdu}},
 		{name: "v3 nr capability skipped", in: v3(0x0503, 0x0204, at, 0, 0, pdu)},
 		{name: "v3 nas skipped", in: v3(0x0504, 0, at, 0, 0, pdu)},
 		{name: "v3 metadata overruns header", in: func() []byte {
@@ -89,6 +117,8 @@ func TestParse(t *testing.T) {
 			b[10], b[11] = 0x00, 0x40 // timestamp length 64
 			return b
 		}(), reason: gsmtap.ReasonMalformed},
+		{name: "v3 metadata ends in the middle of a tag", in: v3Datagram(0x0403, 9, 10, append(v3Tags(at, 1, 1)[:24], 0, 8, 0, 8, 0, 0), pdu),
+			reason: gsmtap.ReasonMalformed},
 		{name: "v3 header length beyond datagram", in: func() []byte {
 			b := v3(0x0503, 9, at, 1, 1, pdu)
 			b[3] = 200

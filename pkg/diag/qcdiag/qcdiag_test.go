@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -418,4 +419,44 @@ func BenchmarkReplayLargest(b *testing.B) {
 			j.Add(p)
 		}
 	}
+}
+
+// TestReaderSubscription reads the subscription from the multi-radio
+// wrapper: IDs count from 1, and 0 and -1 also mean the first.
+func TestReaderSubscription(t *testing.T) {
+	inWrapper := func(id uint32) []byte {
+		body := binary.LittleEndian.AppendUint32([]byte{qcdiag.CmdMultiRadio, 1, 0, 0}, id)
+		return qcdiag.Escape(append(body, qcdiag.EncodeLogPacket(0x1234, t0, []byte{1})...))
+	}
+	stream := slices.Concat(frame(0x1234, t0, []byte{1}), inWrapper(1), inWrapper(2), inWrapper(0), inWrapper(0xFFFFFFFF), inWrapper(3))
+	packets, _, _ := readAll(t, stream)
+	var subs []uint8
+	for _, p := range packets {
+		subs = append(subs, p.Subscription)
+	}
+	assert.Equal(t, []uint8{0, 0, 1, 0, 0, 2}, subs)
+}
+
+// TestRRCJoinerSubscriptions joins the segments of two subscriptions that
+// interleave, each on its own.
+func TestRRCJoinerSubscriptions(t *testing.T) {
+	seg := func(sub, segment uint8, body string) qcdiag.LogPacket {
+		p, err := qcdiag.ParseLogPacket(qcdiag.EncodeLogPacket(qcdiag.CodeNRRRCOTA, t0,
+			nrPayload(rrcFields{version: 26, pci: 9, arfcn: 2079167, pdu: 11, segment: segment, body: []byte(body)})))
+		require.NoError(t, err)
+		p.Subscription = sub
+		return p
+	}
+	stats := &diag.Stats{}
+	j := qcdiag.RRCJoiner{Stats: stats}
+	got := map[uint8][]string{}
+	for _, p := range []qcdiag.LogPacket{seg(0, 1, "a"), seg(1, 1, "x"), seg(0, 7, "b"), seg(1, 7, "y")} {
+		msg, ok, err := j.Add(p)
+		require.NoError(t, err)
+		if ok {
+			got[msg.Subscription] = append(got[msg.Subscription], string(msg.PDU))
+		}
+	}
+	assert.Equal(t, map[uint8][]string{0: {"ab"}, 1: {"xy"}}, got)
+	assert.Zero(t, errorCounts(stats)[qcdiag.ReasonRRCSegmentLost])
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -120,6 +121,9 @@ type LogPacket struct {
 	Timestamp uint64
 	// Payload follows the 16-byte log header; it is owned by the packet.
 	Payload []byte
+	// Subscription is the SIM subscription of a multi-SIM modem, from the
+	// multi-radio wrapper: 0 for the first (and without a wrapper).
+	Subscription uint8
 }
 
 // Reader splits a DIAG byte stream into frames and log packets.
@@ -128,6 +132,8 @@ type Reader struct {
 	stats *diag.Stats
 	frame []byte
 	c     atomicCounters
+	// subscription is that of the multi-radio wrapper of the last frame.
+	subscription uint8
 }
 
 // NewReader reads frames from r. Errors are counted in stats (which may be
@@ -171,6 +177,7 @@ func (r *Reader) Next() (LogPacket, error) {
 			r.fail(&r.c.malformed, ReasonMalformedLog)
 			continue
 		}
+		p.Subscription = r.subscription
 		r.c.logPackets.Add(1)
 		switch p.Layout {
 		case LayoutUnknownCode:
@@ -219,11 +226,23 @@ func (r *Reader) NextFrame() ([]byte, error) {
 		if !ok {
 			continue
 		}
+		r.subscription = 0
 		if body[0] == CmdMultiRadio && len(body) > multiRadioHeaderLen {
+			r.subscription = subscriptionIndex(binary.LittleEndian.Uint32(body[multiRadioHeaderLen-4:]))
 			body = body[multiRadioHeaderLen:]
 		}
 		return body, nil
 	}
+}
+
+// subscriptionIndex turns the subscription ID of a multi-radio wrapper,
+// which counts from 1, into an index from 0. Modems also write 0 and
+// 0xFFFFFFFF (-1) for the first subscription.
+func subscriptionIndex(id uint32) uint8 {
+	if id == 0 || id == math.MaxUint32 {
+		return 0
+	}
+	return uint8(min(id-1, math.MaxUint8))
 }
 
 // skipFrame discards input up to and including the next flag.

@@ -303,7 +303,7 @@ func parseRRC(p LogPacket) (diag.RRCMessage, uint8, bool, error) {
 		return diag.RRCMessage{}, 0, false, &diag.ParseError{Reason: ReasonUnknownRRCPDU,
 			Err: fmt.Errorf("%w %d in 0x%04X version %d", ErrUnknownPDU, h.pduNumber, p.Code, v)}
 	}
-	return diag.RRCMessage{Time: p.Time, RAT: l.rat, Channel: ch, PCI: h.pci, ARFCN: h.arfcn, PDU: pdu}, h.segment, true, nil
+	return diag.RRCMessage{Time: p.Time, RAT: l.rat, Channel: ch, PCI: h.pci, ARFCN: h.arfcn, Subscription: p.Subscription, PDU: pdu}, h.segment, true, nil
 }
 
 // RRCJoiner reassembles segmented RRC PDUs (NR from packet version 23,
@@ -312,7 +312,14 @@ func parseRRC(p LogPacket) (diag.RRCMessage, uint8, bool, error) {
 // Stats (nil: not counted). The zero value is ready to use.
 type RRCJoiner struct {
 	Stats   *diag.Stats
-	pending map[uint16][][]byte
+	pending map[segmentStream][][]byte
+}
+
+// segmentStream is one sequence of segments: the subscriptions of a
+// multi-SIM modem segment their PDUs independently.
+type segmentStream struct {
+	code         uint16
+	subscription uint8
 }
 
 // Add is RRCMessageFrom for a stream: it returns whole PDUs, joined when
@@ -323,41 +330,42 @@ func (j *RRCJoiner) Add(p LogPacket) (diag.RRCMessage, bool, error) {
 		return diag.RRCMessage{}, false, err
 	}
 	if j.pending == nil {
-		j.pending = make(map[uint16][][]byte)
+		j.pending = make(map[segmentStream][][]byte)
 	}
-	parts := j.pending[p.Code]
+	key := segmentStream{code: p.Code, subscription: p.Subscription}
+	parts := j.pending[key]
 	switch {
 	case segment == 0:
-		j.drop(p.Code)
+		j.drop(key)
 		return msg, true, nil
 	case segment == lastSegment:
 		if len(parts) == 0 {
 			j.lost()
 			return diag.RRCMessage{}, false, nil
 		}
-		delete(j.pending, p.Code)
+		delete(j.pending, key)
 		msg.PDU = slices.Concat(append(parts, msg.PDU)...)
 		return msg, true, nil
 	case segment == 1:
-		j.drop(p.Code)
-		j.pending[p.Code] = [][]byte{msg.PDU}
+		j.drop(key)
+		j.pending[key] = [][]byte{msg.PDU}
 	case int(segment) == len(parts)+1:
-		j.pending[p.Code] = append(parts, msg.PDU)
+		j.pending[key] = append(parts, msg.PDU)
 	default:
 		if len(parts) == 0 {
 			j.lost()
 		}
-		j.drop(p.Code)
+		j.drop(key)
 	}
 	return diag.RRCMessage{}, false, nil
 }
 
-// drop abandons the PDU being assembled for code, if any.
-func (j *RRCJoiner) drop(code uint16) {
-	if len(j.pending[code]) > 0 {
+// drop abandons the PDU being assembled for key, if any.
+func (j *RRCJoiner) drop(key segmentStream) {
+	if len(j.pending[key]) > 0 {
 		j.lost()
 	}
-	delete(j.pending, code)
+	delete(j.pending, key)
 }
 
 func (j *RRCJoiner) lost() {

@@ -129,9 +129,82 @@ func (m *measState) dropMeasIDs(match func(MeasIDLink) bool) {
 type ratState struct {
 	meas    *connectionMeas
 	serving diag.Cell
+	// servingPCIUnknown: the transport named the serving carrier but not
+	// the cell (GSMTAP v2), and no signalling named it since.
+	servingPCIUnknown bool
+	// connected: dedicated signalling was seen since the last connection
+	// release or establishment, the last at lastDedicated.
+	connected     bool
+	lastDedicated time.Time
+	// lastMessage is when the last message of the RAT came.
+	lastMessage time.Time
 	// pending are the targets of handover commands awaiting their
 	// reconfiguration complete.
 	pending []diag.Cell
+}
+
+// observeServing updates the serving cell from the cell msg was exchanged
+// with. A transport without PCIs (GSMTAP v2) names only the carrier: the
+// cell stays the one the signalling named last (a handover's target) while
+// the connection stays on that carrier, and is unknown once the carrier
+// changes, a connection is set up or re-established (CCCH), or the UE is
+// paged while idle (PCCH after a release, or pagedIdleAfter after the last
+// dedicated message when the release was not logged: idle UEs reselect
+// cells unannounced), or the log was silent (or jumped back) for
+// silentAfter; each may be on another cell of the carrier. Cells of
+// unknown PCI are never keyed as PCI 0.
+func (st *ratState) observeServing(msg diag.RRCMessage) {
+	silent := msg.Time.Sub(st.lastMessage).Abs() > silentAfter
+	st.lastMessage = msg.Time
+	switch {
+	case msg.PCIUnknown:
+		if msg.ARFCN == 0 {
+			return
+		}
+		idle := !st.connected || msg.Time.Sub(st.lastDedicated) > pagedIdleAfter
+		mayHaveMoved := silent || msg.Channel == diag.ChannelULCCCH || msg.Channel == diag.ChannelDLCCCH ||
+			msg.Channel == diag.ChannelPCCH && idle
+		if st.serving.RAT == msg.RAT && st.serving.ARFCN == msg.ARFCN && !mayHaveMoved {
+			return
+		}
+		st.serving = diag.Cell{RAT: msg.RAT, ARFCN: msg.ARFCN}.Normalized()
+		st.servingPCIUnknown = true
+	case msg.PCI != 0 || msg.ARFCN != 0:
+		st.serving = diag.Cell{RAT: msg.RAT, PCI: msg.PCI, ARFCN: msg.ARFCN}.Normalized()
+		st.servingPCIUnknown = false
+	}
+}
+
+// pagedIdleAfter: paging this long after the last dedicated message
+// means the UE is idle even without a logged release. Connected UEs
+// exchange dedicated messages (reports, reconfigurations) while moving;
+// idle ones are paged every paging cycle (0.32 to 2.56 s).
+const pagedIdleAfter = 5 * time.Second
+
+// silentAfter: a log silent this long (a capture paused, messages lost)
+// may resume anywhere.
+const silentAfter = time.Minute
+
+// followConnection tracks whether the UE is connected, from the channel
+// and the name of msg.
+func (st *ratState) followConnection(msg diag.RRCMessage, message string) {
+	switch {
+	case message == "rrcConnectionRelease" || message == "rrcRelease":
+		st.connected = false
+	case msg.Channel == diag.ChannelULCCCH || msg.Channel == diag.ChannelDLCCCH:
+		st.connected = false
+	case msg.Channel == diag.ChannelULDCCH || msg.Channel == diag.ChannelDLDCCH:
+		st.connected, st.lastDedicated = true, msg.Time
+	}
+}
+
+// servingCell is the serving cell as events name it: zero (unknown) while
+// its PCI is unknown.
+func (st *ratState) servingCell() diag.Cell {
+	if st.servingPCIUnknown {
+		return diag.Cell{}
+	}
+	return st.serving
 }
 
 // Decoder is the stateful RRC decoder of one modem. It is not safe for
@@ -232,6 +305,13 @@ func (d *Decoder) Decode(msg diag.RRCMessage) ([]diag.Event, error) {
 	s, err := Summarize(msg.RAT, msg.Channel, msg.PDU)
 	switch {
 	case errors.Is(err, ErrUnsupportedChannel):
+		if msg.PCIUnknown {
+			// Paging and connection setup say the serving cell may have
+			// changed, when no PCI does.
+			st := d.state[msg.RAT]
+			st.observeServing(msg)
+			st.followConnection(msg, "")
+		}
 		return nil, nil
 	case err != nil:
 		return nil, &diag.ParseError{Reason: ReasonMalformed, Err: err}
@@ -246,18 +326,17 @@ func (d *Decoder) Decode(msg diag.RRCMessage) ([]diag.Event, error) {
 // handle applies one summarised message to the connection state.
 func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) {
 	st := d.state[msg.RAT]
-	if msg.PCI != 0 || msg.ARFCN != 0 {
-		st.serving = diag.Cell{RAT: msg.RAT, PCI: msg.PCI, ARFCN: msg.ARFCN}.Normalized()
-	}
+	st.observeServing(msg)
+	st.followConnection(msg, s.Message)
 	switch {
 	case s.Report != nil:
-		return d.measReport(msg.Time, msg.RAT, st.serving, s.Report)
+		return d.measReport(msg.Time, msg.RAT, st.servingCell(), s.Report)
 	case s.NestedNR != nil && s.NestedNR.Report != nil:
 		// An EN-DC NR report relayed by LTE: the NR cell serving is the
 		// secondary cell.
 		serving := d.scg
 		if serving.IsZero() {
-			serving = d.state[diag.RATNR].serving
+			serving = d.state[diag.RATNR].servingCell()
 		}
 		return d.measReport(msg.Time, diag.RATNR, serving, s.NestedNR.Report)
 	case s.ReestablishmentCause != "":
@@ -274,7 +353,7 @@ func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) 
 		for _, target := range st.pending {
 			events = append(events, diag.Event{Type: diag.TypeHOComplete, Time: msg.Time, Cell: target})
 			if target.RAT == msg.RAT {
-				st.serving = target
+				st.serving, st.servingPCIUnknown = target, false
 			}
 		}
 		st.pending = nil
@@ -355,11 +434,14 @@ func (d *Decoder) reconfiguration(msg diag.RRCMessage, st *ratState, s *Summary)
 	// anchor is the primary cell once this reconfiguration executed: the
 	// serving cell changes only at the completion, so a handover ordered
 	// by the same message must name its target here.
-	anchor := st.serving
+	anchor := st.servingCell()
 	if s.Sync != nil {
+		// The carrier of an intra-frequency target is the serving one.
+		// Its PCI is known even from GSMTAP v2: mobilityControlInfo
+		// always names targetPhysCellId.
 		target := syncCell(msg.RAT, s.Sync, st.serving)
 		anchor = target
-		command(diag.HOPCell, st.serving, target)
+		command(diag.HOPCell, st.servingCell(), target)
 		st.pending = append(st.pending, target)
 		if st.serving.RAT == msg.RAT && st.serving.ARFCN != 0 {
 			st.meas.followHandover(msg.RAT, st.serving.ARFCN, target.ARFCN)

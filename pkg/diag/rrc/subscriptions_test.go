@@ -1,0 +1,196 @@
+package rrc
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/pkg/diag"
+)
+
+// onSubscription is a test vector as subscription sub sent it at t0+at,
+// from the LTE cell 10 on 1300.
+func onSubscription(t *testing.T, name string, sub uint8, at time.Duration) diag.RRCMessage {
+	msg := vectorByName(t, name)
+	msg.Time, msg.PCI, msg.ARFCN, msg.Subscription = t0.Add(at), 10, 1300, sub
+	return msg
+}
+
+func TestParseFollow(t *testing.T) {
+	for in, want := range map[string]Follow{"auto": FollowAuto, "0": {}, "1": {Subscription: 1}} {
+		got, err := ParseFollow(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+		assert.Equal(t, in, got.String())
+	}
+	for _, bad := range []string{"", "-1", "256", "sim2"} {
+		_, err := ParseFollow(bad)
+		assert.Error(t, err, bad)
+	}
+}
+
+// TestSubscriptionsKeepStatesApart: one subscription's measConfig never
+// resolves another's reports, and only the followed one's events pass.
+func TestSubscriptionsKeepStatesApart(t *testing.T) {
+	report := []diag.Event{{Type: diag.TypeMeasReport, Time: t0.Add(3 * time.Millisecond), Meas: diag.EventA3,
+		Serving: lteCell(10, 1300), Neighbor: lteCell(133, 38950)}}
+	for _, follow := range []Follow{{Subscription: 0}, {Subscription: 1}} {
+		t.Run("follow "+follow.String(), func(t *testing.T) {
+			s := NewSubscriptions(slog.New(slog.DiscardHandler), follow)
+			events, err := s.Decode(onSubscription(t, "lte_reconf_measconfig_a3", 1, time.Millisecond))
+			require.NoError(t, err)
+			assert.Empty(t, events)
+
+			// Subscription 0 has no measConfig: its report is unresolved.
+			events, err = s.Decode(onSubscription(t, "lte_mr_a3", 0, 2*time.Millisecond))
+			assert.Equal(t, ReasonUnresolvedMeasID, diag.ErrorReason(err, ""))
+			assert.Empty(t, events)
+
+			events, err = s.Decode(onSubscription(t, "lte_mr_a3", 1, 3*time.Millisecond))
+			require.NoError(t, err)
+			want := SubscriptionStatus{Followed: follow.Subscription, Seen: []SubscriptionCounts{
+				{Subscription: 0, Messages: 1}, {Subscription: 1, Messages: 2}}}
+			if follow.Subscription == 1 {
+				assert.Equal(t, report, events)
+				want.Seen[1].Events = 1
+			} else {
+				assert.Empty(t, events)
+				want.Seen[1].DroppedEvents = 1
+			}
+			assert.Equal(t, want, s.Status())
+		})
+	}
+}
+
+// TestSubscriptionsAutoFollowsData: automatic following moves to the
+// subscription in a data session, not to one that signals briefly.
+func TestSubscriptionsAutoFollowsData(t *testing.T) {
+	s := NewSubscriptions(slog.New(slog.DiscardHandler), FollowAuto)
+	at := time.Duration(0)
+	send := func(sub uint8, n int) {
+		for range n {
+			at += 100 * time.Millisecond
+			_, err := s.Decode(onSubscription(t, "lte_reconf_complete", sub, at))
+			require.NoError(t, err)
+		}
+	}
+	send(0, 4)
+	send(1, 9)
+	assert.Equal(t, uint8(0), s.Status().Followed, "nine messages of subscription 1 are not yet a data session")
+	send(1, 1)
+	assert.Equal(t, uint8(1), s.Status().Followed, "ten messages, more than twice subscription 0's")
+	assert.True(t, s.Status().Auto)
+
+	// Subscription 0 signals as much again: no switch back before it
+	// clearly carries more.
+	send(0, 15)
+	assert.Equal(t, uint8(1), s.Status().Followed)
+	// A minute later only subscription 0 is busy.
+	at += 2 * time.Minute
+	send(0, 10)
+	assert.Equal(t, uint8(0), s.Status().Followed)
+}
+
+// TestSubscriptionsForgetOldMessages: what automatic following keeps of a
+// long single-SIM session stays within the window.
+func TestSubscriptionsForgetOldMessages(t *testing.T) {
+	s := NewSubscriptions(slog.New(slog.DiscardHandler), FollowAuto)
+	for i := range 2000 {
+		_, err := s.Decode(onSubscription(t, "lte_reconf_complete", 0, time.Duration(i)*time.Second))
+		require.NoError(t, err)
+	}
+	assert.LessOrEqual(t, len(s.subs[0].dedicated), int(dataWindow/time.Second)+1)
+}
+
+// TestSubscriptionsFixedDoesNotMove: a configured subscription stays
+// followed whatever the others do.
+func TestSubscriptionsFixedDoesNotMove(t *testing.T) {
+	s := NewSubscriptions(slog.New(slog.DiscardHandler), Follow{Subscription: 0})
+	for i := range 50 {
+		_, err := s.Decode(onSubscription(t, "lte_reconf_complete", 1, time.Duration(i)*time.Millisecond))
+		require.NoError(t, err)
+	}
+	assert.Equal(t, uint8(0), s.Status().Followed)
+	assert.False(t, s.Status().Auto)
+}
+
+// TestServingWithoutPCI: a transport without PCIs (GSMTAP v2) never
+// makes a cell of PCI 0: the serving cell is unknown until a handover
+// names it, stays named while the connection stays on its carrier, and is
+// unknown again on another carrier or a new connection.
+func TestServingWithoutPCI(t *testing.T) {
+	d := NewDecoder(slog.New(slog.DiscardHandler))
+	at := t0
+	feed := func(ch diag.RRCChannel, arfcn uint32, s Summary) []diag.Event {
+		at = at.Add(time.Millisecond)
+		events, err := d.handle(diag.RRCMessage{Time: at, RAT: diag.RATLTE, Channel: ch, ARFCN: arfcn, PCIUnknown: true}, &s)
+		require.NoError(t, err)
+		return events
+	}
+	feed(diag.ChannelDLDCCH, 1300, lteReconf(Summary{MeasConfig: lteMeasSetup}))
+	a3 := lteReport(1, NeighborCell{RAT: diag.RATLTE, PCI: 20})
+	assert.Equal(t, []diag.Event{{Type: diag.TypeMeasReport, Time: at.Add(time.Millisecond), Meas: diag.EventA3,
+		Neighbor: lteCell(20, 1300)}}, feed(diag.ChannelULDCCH, 1300, a3), "serving cell unknown, not lte/1300/0")
+
+	ho := lteReconf(Summary{Sync: &SyncTarget{PCI: 20, HasPCI: true}})
+	assert.Equal(t, []diag.Event{{Type: diag.TypeHOCommand, Time: at.Add(time.Millisecond), Kind: diag.HOPCell,
+		Target: lteCell(20, 1300)}}, feed(diag.ChannelDLDCCH, 1300, ho), "intra-frequency target on the serving carrier")
+	feed(diag.ChannelULDCCH, 1300, lteComplete)
+
+	events := feed(diag.ChannelULDCCH, 1300, lteReport(1, NeighborCell{RAT: diag.RATLTE, PCI: 30}))
+	require.Len(t, events, 1)
+	assert.Equal(t, lteCell(20, 1300), events[0].Serving, "PCI learnt from the handover")
+
+	// Paging, as the transport delivers it: ignored but for the cell.
+	paging := func(after time.Duration) {
+		at = at.Add(after)
+		_, err := d.Decode(diag.RRCMessage{Time: at, RAT: diag.RATLTE, Channel: diag.ChannelPCCH, ARFCN: 1300, PCIUnknown: true, PDU: []byte{0x40}})
+		require.NoError(t, err)
+	}
+	servingOfReport := func() diag.Cell {
+		events := feed(diag.ChannelULDCCH, 1300, lteReport(1, NeighborCell{RAT: diag.RATLTE, PCI: 30}))
+		require.Len(t, events, 1)
+		return events[0].Serving
+	}
+	paging(time.Second)
+	assert.Equal(t, lteCell(20, 1300), servingOfReport(), "paged while connected")
+	paging(6 * time.Second)
+	assert.True(t, servingOfReport().IsZero(), "paged long after the last dedicated message: idle, may have reselected")
+
+	learn := func() {
+		feed(diag.ChannelDLDCCH, 1300, lteReconf(Summary{Sync: &SyncTarget{PCI: 20, HasPCI: true}}))
+		feed(diag.ChannelULDCCH, 1300, lteComplete)
+		require.Equal(t, lteCell(20, 1300), servingOfReport())
+	}
+	learn()
+	feed(diag.ChannelDLDCCH, 1300, Summary{Message: "rrcConnectionRelease"})
+	paging(time.Millisecond)
+	assert.True(t, servingOfReport().IsZero(), "paged after a release")
+
+	learn()
+	feed(diag.ChannelULCCCH, 1300, Summary{Message: "rrcConnectionReestablishmentRequest"})
+	assert.True(t, servingOfReport().IsZero(), "re-established, perhaps on another cell")
+
+	learn()
+	at = at.Add(2 * time.Minute)
+	assert.True(t, servingOfReport().IsZero(), "after a silent log")
+
+	learn()
+	at = at.Add(-2 * time.Minute)
+	assert.True(t, servingOfReport().IsZero(), "after a log that jumped back")
+
+	ho = lteReconf(Summary{Sync: &SyncTarget{PCI: 40, HasPCI: true, Carrier: 1500}})
+	feed(diag.ChannelDLDCCH, 1300, ho)
+	feed(diag.ChannelULDCCH, 1500, lteComplete)
+	feed(diag.ChannelDLDCCH, 1500, lteReconf(Summary{MeasConfig: lteMeasSetup}))
+	events = feed(diag.ChannelULDCCH, 1500, lteReport(1, NeighborCell{RAT: diag.RATLTE, PCI: 30}))
+	require.Len(t, events, 1)
+	assert.Equal(t, lteCell(40, 1500), events[0].Serving)
+	feed(diag.ChannelBCCHDLSCH, 1800, Summary{})
+	events = feed(diag.ChannelULDCCH, 1800, lteReport(1, NeighborCell{RAT: diag.RATLTE, PCI: 30}))
+	require.Len(t, events, 1)
+	assert.True(t, events[0].Serving.IsZero(), "another carrier, cell unknown")
+}
