@@ -35,6 +35,14 @@ BPF_CFLAGS := -O2 -g -Wall -Werror -mcpu=v3 -fno-ident -I/usr/include/$(shell un
 export BPF_CLANG BPF_CFLAGS
 
 BIN := bin
+
+# The build's identity (m2hod --version, m2hod_build_info), from git: a
+# release tag, or git describe's form between releases. Outside a git
+# checkout the binary falls back on what the Go toolchain embedded.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+VERSION_PKG := github.com/m2ho/m2ho/pkg/version
+LDFLAGS := -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).revision=$(REVISION)
 # Test-only Python environment with the pycrate RRC oracle.
 VENV := .venv
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -99,7 +107,7 @@ $(VENV)/.installed: tools/rrc-oracle/requirements.txt
 	touch $@
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/... ./test/cmd/...
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/... ./test/cmd/...
 
 generate: deps
 	$(GO) generate ./pkg/datapath/...

@@ -66,10 +66,13 @@ func TestSystemdUnitHardening(t *testing.T) {
 		{"Service.PrivateTmp", "yes"},
 		{"Service.StateDirectory", "m2ho"},
 		{"Service.Restart", "on-failure"},
-		// restarted until the modem's interface appears
+		// failures a restart may mend are retried for as long as they last
 		{"Unit.StartLimitIntervalSec", "0"},
-		// but not over a configuration error (cmd/m2hod's exitUsage)
-		{"Service.RestartPreventExitStatus", "2"},
+		// the others are not (cmd/m2hod checks the list against its codes)
+		{"Service.RestartPreventExitStatus", "2 3 4 6"},
+		{"Service.Type", "notify"},
+		{"Service.NotifyAccess", "main"},
+		{"Service.WatchdogSec", "10s"},
 		{"Service.ProtectKernelModules", "yes"},
 		{"Service.RestrictNamespaces", "yes"},
 		{"Service.MemoryDenyWriteExecute", "yes"},
@@ -84,7 +87,8 @@ func TestSystemdUnitHardening(t *testing.T) {
 	installed := strings.ReplaceAll(execStart[0], "/etc/m2ho/m2hod.yaml", "m2hod.yaml")
 	_, err := config.Parse(strings.Fields(installed)[1:], nil)
 	assert.NoError(t, err, "ExecStart's flags and the example configuration are valid together")
-	assert.Contains(t, execStart[0], "--state-dir /var/lib/m2ho", "the store lives in the StateDirectory")
+	assert.NotContains(t, execStart[0], "--state-dir", "the state directory is named once, by StateDirectory=")
+	assert.Contains(t, unit["Service.DeviceAllow"], "char-wwan_port rw", "DIAG ports of the WWAN subsystem (/dev/wwan0qcdm0)")
 	assert.Equal(t, []string{"-" + config.DefaultPinDir}, unit["Service.ReadWritePaths"], "the pins may be written")
 }
 
@@ -177,7 +181,7 @@ func exportedMetrics(t *testing.T, seeded bool) []string {
 // advance, and an alert on them has nothing to report before that error.
 var appearOnError = []string{"m2hod_diag_errors_total"}
 
-var metricName = regexp.MustCompile(`\bm2hod_[a-z0-9_]+`)
+var metricName = regexp.MustCompile(`\b(m2hod|process)_[a-z0-9_]+`)
 
 // assertKnownMetrics fails for any m2hod_ metric in expr that m2hod does not
 // export: a renamed metric must not leave a silent dashboard or alert.

@@ -193,6 +193,9 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 		return nil, err
 	}
 
+	if err := checkRunningKernel(); err != nil {
+		return nil, err
+	}
 	pinDir, err := flowPinDir(cfg)
 	if err != nil {
 		return nil, err

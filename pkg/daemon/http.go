@@ -142,12 +142,26 @@ func (d *Daemon) handler() http.Handler {
 	return mux
 }
 
-// serveHealthz reports whether the loop is alive: policies are renewed
-// by the loop, so a stalled loop means the datapath is failing open.
+// Healthy fails when the loop has stalled: policies are renewed by the
+// loop, so a stalled loop means the datapath is failing open. /healthz
+// and systemd's watchdog both ask it.
+func (d *Daemon) Healthy() error {
+	last := d.lastTick.Load()
+	if age := time.Since(time.Unix(0, last)); last == 0 || age > stallAfter {
+		return fmt.Errorf("%w: loop stalled: last tick %v ago", errNotHealthy, age.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// Summary says what the daemon does, in a line.
+func (d *Daemon) Summary() string {
+	return fmt.Sprintf("%s on %s (%s, attached: %s)", d.cfg.Policy, d.cfg.Iface, d.cfg.Mode, d.dp.AttachMode())
+}
+
+// serveHealthz reports whether the loop is alive (see Healthy).
 func (d *Daemon) serveHealthz(w http.ResponseWriter, _ *http.Request) {
-	last := time.Unix(0, d.lastTick.Load())
-	if age := time.Since(last); d.lastTick.Load() == 0 || age > stallAfter {
-		http.Error(w, fmt.Sprintf("loop stalled: last tick %v ago", age.Round(time.Millisecond)), http.StatusServiceUnavailable)
+	if err := d.Healthy(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -24,6 +24,7 @@ import (
 
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/statemachine"
+	"github.com/m2ho/m2ho/pkg/version"
 )
 
 const namespace = "m2hod"
@@ -164,10 +165,64 @@ func New(states []string, info Info, src Sources, logger *slog.Logger) *Metrics 
 	m.registry.MustRegister(
 		m.state, m.transitions, m.handovers, m.predictions, m.bursts, m.actuation, m.actErrors,
 		&scrapeCollector{src: src, info: info},
+		buildInfo(version.Get()),
 		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: namespace}),
+		// The standard process_* names, which dashboards and alerts
+		// written for any exporter already know.
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
+}
+
+// NewWaiting creates the metrics m2hod serves while it waits for its modem
+// interface, before anything else runs: the build, the process, and
+// m2hod_waiting_for_interface 1 with m2hod_datapath_attached 0.
+// m2hod_flows is 0 too, as no flow is tracked, so that the alert on an
+// unreadable datapath keeps to its own failure.
+func NewWaiting(logger *slog.Logger) *Metrics {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m := &Metrics{registry: prometheus.NewRegistry(), logger: logger}
+	m.registry.MustRegister(
+		constGauges{
+			{descWaiting, 1}, {descAttached, 0}, {descFlows, 0},
+		},
+		buildInfo(version.Get()),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// constGauges are gauges of fixed values.
+type constGauges []struct {
+	d *prometheus.Desc
+	v float64
+}
+
+func (g constGauges) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range g {
+		ch <- c.d
+	}
+}
+
+func (g constGauges) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range g {
+		ch <- prometheus.MustNewConstMetric(c.d, prometheus.GaugeValue, c.v)
+	}
+}
+
+// buildInfo is m2hod_build_info: constant 1, labelled with the build, so
+// that a fleet's versions can be counted and a rollout followed.
+func buildInfo(b version.Info) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "build_info",
+		Help:        "Constant 1, labelled with the version, the commit and the Go version m2hod was built from.",
+		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "goversion": b.GoVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 // Registry returns the private registry, for tests and embedding.
@@ -243,6 +298,7 @@ var (
 	descPolicyExpired     = desc("policy_expired_total", "Policies that the datapath ended at their deadline because the daemon did not renew them.")
 	descFlows             = desc("flows", "TCP flows tracked by the datapath.")
 	descAttached          = desc("datapath_attached", "1 while the programs are attached to the modem interface, 0 while it is gone and m2hod waits for an interface of its name.")
+	descWaiting           = desc("waiting_for_interface", "1 while m2hod waits for its modem interface: not there yet at the start, or gone since.")
 	descFlowsUntracked    = desc("flows_untracked_total", "Segments left untouched because their flow is not tracked or its handshake was not seen.")
 	descMapFull           = desc("map_full_total", "Datapath map insertions that failed because the map was full.")
 	descRTT               = desc("rtt_seconds", "RTT samples measured by the datapath (TSval/TSecr matching); the sum is estimated from bucket midpoints.")
@@ -253,7 +309,7 @@ var (
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInfo, descClamp, descFreeze, descSuppressing, descAcksRewritten,
-		descDupAcksSuppressed, descPolicyExpired, descFlows, descAttached, descFlowsUntracked, descMapFull, descRTT,
+		descDupAcksSuppressed, descPolicyExpired, descFlows, descAttached, descWaiting, descFlowsUntracked, descMapFull, descRTT,
 		descDiagEvents, descDiagErrors, descEstimatorSkipped} {
 		ch <- d
 	}
@@ -318,6 +374,7 @@ func (c *scrapeCollector) collectDatapath(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descFlows, prometheus.GaugeValue, float64(dp.Flows))
 	ch <- prometheus.MustNewConstMetric(descAttached, prometheus.GaugeValue, boolValue(dp.Attached))
+	ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, boolValue(!dp.Attached))
 	count, sum, buckets, err := dp.RTT.cumulative()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descRTT, err)

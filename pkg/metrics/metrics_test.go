@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/statemachine"
+	"github.com/m2ho/m2ho/pkg/version"
 )
 
 var states = []string{"stable", "preparation", "smoothing"}
@@ -152,7 +154,10 @@ func TestScrapeTimeMetrics(t *testing.T) {
 		`m2hod_handovers_total{kind="mmwave_sub6"} 0`,
 		`m2hod_predictions_total{outcome="timed_out"} 0`,
 		"m2hod_burst_bytes_count 0",
-		"# TYPE m2hod_process_resident_memory_bytes gauge",
+		"m2hod_waiting_for_interface 0",
+		// the standard names, which dashboards for any exporter know
+		"# TYPE process_resident_memory_bytes gauge",
+		"# TYPE m2hod_build_info gauge",
 	} {
 		assert.Contains(t, body, line+"\n")
 	}
@@ -268,4 +273,25 @@ func scrape(t *testing.T, m *Metrics) string {
 	require.NoError(t, err)
 	require.True(t, strings.Contains(string(body), "# TYPE m2hod_state gauge"))
 	return string(body)
+}
+
+func TestBuildInfo(t *testing.T) {
+	m := New(nil, Info{}, Sources{}, nil)
+	families, err := m.Registry().Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != "m2hod_build_info" {
+			continue
+		}
+		require.Len(t, f.GetMetric(), 1)
+		labels := map[string]string{}
+		for _, l := range f.GetMetric()[0].GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		b := version.Get()
+		assert.Equal(t, map[string]string{"version": b.Version, "revision": b.Revision, "goversion": runtime.Version()}, labels)
+		assert.Equal(t, 1.0, f.GetMetric()[0].GetGauge().GetValue())
+		return
+	}
+	t.Fatal("no m2hod_build_info")
 }

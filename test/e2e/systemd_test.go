@@ -370,33 +370,34 @@ func assertServiceProcess(t *testing.T, proc map[string]string) int {
 
 // TestSystemdUnitWaitsForTheModem starts the unit before the modem
 // interface exists, as at a boot where the modem enumerates late: m2hod
-// exits for the missing interface, and systemd starts it again 2 s after
-// each exit (RestartSec=2s), which keeps the starts under its default
-// start limit of 5 in 10 s, until m2hod finds the interface and runs
-// attached.
+// is ready (Type=notify) and waits for it, saying so in systemctl status,
+// /status and its metrics, without a restart, and attaches once the
+// interface is there.
 func TestSystemdUnitWaitsForTheModem(t *testing.T) {
 	b := newBed(t)
 	b.removeModem(t)
 	sd := startSystemd(t, b, t.TempDir(), "files")
 	sd.systemctl("start", "m2hod.service")
-	// the sixth start is the one a start limit would refuse
-	const restarts = 5
-	restarted := func() int {
-		n, err := strconv.Atoi(sd.property("NRestarts"))
-		require.NoError(t, err)
-		return n
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for restarted() < restarts {
-		require.True(t, time.Now().Before(deadline), "systemd stopped starting m2hod: %s, %s",
-			sd.property("ActiveState"), sd.property("Result"))
-		time.Sleep(100 * time.Millisecond)
-	}
-
-	b.linkModem(t)
+	assert.Equal(t, "active", sd.property("ActiveState"), "ready while it waits")
+	assert.Equal(t, "waiting for the interface wwan0", sd.property("StatusText"))
 	d := &daemonProc{t: t, log: serviceLog{sd}}
 	d.connect(b.ue)
+	assert.Equal(t, "waiting_for_interface", d.status().State)
+	assert.Equal(t, 1.0, d.metric("m2hod_waiting_for_interface"))
+	assert.Equal(t, 0.0, d.metric("m2hod_datapath_attached"))
+	// longer than the restarts of a daemon that exited would take
+	time.Sleep(3 * time.Second)
+	assert.Equal(t, "0", sd.property("NRestarts"))
+
+	b.linkModem(t)
+	// the endpoints close for a moment, between the wait and the daemon
+	d.waitLog(10*time.Second, "m2hod ready")
+	d.waitHealthy(5 * time.Second)
 	assert.Equal(t, "tcx", d.status().AttachMode)
 	assert.Equal(t, "active", sd.property("ActiveState"))
-	assert.GreaterOrEqual(t, len(linesWith(d.log.String(), "interface wwan0 not found")), restarts)
+	assert.Equal(t, "0", sd.property("NRestarts"))
+	assert.Equal(t, 0.0, d.metric("m2hod_waiting_for_interface"))
+	assert.Equal(t, "m2ho on wwan0 (enforce, attached: tcx)", sd.property("StatusText"))
+	assert.NotEmpty(t, sd.property("WatchdogTimestampMonotonic"), "the watchdog is pinged")
+	assert.NotEqual(t, "0", sd.property("WatchdogTimestampMonotonic"), "the watchdog is pinged")
 }
