@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -49,20 +50,21 @@ func TestStateAndEvents(t *testing.T) {
 	assert.Equal(t, 1, testutil.CollectAndCount(m.bursts))
 }
 
-func TestLog2Cumulative(t *testing.T) {
+func TestHistogramCumulative(t *testing.T) {
+	us := time.Microsecond
 	tests := []struct {
 		name        string
-		h           Log2Histogram
+		h           DurationHistogram
 		wantCount   uint64
 		wantSum     float64
 		wantBuckets map[float64]uint64
-		wantErr     bool
+		wantErr     string
 	}{
-		{name: "empty", h: Log2Histogram{Unit: time.Microsecond}, wantBuckets: map[float64]uint64{}},
+		{name: "empty", wantBuckets: map[float64]uint64{}},
 		{
-			name: "microsecond buckets",
-			// bucket 0 [0,2) us, 1 [2,4) us, 2 [4,8) us
-			h:         Log2Histogram{Unit: time.Microsecond, Buckets: []uint64{1, 0, 2}},
+			name: "closed buckets",
+			// [0,2) us, [2,4) us, [4,8) us
+			h:         DurationHistogram{Upper: []time.Duration{2 * us, 4 * us, 8 * us}, Counts: []uint64{1, 0, 2}},
 			wantCount: 3,
 			wantSum:   1e-6 + 2*6e-6,
 			wantBuckets: map[float64]uint64{
@@ -70,41 +72,30 @@ func TestLog2Cumulative(t *testing.T) {
 			},
 		},
 		{
-			name:        "nanosecond unit, high bucket",
-			h:           Log2Histogram{Unit: time.Nanosecond, Buckets: append(make([]uint64, 26), 4)}, // [2^26, 2^27) ns = 67-134 ms
+			name: "open-ended last bucket",
+			// samples above the last bound count at it, in +Inf only
+			h:           DurationHistogram{Upper: []time.Duration{2 * us, 4 * us, math.MaxInt64}, Counts: []uint64{0, 1, 3}},
 			wantCount:   4,
-			wantSum:     4 * (float64(1<<26) + float64(1<<27)) / 2 / 1e9,
-			wantBuckets: bucketsUpTo(27, 4),
+			wantSum:     3e-6 + 3*4e-6,
+			wantBuckets: map[float64]uint64{2e-6: 0, 4e-6: 1},
 		},
-		{name: "no unit", h: Log2Histogram{Buckets: []uint64{1}}, wantErr: true},
+		{name: "bounds and counts differ", h: DurationHistogram{Upper: []time.Duration{us}, Counts: []uint64{1, 2}}, wantErr: "2 counts and 1 bounds"},
+		{name: "bounds not increasing", h: DurationHistogram{Upper: []time.Duration{2 * us, 2 * us}, Counts: []uint64{1, 2}}, wantErr: "not increasing"},
+		{name: "open-ended bucket first", h: DurationHistogram{Upper: []time.Duration{math.MaxInt64, math.MaxInt64}, Counts: []uint64{1, 2}}, wantErr: "open-ended histogram bucket before the last"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			count, sum, buckets, err := tt.h.cumulative()
-			if tt.wantErr {
-				assert.Error(t, err)
+			if tt.wantErr != "" {
+				assert.ErrorContains(t, err, tt.wantErr)
 				return
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantCount, count)
 			assert.InDelta(t, tt.wantSum, sum, 1e-12)
-			require.Len(t, buckets, len(tt.wantBuckets))
-			for le, want := range tt.wantBuckets {
-				assert.Equal(t, want, buckets[le], "le=%g", le)
-			}
+			assert.Equal(t, tt.wantBuckets, buckets)
 		})
 	}
-}
-
-// bucketsUpTo returns cumulative nanosecond buckets 2^1..2^top where only
-// the last one holds n samples.
-func bucketsUpTo(top int, n uint64) map[float64]uint64 {
-	b := make(map[float64]uint64)
-	for i := 1; i <= top; i++ {
-		b[float64(uint64(1)<<i)/1e9] = 0
-	}
-	b[float64(uint64(1)<<top)/1e9] = n
-	return b
 }
 
 func TestScrapeTimeMetrics(t *testing.T) {
@@ -118,8 +109,9 @@ func TestScrapeTimeMetrics(t *testing.T) {
 		Datapath: func() (DatapathSnapshot, error) {
 			reads++
 			return DatapathSnapshot{
-				AcksRewritten: 10, DupAcksSuppressed: 3, PolicyExpired: 1, FlowsUntracked: 7, MapFull: 2, Flows: 5, Attached: true,
-				RTT: Log2Histogram{Unit: time.Microsecond, Buckets: []uint64{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 6}},
+				Events: []diag.Counter{{Label: "clamp_applied", Value: 10}, {Label: "map_full", Value: 2}, {Label: "ingress_bytes", Value: 1e6}},
+				Flows:  5, Attached: true,
+				RTT: DurationHistogram{Upper: []time.Duration{65536 * time.Microsecond, 131072 * time.Microsecond, math.MaxInt64}, Counts: []uint64{0, 6, 0}},
 			}, nil
 		},
 		Policy:           func() PolicySnapshot { return PolicySnapshot{ClampBytes: 250000, Suppressing: true} },
@@ -135,11 +127,9 @@ func TestScrapeTimeMetrics(t *testing.T) {
 		"m2hod_clamp_bytes 250000",
 		"m2hod_freeze_active 0",
 		"m2hod_suppression_active 1",
-		"m2hod_acks_rewritten_total 10",
-		"m2hod_dupacks_suppressed_total 3",
-		"m2hod_policy_expired_total 1",
-		"m2hod_flows_untracked_total 7",
-		"m2hod_map_full_total 2",
+		`m2hod_datapath_events_total{event="clamp_applied"} 10`,
+		`m2hod_datapath_events_total{event="map_full"} 2`,
+		`m2hod_datapath_events_total{event="ingress_bytes"} 1e+06`,
 		"m2hod_flows 5",
 		"m2hod_datapath_attached 1",
 		"m2hod_rtt_seconds_count 6",

@@ -130,12 +130,12 @@ func BenchmarkOverheadDownload(b *testing.B) {
 	bed := newBed(b)
 	d := bed.startDaemon(b, b.TempDir())
 	dl := bed.startDownload(b, 0)
-	before, burstsBefore := dl.received.Load(), d.status().Datapath.Counters["Bursts"]
+	before, burstsBefore := dl.received.Load(), d.status().Datapath.Counters["bursts"]
 	start := time.Now()
 	reportOverhead(b, d, func(stop <-chan struct{}) { <-stop })
 	elapsed := time.Since(start).Seconds()
 	b.ReportMetric(float64(dl.received.Load()-before)*8/elapsed/1e9, "Gbit/s")
-	b.ReportMetric(float64(d.status().Datapath.Counters["Bursts"]-burstsBefore)/elapsed, "bursts/s")
+	b.ReportMetric(float64(d.status().Datapath.Counters["bursts"]-burstsBefore)/elapsed, "bursts/s")
 }
 
 // BenchmarkOverheadEventFlood: m2hod's CPU and memory under 10,000 diag
