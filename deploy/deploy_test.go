@@ -120,7 +120,7 @@ func TestExampleConfig(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, cfg.Validate())
 	assert.Equal(t, "wwan0", cfg.Iface)
-	assert.Equal(t, []string{config.DefaultDiag}, cfg.Diag)
+	assert.Equal(t, []string{"unix:/run/m2ho/diag.sock"}, cfg.Diag, "the socket in the unit's RuntimeDirectory")
 	assert.Equal(t, config.ModeEnforce, cfg.Mode)
 	assert.Equal(t, config.DefaultListen, cfg.Listen)
 	assert.Equal(t, config.DefaultStateDir, cfg.StateDir)

@@ -96,8 +96,15 @@ func ParseComponent(s string) (Component, error) {
 // Defaults of the command line contract.
 const (
 	DefaultListen   = "127.0.0.1:9569"
-	DefaultDiag     = "udp://127.0.0.1:5599"
 	DefaultStateDir = "/var/lib/m2ho"
+	// DefaultRuntimeDir holds the diag socket outside systemd, which
+	// otherwise names it (RuntimeDirectory=, $RUNTIME_DIRECTORY).
+	DefaultRuntimeDir = "/run/m2ho"
+	// DiagSocketName is the default diag input's socket in the runtime
+	// directory: JSON events from root, the daemon's user or its group
+	// only (see diag.UnixSource). UDP, which any local user can reach, is
+	// an input only when named.
+	DiagSocketName = "diag.sock"
 	// DefaultPinDir is where the flow state stays pinned, on the BPF
 	// filesystem systemd mounts.
 	DefaultPinDir = "/sys/fs/bpf/m2ho"
@@ -172,7 +179,7 @@ func (c Config) Enabled(component Component) bool {
 // Default returns the configuration before any file or flag.
 func Default() Config {
 	return Config{
-		Diag:     []string{DefaultDiag},
+		Diag:     []string{DefaultDiag()},
 		Mode:     ModeEnforce,
 		Listen:   DefaultListen,
 		StateDir: defaultStateDir(),
@@ -180,6 +187,17 @@ func Default() Config {
 		LogLevel: slog.LevelInfo,
 		Policy:   PolicyM2HO,
 	}
+}
+
+// DefaultDiag is the default diag input: unix:RUNTIME/diag.sock, where
+// RUNTIME is the unit's RuntimeDirectory= ($RUNTIME_DIRECTORY) under
+// systemd and DefaultRuntimeDir elsewhere.
+func DefaultDiag() string {
+	dir, _, _ := strings.Cut(os.Getenv("RUNTIME_DIRECTORY"), ":")
+	if !filepath.IsAbs(dir) {
+		dir = DefaultRuntimeDir
+	}
+	return "unix:" + filepath.Join(dir, DiagSocketName)
 }
 
 // defaultStateDir is the directory systemd made for the unit
@@ -367,12 +385,12 @@ func (c Config) Validate() error {
 
 // diagSchemes are the inputs m2hod reads. Only the scheme is checked
 // here; the input itself parses the rest when the daemon opens it.
-var diagSchemes = []string{"udp", "gsmtap", "jsonl", "qmdl", "serial", "pcap"}
+var diagSchemes = []string{"unix", "udp", "gsmtap", "jsonl", "qmdl", "serial", "pcap"}
 
 func validateDiagURI(uri string) error {
 	scheme, rest, ok := strings.Cut(uri, ":")
 	if !ok || !slices.Contains(diagSchemes, scheme) {
-		return errors.New("unknown input (use udp://, gsmtap://, jsonl:, qmdl:, serial: or pcap:)")
+		return errors.New("unknown input (use unix:, udp://, gsmtap://, jsonl:, qmdl:, serial: or pcap:)")
 	}
 	if rest == "" {
 		return errors.New("missing address or path")
@@ -425,7 +443,7 @@ func newFlagSet(v *flagValues) *flag.FlagSet {
 	fs.BoolVar(&v.version, "version", false, "print the version and exit")
 	fs.StringVar(&v.configPath, "config", "", "YAML configuration `file` (flags override it)")
 	fs.StringVar(&v.iface, "iface", "", "modem `interface` (wwan0, rmnet_data0, usb0, ...)")
-	fs.Var(&v.diag, "diag", "diag input `URI`, repeatable (udp://, gsmtap://, jsonl:, qmdl:, serial:, pcap:; default "+DefaultDiag+")")
+	fs.Var(&v.diag, "diag", "diag input `URI`, repeatable (unix:, udp://, gsmtap://, jsonl:, qmdl:, serial:, pcap:; default "+DefaultDiag()+")")
 	fs.StringVar(&v.mode, "mode", string(def.Mode), "enforce or observe (observe never changes a packet)")
 	fs.StringVar(&v.listen, "listen", def.Listen, "HTTP `address` for /metrics, /healthz and /status")
 	fs.StringVar(&v.stateDir, "state-dir", def.StateDir, "`directory` of the per-cell estimate store")

@@ -203,6 +203,12 @@ func (sd *systemdContainer) systemctl(args ...string) string {
 	return out
 }
 
+// diagSocket is the path, from the test's mount namespace, of the
+// default diag input of the unit, in its RuntimeDirectory.
+func (sd *systemdContainer) diagSocket() string {
+	return fmt.Sprintf("/proc/%d/root/run/m2ho/diag.sock", sd.cmd.Process.Pid)
+}
+
 // property is one property of m2hod.service, as systemctl shows it.
 func (sd *systemdContainer) property(name string) string {
 	sd.t.Helper()
@@ -253,7 +259,7 @@ func TestSystemdUnit(t *testing.T) {
 			b := newBed(t)
 			sd := startSystemd(t, b, stateDirWithHistory(t), nss)
 			sd.systemctl("start", "m2hod.service")
-			d := &daemonProc{t: t, log: serviceLog{sd}}
+			d := &daemonProc{t: t, log: serviceLog{sd}, diagSocket: sd.diagSocket()}
 			d.connect(b.ue)
 			st := d.status()
 			assert.Equal(t, "enforce", st.Mode)
@@ -302,7 +308,7 @@ func TestSystemdUnit(t *testing.T) {
 			d.send(measReport(diag.EventA3, sub6A, sub6B))
 			d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
 			dl.waitWindow(time.Second, "clamped", clampedTo(targetBuffer))
-			assert.Zero(t, d.status().Datapath.Counters["NoWScale"], "the window scale survived the restart")
+			assert.Zero(t, d.status().Datapath.Counters["no_wscale"], "the window scale survived the restart")
 
 			// The modem resets: its interface goes and a new one takes
 			// its name. The confined daemon follows it without a restart.
