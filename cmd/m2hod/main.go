@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -52,6 +53,13 @@ const (
 )
 
 func main() {
+	// One OS thread runs Go code: the daemon is a single event loop with
+	// a few helpers, and on a router every extra thread woken for a diag
+	// event or a sample costs a context switch. GOMAXPROCS set in the
+	// environment still wins.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 	ctx, stop := stopContext(context.Background())
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
