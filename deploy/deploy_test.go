@@ -146,7 +146,7 @@ func daemonMetrics(stats *diag.Stats, dpErr error) *metrics.Metrics {
 				RTT: metrics.DurationHistogram{Upper: []time.Duration{time.Millisecond}, Counts: []uint64{1}}}, dpErr
 		},
 		Policy:           func() metrics.PolicySnapshot { return metrics.PolicySnapshot{} },
-		Diag:             stats,
+		Diag:             []metrics.DiagInput{{Name: "serial:/dev/ttyUSB0", Stats: stats}},
 		EstimatorSkipped: func() []diag.Counter { return []diag.Counter{{Label: "rtt_implausible", Value: 1}} },
 		AttachMode:       func() string { return "tcx" },
 	}, nil)

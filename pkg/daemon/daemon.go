@@ -128,7 +128,8 @@ type Daemon struct {
 	machine *statemachine.Machine
 	act     *recorder
 	metrics *metrics.Metrics
-	stats   *diag.Stats
+	// inputs count what each diag input gave, in cfg.Diag order.
+	inputs  []metrics.DiagInput
 	sources []diag.Source
 
 	listener net.Listener
@@ -165,7 +166,6 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 	d := &Daemon{
 		cfg:        cfg,
 		logger:     logger,
-		stats:      &diag.Stats{},
 		statusReq:  make(chan chan Status),
 		sampleWake: make(chan struct{}, 1),
 		started:    time.Now(),
@@ -214,10 +214,14 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 		return nil, fmt.Errorf("datapath on %s: %w", cfg.Iface, err)
 	}
 
+	// Each input is counted apart, so that a silent one shows.
+	for _, uri := range cfg.Diag {
+		d.inputs = append(d.inputs, metrics.DiagInput{Name: uri, Stats: &diag.Stats{}})
+	}
 	states := []string{statemachine.Stable.String(), statemachine.Preparation.String(), statemachine.Smoothing.String()}
 	d.act = &recorder{}
 	d.metrics = metrics.New(states, metrics.Info{Mode: string(cfg.Mode), Policy: string(cfg.Policy)},
-		metrics.Sources{Datapath: d.datapathSnapshot, Policy: d.act.metricsSnapshot, Diag: d.stats, EstimatorSkipped: d.est.Skipped,
+		metrics.Sources{Datapath: d.datapathSnapshot, Policy: d.act.metricsSnapshot, Diag: d.inputs, EstimatorSkipped: d.est.Skipped,
 			AttachMode: d.dp.AttachMode}, logger)
 	d.act.metrics = d.metrics
 	if cfg.Mode == config.ModeEnforce {
@@ -229,10 +233,10 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 	}
 	d.machine.SetObserver(observer{d.metrics})
 
-	for _, uri := range cfg.Diag {
+	for i, uri := range cfg.Diag {
 		// Each input gets its own RRC decoder: measurement IDs resolve
 		// against the measConfig of the same modem stream.
-		src, err := op.source(uri, diagsrc.Options{Stats: d.stats, RRC: rrc.NewDecoder(logger), Logger: logger, Realtime: true})
+		src, err := op.source(uri, diagsrc.Options{Stats: d.inputs[i].Stats, RRC: rrc.NewDecoder(logger), Logger: logger, Realtime: true})
 		if err != nil {
 			return nil, fmt.Errorf("diag input %s: %w", uri, err)
 		}

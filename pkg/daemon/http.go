@@ -59,10 +59,20 @@ type DatapathStatus struct {
 	Error string `json:"error,omitempty"`
 }
 
-// DiagStatus counts the diag input by event type and error reason.
+// DiagStatus counts the diag input by event type and error reason: over
+// every input, and for each input by its URI.
 type DiagStatus struct {
+	Events map[string]uint64      `json:"events"`
+	Errors map[string]uint64      `json:"errors"`
+	Inputs map[string]InputStatus `json:"inputs"`
+}
+
+// InputStatus is what one diag input gave.
+type InputStatus struct {
 	Events map[string]uint64 `json:"events"`
 	Errors map[string]uint64 `json:"errors"`
+	// LastEvent is absent before the input's first event.
+	LastEvent *time.Time `json:"last_event,omitempty"`
 }
 
 // loopStatus builds the part of /status that belongs to the loop: the
@@ -121,17 +131,26 @@ func (d *Daemon) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		st.Datapath.Error = err.Error()
 	}
-	events, errs := d.stats.Snapshot()
-	st.Diag = DiagStatus{Events: counterMap(events), Errors: counterMap(errs)}
+	st.Diag = DiagStatus{Events: map[string]uint64{}, Errors: map[string]uint64{}, Inputs: map[string]InputStatus{}}
+	for _, in := range d.inputs {
+		events, errs := in.Stats.Snapshot()
+		is := InputStatus{Events: map[string]uint64{}, Errors: map[string]uint64{}}
+		addCounts(is.Events, st.Diag.Events, events)
+		addCounts(is.Errors, st.Diag.Errors, errs)
+		if last := in.Stats.LastEvent(); !last.IsZero() {
+			is.LastEvent = &last
+		}
+		st.Diag.Inputs[in.Name] = is
+	}
 	return st, nil
 }
 
-func counterMap(cs []diag.Counter) map[string]uint64 {
-	m := make(map[string]uint64, len(cs))
+// addCounts adds the counts cs to the input's map and to the total.
+func addCounts(input, total map[string]uint64, cs []diag.Counter) {
 	for _, c := range cs {
-		m[c.Label] = c.Value
+		input[c.Label] = c.Value
+		total[c.Label] += c.Value
 	}
-	return m
 }
 
 func (d *Daemon) handler() http.Handler {

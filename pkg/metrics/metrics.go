@@ -70,11 +70,18 @@ type PolicySnapshot struct {
 	Suppressing bool
 }
 
+// DiagInput is one diag input's counts, labelled with its URI.
+type DiagInput struct {
+	Name  string
+	Stats *diag.Stats
+}
+
 // Sources are read at every scrape. Any may be nil.
 type Sources struct {
 	Datapath func() (DatapathSnapshot, error)
 	Policy   func() PolicySnapshot
-	Diag     *diag.Stats
+	// Diag are the inputs, each counted apart.
+	Diag []DiagInput
 	// EstimatorSkipped counts the inputs the estimator rejected, by
 	// reason.
 	EstimatorSkipped func() []diag.Counter
@@ -297,14 +304,15 @@ var (
 	descAttached         = desc("datapath_attached", "1 while the programs are attached to the modem interface, 0 while it is gone and m2hod waits for an interface of its name.")
 	descWaiting          = desc("waiting_for_interface", "1 while m2hod waits for its modem interface: not there yet at the start, or gone since.")
 	descRTT              = desc("rtt_seconds", "RTT samples measured by the datapath (TSval/TSecr matching); the sum is estimated from bucket midpoints.")
-	descDiagEvents       = desc("diag_events_total", "Diag events received, by type.", "type")
-	descDiagErrors       = desc("diag_errors_total", "Diag input rejected and skipped, by reason.", "reason")
+	descDiagEvents       = desc("diag_events_total", "Diag events received, by input and type.", "input", "type")
+	descDiagErrors       = desc("diag_errors_total", "Diag input rejected and skipped, by input and reason.", "input", "reason")
+	descDiagLastEvent    = desc("diag_last_event_timestamp_seconds", "When the input last gave an event, in seconds since the epoch; 0 before its first.", "input")
 	descEstimatorSkipped = desc("estimator_skipped_total", "Bursts, byte counts and RTT samples the estimator rejected, by reason.", "reason")
 )
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInfo, descClamp, descFreeze, descSuppressing, descDatapathEvents,
-		descFlows, descAttached, descWaiting, descRTT, descDiagEvents, descDiagErrors, descEstimatorSkipped} {
+		descFlows, descAttached, descWaiting, descRTT, descDiagEvents, descDiagErrors, descDiagLastEvent, descEstimatorSkipped} {
 		ch <- d
 	}
 }
@@ -324,21 +332,26 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.src.Datapath != nil {
 		c.collectDatapath(ch)
 	}
-	if c.src.Diag != nil {
-		events, errs := c.src.Diag.Snapshot()
+	for _, in := range c.src.Diag {
+		events, errs := in.Stats.Snapshot()
 		seen := make(map[string]bool, len(events))
 		for _, e := range events {
 			seen[e.Label] = true
-			ch <- prometheus.MustNewConstMetric(descDiagEvents, prometheus.CounterValue, float64(e.Value), e.Label)
+			ch <- prometheus.MustNewConstMetric(descDiagEvents, prometheus.CounterValue, float64(e.Value), in.Name, e.Label)
 		}
 		for _, t := range diag.Types() {
 			if !seen[string(t)] {
-				ch <- prometheus.MustNewConstMetric(descDiagEvents, prometheus.CounterValue, 0, string(t))
+				ch <- prometheus.MustNewConstMetric(descDiagEvents, prometheus.CounterValue, 0, in.Name, string(t))
 			}
 		}
 		for _, e := range errs {
-			ch <- prometheus.MustNewConstMetric(descDiagErrors, prometheus.CounterValue, float64(e.Value), e.Label)
+			ch <- prometheus.MustNewConstMetric(descDiagErrors, prometheus.CounterValue, float64(e.Value), in.Name, e.Label)
 		}
+		last := 0.0
+		if t := in.Stats.LastEvent(); !t.IsZero() {
+			last = float64(t.UnixNano()) / 1e9
+		}
+		ch <- prometheus.MustNewConstMetric(descDiagLastEvent, prometheus.GaugeValue, last, in.Name)
 	}
 	if c.src.EstimatorSkipped != nil {
 		for _, e := range c.src.EstimatorSkipped() {

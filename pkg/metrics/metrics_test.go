@@ -115,7 +115,7 @@ func TestScrapeTimeMetrics(t *testing.T) {
 			}, nil
 		},
 		Policy:           func() PolicySnapshot { return PolicySnapshot{ClampBytes: 250000, Suppressing: true} },
-		Diag:             &stats,
+		Diag:             []DiagInput{{Name: "udp://127.0.0.1:5599", Stats: &stats}},
 		EstimatorSkipped: func() []diag.Counter { return []diag.Counter{{Label: "rtt_implausible", Value: 4}} },
 		AttachMode:       func() string { return "tcx" },
 	}
@@ -135,10 +135,10 @@ func TestScrapeTimeMetrics(t *testing.T) {
 		"m2hod_rtt_seconds_count 6",
 		`m2hod_rtt_seconds_bucket{le="0.131072"} 6`,
 		`m2hod_rtt_seconds_bucket{le="0.065536"} 0`,
-		`m2hod_diag_events_total{type="meas_report"} 2`,
-		`m2hod_diag_events_total{type="ho_command"} 1`,
-		`m2hod_diag_events_total{type="rb_alloc"} 0`,
-		`m2hod_diag_errors_total{reason="json_syntax"} 1`,
+		`m2hod_diag_events_total{input="udp://127.0.0.1:5599",type="meas_report"} 2`,
+		`m2hod_diag_events_total{input="udp://127.0.0.1:5599",type="ho_command"} 1`,
+		`m2hod_diag_events_total{input="udp://127.0.0.1:5599",type="rb_alloc"} 0`,
+		`m2hod_diag_errors_total{input="udp://127.0.0.1:5599",reason="json_syntax"} 1`,
 		`m2hod_estimator_skipped_total{reason="rtt_implausible"} 4`,
 		`m2hod_state{state="stable"} 1`,
 		`m2hod_handovers_total{kind="mmwave_sub6"} 0`,
@@ -160,7 +160,7 @@ func TestDatapathReadFailure(t *testing.T) {
 	src := Sources{
 		Datapath:   func() (DatapathSnapshot, error) { return DatapathSnapshot{}, errors.New("map lookup: bad fd") },
 		Policy:     func() PolicySnapshot { return PolicySnapshot{ClampBytes: 1000} },
-		Diag:       &stats,
+		Diag:       []DiagInput{{Name: "udp://127.0.0.1:5599", Stats: &stats}},
 		AttachMode: func() string { return "tcx" },
 	}
 	var logged strings.Builder
@@ -183,7 +183,7 @@ func TestDatapathReadFailure(t *testing.T) {
 		`m2hod_state{state="stable"} 1`,
 		"m2hod_clamp_bytes 1000",
 		`m2hod_info{attach_mode="tcx",mode="enforce",policy="m2ho"} 1`,
-		`m2hod_diag_events_total{type="meas_report"} 1`,
+		`m2hod_diag_events_total{input="udp://127.0.0.1:5599",type="meas_report"} 1`,
 		`m2hod_handovers_total{kind="sub6_sub6"} 0`,
 		`promhttp_metric_handler_errors_total{cause="gathering"} 1`,
 	} {
@@ -218,7 +218,7 @@ func TestDiagEventTypesStartAtZero(t *testing.T) {
 				stats.CountError(reason)
 				wantErrors[reason]++
 			}
-			m := New(states, Info{}, Sources{Diag: &stats}, nil)
+			m := New(states, Info{}, Sources{Diag: []DiagInput{{Name: "serial:/dev/ttyUSB0", Stats: &stats}}}, nil)
 			got := map[string]map[string]float64{"m2hod_diag_events_total": {}, "m2hod_diag_errors_total": {}}
 			families, err := m.Registry().Gather()
 			require.NoError(t, err)
@@ -228,8 +228,10 @@ func TestDiagEventTypesStartAtZero(t *testing.T) {
 					continue
 				}
 				for _, metric := range f.GetMetric() {
-					require.Len(t, metric.GetLabel(), 1)
-					byLabel[metric.GetLabel()[0].GetValue()] = metric.GetCounter().GetValue()
+					// input, then type or reason
+					require.Len(t, metric.GetLabel(), 2)
+					assert.Equal(t, "serial:/dev/ttyUSB0", metric.GetLabel()[0].GetValue())
+					byLabel[metric.GetLabel()[1].GetValue()] = metric.GetCounter().GetValue()
 				}
 			}
 			assert.Equal(t, want, got["m2hod_diag_events_total"], "every event type has a series")
@@ -284,4 +286,31 @@ func TestBuildInfo(t *testing.T) {
 		return
 	}
 	t.Fatal("no m2hod_build_info")
+}
+
+// TestDiagInputsApart: each input has its own series and the time of its
+// last event, 0 before the first, so that a silent port shows.
+func TestDiagInputsApart(t *testing.T) {
+	var serial, gsmtap diag.Stats
+	before := time.Now()
+	gsmtap.CountEvent(diag.TypeRBAlloc)
+	m := New(states, Info{}, Sources{Diag: []DiagInput{{Name: "serial:/dev/wwan0qcdm0", Stats: &serial}, {Name: "gsmtap://127.0.0.1:4729", Stats: &gsmtap}}}, nil)
+	body := scrape(t, m)
+	assert.Contains(t, body, `m2hod_diag_events_total{input="serial:/dev/wwan0qcdm0",type="rb_alloc"} 0`+"\n")
+	assert.Contains(t, body, `m2hod_diag_events_total{input="gsmtap://127.0.0.1:4729",type="rb_alloc"} 1`+"\n")
+	assert.Contains(t, body, `m2hod_diag_last_event_timestamp_seconds{input="serial:/dev/wwan0qcdm0"} 0`+"\n")
+	families, err := m.Registry().Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != "m2hod_diag_last_event_timestamp_seconds" {
+			continue
+		}
+		for _, metric := range f.GetMetric() {
+			if metric.GetLabel()[0].GetValue() == "gsmtap://127.0.0.1:4729" {
+				at := metric.GetGauge().GetValue()
+				assert.InDelta(t, float64(before.UnixNano())/1e9, at, 1, "the time of the event")
+				assert.GreaterOrEqual(t, at, float64(before.Unix()))
+			}
+		}
+	}
 }
