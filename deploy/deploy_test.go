@@ -20,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/m2ho/m2ho/pkg/config"
+	"github.com/m2ho/m2ho/pkg/datapath"
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/estimator"
 	"github.com/m2ho/m2ho/pkg/metrics"
@@ -294,5 +295,23 @@ func TestGrafanaDashboard(t *testing.T) {
 		"m2hod_datapath_events_total", "m2hod_flows", "m2hod_rtt_seconds", "m2hod_burst_bytes", "m2hod_diag_events_total",
 		"m2hod_diag_errors_total", "m2hod_datapath_attached"} {
 		assert.True(t, covered[name], "the dashboard shows %s", name)
+	}
+}
+
+// TestMetricsDocumented: docs/metrics.md names every metric m2hod
+// exports and every datapath counter.
+func TestMetricsDocumented(t *testing.T) {
+	data, err := os.ReadFile("../docs/metrics.md")
+	require.NoError(t, err)
+	doc := string(data)
+	for _, name := range exportedMetrics(t, true) {
+		if strings.HasPrefix(name, "m2hod_") && !strings.HasSuffix(name, "_bucket") && !strings.HasSuffix(name, "_sum") &&
+			!strings.HasSuffix(name, "_count") {
+			assert.Contains(t, doc, "`"+name+"`", "docs/metrics.md lists %s", name)
+		}
+	}
+	var c datapath.Counters
+	for id := range c {
+		assert.Contains(t, doc, "| `"+datapath.CounterName(id)+"` |", "docs/metrics.md explains the datapath event")
 	}
 }
