@@ -315,3 +315,62 @@ func TestMetricsDocumented(t *testing.T) {
 		assert.Contains(t, doc, "| `"+datapath.CounterName(id)+"` |", "docs/metrics.md explains the datapath event")
 	}
 }
+
+// TestDashboardAxesAndInstances: on/off flags never share an axis with
+// bytes or rates, and every panel keeps instances apart (its series carry
+// the instance label, in the legend too), so that a fleet's hosts are not
+// summed into one line.
+func TestDashboardAxesAndInstances(t *testing.T) {
+	data, err := os.ReadFile("grafana-dashboard.json")
+	require.NoError(t, err)
+	var dash struct {
+		Panels []struct {
+			Title       string `json:"title"`
+			FieldConfig struct {
+				Defaults struct {
+					Unit string `json:"unit"`
+				} `json:"defaults"`
+				Overrides []struct {
+					Matcher struct {
+						ID      string `json:"id"`
+						Options string `json:"options"`
+					} `json:"matcher"`
+					Properties []struct {
+						ID    string `json:"id"`
+						Value any    `json:"value"`
+					} `json:"properties"`
+				} `json:"overrides"`
+			} `json:"fieldConfig"`
+			Targets []struct {
+				RefID        string `json:"refId"`
+				Expr         string `json:"expr"`
+				LegendFormat string `json:"legendFormat"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	require.NoError(t, json.Unmarshal(data, &dash))
+	flag := regexp.MustCompile(`^m2hod_[a-z_]+_active\b`)
+	aggregation := regexp.MustCompile(`\b(sum|min|max|avg|count)\b( by \(([^)]*)\))?`)
+	for _, p := range dash.Panels {
+		for _, target := range p.Targets {
+			if flag.MatchString(target.Expr) && p.FieldConfig.Defaults.Unit != "none" && p.FieldConfig.Defaults.Unit != "" {
+				ownAxis := false
+				for _, o := range p.FieldConfig.Overrides {
+					if o.Matcher.ID != "byFrameRefID" || o.Matcher.Options != target.RefID {
+						continue
+					}
+					for _, prop := range o.Properties {
+						if prop.ID == "custom.axisPlacement" && prop.Value == "right" {
+							ownAxis = true
+						}
+					}
+				}
+				assert.True(t, ownAxis, "%s: the flag %s has an axis of its own, not the %s one", p.Title, target.RefID, p.FieldConfig.Defaults.Unit)
+			}
+			for _, m := range aggregation.FindAllStringSubmatch(target.Expr, -1) {
+				assert.Contains(t, m[3], "instance", "%s: %q keeps instances apart", p.Title, target.Expr)
+			}
+			assert.Contains(t, target.LegendFormat, "{{instance}}", "%s: the legend names the instance", p.Title)
+		}
+	}
+}
