@@ -34,8 +34,9 @@ import (
 )
 
 // Exit codes, those of the LSB for init scripts, which systemd names in
-// systemctl status. The unit's RestartPreventExitStatus lists all but
-// exitFailure: a restart cannot mend them.
+// systemctl status. The unit's RestartPreventExitStatus lists those a
+// restart cannot mend: not exitFailure, nor exitUsage, which the Go
+// runtime also exits with after a panic or a SIGABRT.
 const (
 	// exitFailure: a failure while starting or running that a restart
 	// may mend (a port in use, a diag input lost for good).

@@ -407,3 +407,35 @@ func TestSystemdUnitWaitsForTheModem(t *testing.T) {
 	assert.NotEmpty(t, sd.property("WatchdogTimestampMonotonic"), "the watchdog is pinged")
 	assert.NotEqual(t, "0", sd.property("WatchdogTimestampMonotonic"), "the watchdog is pinged")
 }
+
+// TestSystemdWatchdogRestartsAStalledDaemon: a daemon that stops pinging
+// (here stopped outright) is killed by systemd's watchdog and started
+// again. A drop-in shortens WatchdogSec and the abort timeout, so that
+// the test does not wait the unit's 10 s twice.
+func TestSystemdWatchdogRestartsAStalledDaemon(t *testing.T) {
+	b := newBed(t)
+	sd := startSystemd(t, b, t.TempDir(), "files")
+	_, err := sd.run("sh", "-c", "printf '[Service]\\nWatchdogSec=2s\\nTimeoutAbortSec=1s\\n' "+
+		">/run/systemd/system/m2hod.service.d/watchdog.conf")
+	require.NoError(t, err)
+	sd.systemctl("daemon-reload")
+	sd.systemctl("start", "m2hod.service")
+	d := &daemonProc{t: t, log: serviceLog{sd}, diagSocket: sd.diagSocket()}
+	d.connect(b.ue)
+	pid := sd.property("MainPID")
+	// pinged every second: the service stays up past its WatchdogSec
+	time.Sleep(3 * time.Second)
+	require.Equal(t, "0", sd.property("NRestarts"), "a healthy daemon keeps the watchdog quiet")
+
+	_, err = sd.run("kill", "-STOP", pid)
+	require.NoError(t, err)
+	deadline := time.Now().Add(20 * time.Second)
+	for sd.property("NRestarts") != "1" {
+		require.True(t, time.Now().Before(deadline), "the watchdog did not restart the stalled daemon: %s",
+			sd.property("ActiveState"))
+		time.Sleep(100 * time.Millisecond)
+	}
+	d.waitHealthy(15 * time.Second)
+	assert.NotEqual(t, pid, sd.property("MainPID"))
+	assert.Equal(t, "active", sd.property("ActiveState"))
+}
