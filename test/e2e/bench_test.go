@@ -156,14 +156,28 @@ const rbAllocPerSecond = 200
 // download with the modem's slot allocations streaming in, as on a router
 // whose DIAG port reports every downlink grant: the case a router's CPU
 // budget is about (under 1% of a core, under 20 MiB anonymous memory; the
-// flow table's mapped pages are reported apart, as mapped-MiB).
+// flow table's mapped pages are reported apart, as mapped-MiB). The
+// events come one per datagram, as the testbed's emulator sends them, or
+// in batches every 50 ms, as a DIAG port delivers log packets per USB
+// transfer.
 func BenchmarkOverheadDownloadRBAlloc(b *testing.B) {
+	for _, batch := range []int{1, rbAllocPerSecond / 20} {
+		name := "one_per_datagram"
+		if batch > 1 {
+			name = "batched_50ms"
+		}
+		b.Run(name, func(b *testing.B) { overheadDownloadRBAlloc(b, batch) })
+	}
+}
+
+func overheadDownloadRBAlloc(b *testing.B, batch int) {
 	bed := newBed(b)
 	d := bed.startDaemon(b, b.TempDir())
 	d.send(measReport(diag.EventA2, sub6A, diag.Cell{})) // the serving cell
 	dl := bed.startDownload(b, pacing)
-	rbAlloc := []byte(fmt.Sprintf(`{"v":1,"type":"rb_alloc","cell":%s,"slot_us":500,"slots":[[106,106],[106,106],[40,106],[0,106]]}`,
-		cellJSON(sub6A)))
+	rbAlloc := fmt.Sprintf(`{"v":1,"type":"rb_alloc","cell":%s,"slot_us":500,"slots":[[106,106],[106,106],[40,106],[0,106]]}`,
+		cellJSON(sub6A))
+	datagram := []byte(strings.Repeat(rbAlloc+"\n", batch))
 	sent := 0
 	before := dl.received.Load()
 	start := time.Now()
@@ -175,8 +189,8 @@ func BenchmarkOverheadDownloadRBAlloc(b *testing.B) {
 			case <-stop:
 				return
 			case now := <-ticker.C:
-				for due := int(now.Sub(start).Seconds() * rbAllocPerSecond); sent < due; sent++ {
-					d.sendRaw(rbAlloc)
+				for due := int(now.Sub(start).Seconds() * rbAllocPerSecond); sent+batch <= due; sent += batch {
+					d.sendRaw(datagram)
 				}
 			}
 		}
