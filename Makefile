@@ -35,6 +35,14 @@ BPF_CFLAGS := -O2 -g -Wall -Werror -mcpu=v3 -fno-ident -I/usr/include/$(shell un
 export BPF_CLANG BPF_CFLAGS
 
 BIN := bin
+
+# The build's identity (m2hod --version, m2hod_build_info), from git: a
+# release tag, or git describe's form between releases. Outside a git
+# checkout the binary falls back on what the Go toolchain embedded.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+VERSION_PKG := github.com/m2ho/m2ho/pkg/version
+LDFLAGS := -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).revision=$(REVISION)
 # Test-only Python environment with the pycrate RRC oracle.
 VENV := .venv
 # Test-only Python environment with the GSMTAP clients (SCAT, QCSuper).
@@ -44,7 +52,7 @@ APT_PACKAGES := clang llvm libbpf-dev iproute2 ethtool tcpdump nftables python3
 # Commands that prove each package is present (same order as above).
 APT_PROBES := clang llvm-strip /usr/include/bpf/bpf_helpers.h ip ethtool tcpdump nft python3
 
-.PHONY: all deps build generate test bench fuzz lint demo eval eval-quick fidelity-paper clean
+.PHONY: all deps build generate test bench fuzz lint demo eval eval-quick fidelity-paper clean install uninstall dist
 
 all: build
 
@@ -107,7 +115,7 @@ $(GSMTAP_VENV)/.installed: tools/gsmtap-clients/requirements.txt
 	touch $@
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/... ./test/cmd/...
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/... ./test/cmd/...
 
 # GENERATED are the packages whose BPF objects bpf2go generates.
 GENERATED := ./pkg/datapath/... ./test/scaledcc/...
@@ -158,6 +166,60 @@ eval-quick: deps build
 # runs instead of running its own corpus.
 fidelity-paper: deps build
 	$(BIN)/m2ho-testbed fidelity --paper --out out/fidelity-paper $(if $(FIDELITY_FROM),--from $(FIDELITY_FROM))
+
+# install puts m2hod where a service manager finds it: the binary in
+# $(PREFIX)/bin, the unit (its ExecStart pointing there) in the systemd
+# system unit directory, the example configuration as $(SYSCONFDIR)/m2ho/
+# m2hod.yaml unless one is there, and the dashboard and alert rules in
+# $(PREFIX)/share/m2ho. DESTDIR stages it all under another root.
+PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+UNITDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/systemd/system,$(SYSCONFDIR)/systemd/system)
+SHAREDIR = $(PREFIX)/share/m2ho
+INSTALLED_FILES = $(PREFIX)/bin/m2hod $(UNITDIR)/m2hod.service $(SHAREDIR)/grafana-dashboard.json \
+	$(SHAREDIR)/m2hod-alerts.yml $(SHAREDIR)/m2hod.yaml.example
+
+install: $(if $(M2HOD_BIN),,build)
+	install -D -m 0755 $(or $(M2HOD_BIN),$(BIN)/m2hod) $(DESTDIR)$(PREFIX)/bin/m2hod
+	install -d -m 0755 $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SHAREDIR)
+	sed -e 's|/usr/local/bin/m2hod|$(PREFIX)/bin/m2hod|g' -e 's|/etc/m2ho/|$(SYSCONFDIR)/m2ho/|g' \
+		deploy/m2hod.service > $(DESTDIR)$(UNITDIR)/m2hod.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/m2hod.service
+	install -m 0644 deploy/grafana-dashboard.json deploy/m2hod-alerts.yml $(DESTDIR)$(SHAREDIR)/
+	install -m 0644 deploy/m2hod.yaml $(DESTDIR)$(SHAREDIR)/m2hod.yaml.example
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/m2ho/m2hod.yaml ]; then \
+		echo "kept $(DESTDIR)$(SYSCONFDIR)/m2ho/m2hod.yaml (the example is $(SHAREDIR)/m2hod.yaml.example)"; \
+	else install -D -m 0644 deploy/m2hod.yaml $(DESTDIR)$(SYSCONFDIR)/m2ho/m2hod.yaml; fi
+
+# uninstall removes what install put, but the configuration, which is the
+# operator's.
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED_FILES))
+	-rmdir $(DESTDIR)$(SHAREDIR) 2>/dev/null
+
+# dist builds the release artefacts into $(DIST): static m2hod binaries
+# for amd64 and arm64 and a Debian package of each, made by nfpm (a tool
+# dependency in go.mod) from the tree `make install PREFIX=/usr` stages.
+DIST ?= $(BIN)/dist
+DIST_ARCHES ?= amd64 arm64
+# Debian versions start with a digit: a release tag without its v, or
+# 0.0.0+git<commit> between releases.
+DEB_VERSION ?= $(shell v=$$(git describe --tags --match 'v[0-9]*' 2>/dev/null); \
+	if [ -n "$$v" ]; then echo "$${v#v}"; else echo "0.0.0+git$$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"; fi)
+
+dist: $(addprefix dist-,$(DIST_ARCHES))
+
+dist-%:
+	@mkdir -p $(DIST)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS) -s -w' \
+		-o $(DIST)/m2hod-linux-$* ./cmd/m2hod
+	rm -rf $(DIST)/stage-$*
+	$(MAKE) --no-print-directory install DESTDIR=$(DIST)/stage-$* PREFIX=/usr M2HOD_BIN=$(DIST)/m2hod-linux-$* >/dev/null
+	$(GO) build -o $(DIST)/nfpm github.com/goreleaser/nfpm/v2/cmd/nfpm
+	cp deploy/package/postinst.sh deploy/package/postrm.sh $(DIST)/stage-$*/
+	cd $(DIST)/stage-$* && DIST_ARCH=$* DEB_VERSION=$(DEB_VERSION) \
+		../nfpm package --config $(CURDIR)/deploy/package/nfpm.yaml --packager deb --target ../
+	rm -rf $(DIST)/stage-$* $(DIST)/nfpm
 
 clean:
 	rm -rf $(BIN) out

@@ -20,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/m2ho/m2ho/pkg/config"
+	"github.com/m2ho/m2ho/pkg/datapath"
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/estimator"
 	"github.com/m2ho/m2ho/pkg/metrics"
@@ -66,10 +67,13 @@ func TestSystemdUnitHardening(t *testing.T) {
 		{"Service.PrivateTmp", "yes"},
 		{"Service.StateDirectory", "m2ho"},
 		{"Service.Restart", "on-failure"},
-		// restarted until the modem's interface appears
+		// failures a restart may mend are retried for as long as they last
 		{"Unit.StartLimitIntervalSec", "0"},
-		// but not over a configuration error (cmd/m2hod's exitUsage)
-		{"Service.RestartPreventExitStatus", "2"},
+		// the others are not (cmd/m2hod checks the list against its codes)
+		{"Service.RestartPreventExitStatus", "3 4 6"},
+		{"Service.Type", "notify"},
+		{"Service.NotifyAccess", "main"},
+		{"Service.WatchdogSec", "10s"},
 		{"Service.ProtectKernelModules", "yes"},
 		{"Service.RestrictNamespaces", "yes"},
 		{"Service.MemoryDenyWriteExecute", "yes"},
@@ -84,7 +88,8 @@ func TestSystemdUnitHardening(t *testing.T) {
 	installed := strings.ReplaceAll(execStart[0], "/etc/m2ho/m2hod.yaml", "m2hod.yaml")
 	_, err := config.Parse(strings.Fields(installed)[1:], nil)
 	assert.NoError(t, err, "ExecStart's flags and the example configuration are valid together")
-	assert.Contains(t, execStart[0], "--state-dir /var/lib/m2ho", "the store lives in the StateDirectory")
+	assert.NotContains(t, execStart[0], "--state-dir", "the state directory is named once, by StateDirectory=")
+	assert.Contains(t, unit["Service.DeviceAllow"], "char-wwan_port rw", "DIAG ports of the WWAN subsystem (/dev/wwan0qcdm0)")
 	assert.Equal(t, []string{"-" + config.DefaultPinDir}, unit["Service.ReadWritePaths"], "the pins may be written")
 }
 
@@ -116,7 +121,7 @@ func TestExampleConfig(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, cfg.Validate())
 	assert.Equal(t, "wwan0", cfg.Iface)
-	assert.Equal(t, []string{config.DefaultDiag}, cfg.Diag)
+	assert.Equal(t, []string{"unix:/run/m2ho/diag.sock"}, cfg.Diag, "the socket in the unit's RuntimeDirectory")
 	assert.Equal(t, config.ModeEnforce, cfg.Mode)
 	assert.Equal(t, config.DefaultListen, cfg.Listen)
 	assert.Equal(t, config.DefaultStateDir, cfg.StateDir)
@@ -138,10 +143,11 @@ func TestExampleConfig(t *testing.T) {
 func daemonMetrics(stats *diag.Stats, dpErr error) *metrics.Metrics {
 	return metrics.New([]string{"stable"}, metrics.Info{Mode: "enforce", Policy: "m2ho"}, metrics.Sources{
 		Datapath: func() (metrics.DatapathSnapshot, error) {
-			return metrics.DatapathSnapshot{Attached: true, RTT: metrics.Log2Histogram{Unit: time.Microsecond, Buckets: []uint64{1}}}, dpErr
+			return metrics.DatapathSnapshot{Attached: true, Events: []diag.Counter{{Label: "map_full", Value: 0}},
+				RTT: metrics.DurationHistogram{Upper: []time.Duration{time.Millisecond}, Counts: []uint64{1}}}, dpErr
 		},
 		Policy:           func() metrics.PolicySnapshot { return metrics.PolicySnapshot{} },
-		Diag:             stats,
+		Diag:             []metrics.DiagInput{{Name: "serial:/dev/ttyUSB0", Stats: stats}},
 		EstimatorSkipped: func() []diag.Counter { return []diag.Counter{{Label: "rtt_implausible", Value: 1}} },
 		AttachMode:       func() string { return "tcx" },
 	}, nil)
@@ -177,7 +183,7 @@ func exportedMetrics(t *testing.T, seeded bool) []string {
 // advance, and an alert on them has nothing to report before that error.
 var appearOnError = []string{"m2hod_diag_errors_total"}
 
-var metricName = regexp.MustCompile(`\bm2hod_[a-z0-9_]+`)
+var metricName = regexp.MustCompile(`\b(m2hod|process)_[a-z0-9_]+`)
 
 // assertKnownMetrics fails for any m2hod_ metric in expr that m2hod does not
 // export: a renamed metric must not leave a silent dashboard or alert.
@@ -286,9 +292,85 @@ func TestGrafanaDashboard(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"m2hod_state", "m2hod_clamp_bytes", "m2hod_handovers_total", "m2hod_predictions_total",
-		"m2hod_acks_rewritten_total", "m2hod_dupacks_suppressed_total", "m2hod_policy_expired_total", "m2hod_flows",
-		"m2hod_flows_untracked_total", "m2hod_rtt_seconds", "m2hod_burst_bytes", "m2hod_diag_events_total",
-		"m2hod_diag_errors_total", "m2hod_map_full_total", "m2hod_datapath_attached"} {
+		"m2hod_datapath_events_total", "m2hod_flows", "m2hod_rtt_seconds", "m2hod_burst_bytes", "m2hod_diag_events_total",
+		"m2hod_diag_errors_total", "m2hod_datapath_attached"} {
 		assert.True(t, covered[name], "the dashboard shows %s", name)
+	}
+}
+
+// TestMetricsDocumented: docs/metrics.md names every metric m2hod
+// exports and every datapath counter.
+func TestMetricsDocumented(t *testing.T) {
+	data, err := os.ReadFile("../docs/metrics.md")
+	require.NoError(t, err)
+	doc := string(data)
+	for _, name := range exportedMetrics(t, true) {
+		if strings.HasPrefix(name, "m2hod_") && !strings.HasSuffix(name, "_bucket") && !strings.HasSuffix(name, "_sum") &&
+			!strings.HasSuffix(name, "_count") {
+			assert.Contains(t, doc, "`"+name+"`", "docs/metrics.md lists %s", name)
+		}
+	}
+	var c datapath.Counters
+	for id := range c {
+		assert.Contains(t, doc, "| `"+datapath.CounterName(id)+"` |", "docs/metrics.md explains the datapath event")
+	}
+}
+
+// TestDashboardAxesAndInstances: on/off flags never share an axis with
+// bytes or rates, and every panel keeps instances apart (its series carry
+// the instance label, in the legend too), so that a fleet's hosts are not
+// summed into one line.
+func TestDashboardAxesAndInstances(t *testing.T) {
+	data, err := os.ReadFile("grafana-dashboard.json")
+	require.NoError(t, err)
+	var dash struct {
+		Panels []struct {
+			Title       string `json:"title"`
+			FieldConfig struct {
+				Defaults struct {
+					Unit string `json:"unit"`
+				} `json:"defaults"`
+				Overrides []struct {
+					Matcher struct {
+						ID      string `json:"id"`
+						Options string `json:"options"`
+					} `json:"matcher"`
+					Properties []struct {
+						ID    string `json:"id"`
+						Value any    `json:"value"`
+					} `json:"properties"`
+				} `json:"overrides"`
+			} `json:"fieldConfig"`
+			Targets []struct {
+				RefID        string `json:"refId"`
+				Expr         string `json:"expr"`
+				LegendFormat string `json:"legendFormat"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	require.NoError(t, json.Unmarshal(data, &dash))
+	flag := regexp.MustCompile(`^m2hod_[a-z_]+_active\b`)
+	aggregation := regexp.MustCompile(`\b(sum|min|max|avg|count)\b( by \(([^)]*)\))?`)
+	for _, p := range dash.Panels {
+		for _, target := range p.Targets {
+			if flag.MatchString(target.Expr) && p.FieldConfig.Defaults.Unit != "none" && p.FieldConfig.Defaults.Unit != "" {
+				ownAxis := false
+				for _, o := range p.FieldConfig.Overrides {
+					if o.Matcher.ID != "byFrameRefID" || o.Matcher.Options != target.RefID {
+						continue
+					}
+					for _, prop := range o.Properties {
+						if prop.ID == "custom.axisPlacement" && prop.Value == "right" {
+							ownAxis = true
+						}
+					}
+				}
+				assert.True(t, ownAxis, "%s: the flag %s has an axis of its own, not the %s one", p.Title, target.RefID, p.FieldConfig.Defaults.Unit)
+			}
+			for _, m := range aggregation.FindAllStringSubmatch(target.Expr, -1) {
+				assert.Contains(t, m[3], "instance", "%s: %q keeps instances apart", p.Title, target.Expr)
+			}
+			assert.Contains(t, target.LegendFormat, "{{instance}}", "%s: the legend names the instance", p.Title)
+		}
 	}
 }

@@ -3,8 +3,10 @@
 //
 //	m2hod --iface IFACE [--config FILE] [--diag URI ...] [--mode enforce|observe]
 //	      [--listen 127.0.0.1:9569] [--state-dir DIR] [--log-level info]
+//	      [--log-format text|json|journal]
 //	m2hod decode [--raw] URI
 //	m2hod replay [--json] URI...
+//	m2hod version (or --version)
 //
 // SIGTERM or an interrupt stops it; SIGHUP reloads the configuration
 // (see daemon.Serve).
@@ -19,24 +21,47 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 
 	"github.com/m2ho/m2ho/pkg/config"
 	"github.com/m2ho/m2ho/pkg/daemon"
+	"github.com/m2ho/m2ho/pkg/datapath"
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/diag/diagsrc"
 	"github.com/m2ho/m2ho/pkg/diag/rrc"
+	"github.com/m2ho/m2ho/pkg/version"
 )
 
-// Exit codes: 2 for usage errors (bad flags or configuration), 1 for
-// failures while starting or running.
+// Exit codes, those of the LSB for init scripts, which systemd names in
+// systemctl status. The unit's RestartPreventExitStatus lists those a
+// restart cannot mend: not exitFailure, nor exitUsage, which the Go
+// runtime also exits with after a panic or a SIGABRT.
 const (
+	// exitFailure: a failure while starting or running that a restart
+	// may mend (a port in use, a diag input lost for good).
 	exitFailure = 1
-	exitUsage   = 2
+	// exitUsage: a mistake on the command line.
+	exitUsage = 2
+	// exitUnsupported: the kernel cannot run the programs (too old, or
+	// the interface's link type is not handled).
+	exitUnsupported = 3
+	// exitPermission: not enough privileges to load the programs.
+	exitPermission = 4
+	// exitConfig: a configuration that reads but is wrong (a bad value,
+	// an unknown key, a missing file).
+	exitConfig = 6
 )
 
 func main() {
+	// One OS thread runs Go code: the daemon is a single event loop with
+	// a few helpers, and on a router every extra thread woken for a diag
+	// event or a sample costs a context switch. GOMAXPROCS set in the
+	// environment still wins.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 	ctx, stop := stopContext(context.Background())
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -54,19 +79,32 @@ func stopContext(parent context.Context) (context.Context, context.CancelFunc) {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "decode" {
-		return decode(ctx, args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "decode":
+			return decode(ctx, args[1:], stdout, stderr)
+		case "version":
+			fmt.Fprintln(stdout, "m2hod", version.Get())
+			return 0
+		}
 	}
 	if len(args) > 0 && args[0] == "replay" {
 		return replayCommand(ctx, args[1:], stdout, stderr)
 	}
-	cfg, err := config.Parse(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
+	// Help asked for is the output, on stdout.
+	cfg, err := config.Parse(args, stdout)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
 		return 0
-	}
-	if err != nil {
+	case errors.Is(err, config.ErrVersion):
+		fmt.Fprintln(stdout, "m2hod", version.Get())
+		return 0
+	case errors.Is(err, config.ErrCommandLine):
 		fmt.Fprintf(stderr, "m2hod: %v\n", err)
 		return exitUsage
+	case err != nil:
+		fmt.Fprintf(stderr, "m2hod: %v\n", err)
+		return exitConfig
 	}
 	// SIGHUP would otherwise end the process, and systemd takes a
 	// SIGHUP death for a clean exit, which Restart=on-failure leaves be.
@@ -74,7 +112,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	signal.Notify(requests, syscall.SIGHUP)
 	defer signal.Stop(requests)
 	level := new(slog.LevelVar)
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	level.Set(cfg.LogLevel)
+	// The format stays that of the start: a reload that changed it would
+	// split one journal between two.
+	logger := daemon.NewLogger(stderr, cfg.LogFormat, level)
 	reload := daemon.Reload{
 		Requests: requests,
 		// The same flags over the file, as at the start; their usage
@@ -88,13 +129,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// fail prints the one-line reason of a failure. Some errors carry more
-// (a verifier log spans hundreds of lines): that goes to the debug log.
+// fail prints the one-line reason of a failure and returns its exit code.
+// Some errors carry more (a verifier log spans hundreds of lines): that
+// goes to the debug log.
 func fail(stderr io.Writer, logger *slog.Logger, err error) int {
 	reason, detail, multiline := strings.Cut(err.Error(), "\n")
 	fmt.Fprintf(stderr, "m2hod: %s\n", reason)
 	if multiline {
 		logger.Debug("failure detail", "detail", detail)
+	}
+	switch {
+	case errors.Is(err, datapath.ErrPermission):
+		return exitPermission
+	case errors.Is(err, datapath.ErrUnsupported):
+		return exitUnsupported
 	}
 	return exitFailure
 }
@@ -115,8 +163,8 @@ func decode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stderr, usage)
-			fs.SetOutput(stderr)
+			fmt.Fprintln(stdout, usage)
+			fs.SetOutput(stdout)
 			fs.PrintDefaults()
 			return 0
 		}

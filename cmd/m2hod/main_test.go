@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,33 +19,38 @@ import (
 )
 
 func TestRunFailsWithOneLine(t *testing.T) {
-	stateDir := t.TempDir()
+	notDir := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(notDir, nil, 0o600))
 	tests := []struct {
 		name     string
 		args     []string
 		wantCode int
 		wantLine string
 	}{
-		{name: "no interface", wantCode: exitUsage, wantLine: "m2hod: config: iface: the modem interface is required (--iface)"},
+		{name: "no interface", wantCode: exitConfig, wantLine: "m2hod: config: iface: the modem interface is required (--iface)"},
 		{name: "unknown flag", args: []string{"--bogus"}, wantCode: exitUsage,
 			wantLine: "m2hod: command line: flag provided but not defined: -bogus (m2hod -h lists the flags)"},
 		{name: "bad flag value", args: []string{"--iface", "wwan0", "--max-flows", "many"}, wantCode: exitUsage,
 			wantLine: `m2hod: command line: invalid value "many" for flag -max-flows`},
-		{name: "max flows above the datapath limit", args: []string{"--iface", "wwan0", "--max-flows", "20000000"}, wantCode: exitUsage,
+		{name: "max flows above the datapath limit", args: []string{"--iface", "wwan0", "--max-flows", "20000000"}, wantCode: exitConfig,
 			wantLine: "m2hod: --max-flows: must be 0 (default) or at most 16777216, got 20000000"},
-		{name: "default buffer below the minimum clamp", args: []string{"--iface", "wwan0", "--default-buffer", "2000"}, wantCode: exitUsage,
+		{name: "default buffer below the minimum clamp", args: []string{"--iface", "wwan0", "--default-buffer", "2000"}, wantCode: exitConfig,
 			wantLine: "m2hod: config: default_buffer_bytes: must be 0 (default) or at least 65536, got 2000"},
 		{name: "decode, unknown flag", args: []string{"decode", "--bogus", "jsonl:-"}, wantCode: exitUsage,
 			wantLine: "m2hod decode: flag provided but not defined: -bogus (m2hod decode -h lists the flags)"},
 		{name: "decode, no input", args: []string{"decode"}, wantCode: exitUsage, wantLine: "usage: m2hod decode [--raw] URI"},
-		{name: "bad mode", args: []string{"--iface", "wwan0", "--mode", "on"}, wantCode: exitUsage,
+		{name: "extra argument", args: []string{"--iface", "wwan0", "start"}, wantCode: exitUsage,
+			wantLine: `m2hod: command line: unexpected argument "start"`},
+		{name: "bad log format", args: []string{"--iface", "wwan0", "--log-format", "xml"}, wantCode: exitConfig,
+			wantLine: `m2hod: --log-format: must be text, json or journal, got "xml"`},
+		{name: "bad mode", args: []string{"--iface", "wwan0", "--mode", "on"}, wantCode: exitConfig,
 			wantLine: `m2hod: config: mode: must be enforce or observe, got "on"`},
-		{name: "missing config file", args: []string{"--config", "/nonexistent.yaml"}, wantCode: exitUsage,
+		{name: "missing config file", args: []string{"--config", "/nonexistent.yaml"}, wantCode: exitConfig,
 			wantLine: "m2hod: config file: open /nonexistent.yaml: no such file or directory"},
 		// The daemon logs as it starts; at level error, only the reason is left.
-		{name: "missing interface", args: []string{"--iface", "m2honope0", "--state-dir", stateDir, "--listen", "127.0.0.1:0", "--diag", "udp://127.0.0.1:0",
-			"--log-level", "error"},
-			wantCode: exitFailure, wantLine: "m2hod: interface m2honope0 not found"},
+		{name: "state directory not a directory", args: []string{"--iface", "wwan0", "--state-dir", notDir, "--listen", "127.0.0.1:0",
+			"--diag", "udp://127.0.0.1:0", "--log-level", "error"},
+			wantCode: exitFailure, wantLine: "m2hod: cell store: state directory: mkdir " + notDir},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,12 +134,31 @@ func stopContextChild() {
 	time.Sleep(time.Minute)
 }
 
-func TestHelp(t *testing.T) {
-	var stdout, stderr strings.Builder
-	assert.Equal(t, 0, run(context.Background(), []string{"-h"}, &stdout, &stderr))
-	assert.Contains(t, stderr.String(), "-iface")
-	assert.Equal(t, 0, run(context.Background(), []string{"decode", "-h"}, &stdout, &stderr))
-	assert.Contains(t, stderr.String(), "usage: m2hod decode")
+// TestHelpAndVersion: what was asked for goes to stdout, with status 0,
+// and nothing to stderr.
+func TestHelpAndVersion(t *testing.T) {
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-h"}, []string{"usage: m2hod --iface IFACE", "-iface", "-log-format", "-version"}},
+		{[]string{"--help"}, []string{"usage: m2hod --iface IFACE"}},
+		{[]string{"decode", "-h"}, []string{"usage: m2hod decode", "-raw"}},
+		{[]string{"--version"}, []string{"m2hod ", "(revision ", runtime.Version()}},
+		{[]string{"version"}, []string{"m2hod ", "(revision ", runtime.Version()}},
+		// --version wins over a configuration that would not start
+		{[]string{"--config", "/nonexistent.yaml", "--version"}, []string{"m2hod "}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			assert.Equal(t, 0, run(context.Background(), tt.args, &stdout, &stderr))
+			for _, want := range tt.want {
+				assert.Contains(t, stdout.String(), want)
+			}
+			assert.Empty(t, stderr.String())
+		})
+	}
 }
 
 func TestDecode(t *testing.T) {
@@ -192,4 +217,42 @@ func nonEmptyLines(s string) []string {
 		}
 	}
 	return out
+}
+
+// TestUnitPreventsHopelessRestarts: the unit restarts m2hod after a
+// failure that a restart may mend, and after no other. Status 2 is
+// restarted: the Go runtime exits with it after a panic or the watchdog's
+// SIGABRT, which a command-line mistake shares.
+func TestUnitPreventsHopelessRestarts(t *testing.T) {
+	data, err := os.ReadFile("../../deploy/m2hod.service")
+	require.NoError(t, err)
+	var prevented []string
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "RestartPreventExitStatus="); ok {
+			prevented = append(prevented, strings.Fields(v)...)
+		}
+	}
+	want := []string{fmt.Sprint(exitUnsupported), fmt.Sprint(exitPermission), fmt.Sprint(exitConfig)}
+	assert.ElementsMatch(t, want, prevented)
+}
+
+// TestVersionFromLinker: the Makefile's -X flags reach the version m2hod
+// prints.
+func TestVersionFromLinker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds m2hod")
+	}
+	bin := filepath.Join(t.TempDir(), "m2hod")
+	const pkg = "github.com/m2ho/m2ho/pkg/version"
+	build := exec.Command("go", "build", "-o", bin,
+		"-ldflags", "-X "+pkg+".version=v1.2.3-4-gabcdef0 -X "+pkg+".revision=abcdef0123", ".")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	out, err = exec.Command(bin, "--version").Output()
+	require.NoError(t, err)
+	assert.Equal(t, "m2hod v1.2.3-4-gabcdef0 (revision abcdef0123, "+runtime.Version()+")\n", string(out))
+	makefile, err := os.ReadFile("../../Makefile")
+	require.NoError(t, err)
+	assert.Contains(t, string(makefile), "VERSION_PKG := "+pkg, "the Makefile sets the variables of this package")
+	assert.Contains(t, string(makefile), "-X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).revision=$(REVISION)")
 }

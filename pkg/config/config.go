@@ -49,6 +49,31 @@ const (
 	PolicyFreeze Policy = "freeze"
 )
 
+// LogFormat is how m2hod writes its log.
+type LogFormat string
+
+// Log formats.
+const (
+	// LogAuto is journal when stderr is the systemd journal's stream and
+	// text otherwise.
+	LogAuto LogFormat = ""
+	// LogText is logfmt lines, each with its own time.
+	LogText LogFormat = "text"
+	// LogJSON is one JSON object a line.
+	LogJSON LogFormat = "json"
+	// LogJournal is logfmt lines without a time, which the journal adds,
+	// prefixed with the syslog priority of their level (sd-daemon(3)).
+	LogJournal LogFormat = "journal"
+)
+
+func parseLogFormat(s string) (LogFormat, error) {
+	switch f := LogFormat(s); f {
+	case LogAuto, LogText, LogJSON, LogJournal:
+		return f, nil
+	}
+	return "", fmt.Errorf("must be text, json or journal, got %q", s)
+}
+
 // Component is an M2HO mechanism that can be switched off for ablations.
 type Component string
 
@@ -72,8 +97,15 @@ func ParseComponent(s string) (Component, error) {
 // Defaults of the command line contract.
 const (
 	DefaultListen   = "127.0.0.1:9569"
-	DefaultDiag     = "udp://127.0.0.1:5599"
 	DefaultStateDir = "/var/lib/m2ho"
+	// DefaultRuntimeDir holds the diag socket outside systemd, which
+	// otherwise names it (RuntimeDirectory=, $RUNTIME_DIRECTORY).
+	DefaultRuntimeDir = "/run/m2ho"
+	// DiagSocketName is the default diag input's socket in the runtime
+	// directory: JSON events from root, the daemon's user or its group
+	// only (see diag.UnixSource). UDP, which any local user can reach, is
+	// an input only when named.
+	DiagSocketName = "diag.sock"
 	// DefaultPinDir is where the flow state stays pinned, on the BPF
 	// filesystem systemd mounts.
 	DefaultPinDir = "/sys/fs/bpf/m2ho"
@@ -114,6 +146,8 @@ type Config struct {
 	Listen           string
 	StateDir         string
 	LogLevel         slog.Level
+	// LogFormat is LogAuto unless set.
+	LogFormat LogFormat
 
 	Policy Policy
 	// Ablate lists the components switched off.
@@ -150,15 +184,38 @@ func (c Config) Enabled(component Component) bool {
 // Default returns the configuration before any file or flag.
 func Default() Config {
 	return Config{
-		Diag:             []string{DefaultDiag},
+		Diag:             []string{DefaultDiag()},
 		DiagSubscription: rrc.FollowAuto,
 		Mode:             ModeEnforce,
 		Listen:           DefaultListen,
-		StateDir:         DefaultStateDir,
+		StateDir:         defaultStateDir(),
 		PinDir:           DefaultPinDir,
 		LogLevel:         slog.LevelInfo,
 		Policy:           PolicyM2HO,
 	}
+}
+
+// DefaultDiag is the default diag input: unix:RUNTIME/diag.sock, where
+// RUNTIME is the unit's RuntimeDirectory= ($RUNTIME_DIRECTORY) under
+// systemd and DefaultRuntimeDir elsewhere.
+func DefaultDiag() string {
+	dir, _, _ := strings.Cut(os.Getenv("RUNTIME_DIRECTORY"), ":")
+	if !filepath.IsAbs(dir) {
+		dir = DefaultRuntimeDir
+	}
+	return "unix:" + filepath.Join(dir, DiagSocketName)
+}
+
+// defaultStateDir is the directory systemd made for the unit
+// (StateDirectory=, passed as $STATE_DIRECTORY), so that the unit alone
+// names it, and DefaultStateDir elsewhere.
+func defaultStateDir() string {
+	// systemd lists one directory per StateDirectory= entry, separated
+	// by colons; the unit has one.
+	if dir, _, _ := strings.Cut(os.Getenv("STATE_DIRECTORY"), ":"); filepath.IsAbs(dir) {
+		return dir
+	}
+	return DefaultStateDir
 }
 
 // file is the YAML configuration file. Pointers tell "absent" from zero so
@@ -171,6 +228,7 @@ type file struct {
 	Listen             *string        `yaml:"listen"`
 	StateDir           *string        `yaml:"state_dir"`
 	LogLevel           *string        `yaml:"log_level"`
+	LogFormat          *string        `yaml:"log_format"`
 	Policy             *string        `yaml:"policy"`
 	Ablate             []string       `yaml:"ablate"`
 	SmoothingMax       *time.Duration `yaml:"smoothing_max"`
@@ -225,6 +283,13 @@ func (f file) apply(cfg Config) (Config, error) {
 			return Config{}, fmt.Errorf("log_level: %w", err)
 		}
 		cfg.LogLevel = level
+	}
+	if f.LogFormat != nil {
+		format, err := parseLogFormat(*f.LogFormat)
+		if err != nil || format == LogAuto {
+			return Config{}, fmt.Errorf("log_format: must be text, json or journal, got %q", *f.LogFormat)
+		}
+		cfg.LogFormat = format
 	}
 	if f.Policy != nil {
 		cfg.Policy = Policy(*f.Policy)
@@ -334,12 +399,12 @@ func (c Config) Validate() error {
 
 // diagSchemes are the inputs m2hod reads. Only the scheme is checked
 // here; the input itself parses the rest when the daemon opens it.
-var diagSchemes = []string{"udp", "gsmtap", "jsonl", "qmdl", "serial", "pcap"}
+var diagSchemes = []string{"unix", "udp", "gsmtap", "jsonl", "qmdl", "serial", "pcap"}
 
 func validateDiagURI(uri string) error {
 	scheme, rest, ok := strings.Cut(uri, ":")
 	if !ok || !slices.Contains(diagSchemes, scheme) {
-		return errors.New("unknown input (use udp://, gsmtap://, jsonl:, qmdl:, serial: or pcap:)")
+		return errors.New("unknown input (use unix:, udp://, gsmtap://, jsonl:, qmdl:, serial: or pcap:)")
 	}
 	if rest == "" {
 		return errors.New("missing address or path")
@@ -373,13 +438,14 @@ func (l *stringList) Set(v string) error {
 
 // flagValues holds the raw flag values before they are merged.
 type flagValues struct {
-	configPath, iface, mode, listen, stateDir, pinDir, logLevel, policy, ablate string
-	diag                                                                        stringList
-	diagSubscription                                                            string
-	smoothingMax, burstGap                                                      time.Duration
-	lambda                                                                      float64
-	defaultBuffer, drainBurst                                                   uint64
-	maxFlows                                                                    uint
+	configPath, iface, mode, listen, stateDir, pinDir, logLevel, logFormat, policy, ablate string
+	diag                                                                                   stringList
+	diagSubscription                                                                       string
+	smoothingMax, burstGap                                                                 time.Duration
+	lambda                                                                                 float64
+	defaultBuffer, drainBurst                                                              uint64
+	maxFlows                                                                               uint
+	version                                                                                bool
 }
 
 // newFlagSet declares the flags into v. The flag set prints nothing: Parse
@@ -389,14 +455,16 @@ func newFlagSet(v *flagValues) *flag.FlagSet {
 	fs := flag.NewFlagSet("m2hod", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
+	fs.BoolVar(&v.version, "version", false, "print the version and exit")
 	fs.StringVar(&v.configPath, "config", "", "YAML configuration `file` (flags override it)")
 	fs.StringVar(&v.iface, "iface", "", "modem `interface` (wwan0, rmnet_data0, usb0, ...)")
-	fs.Var(&v.diag, "diag", "diag input `URI`, repeatable (udp://, gsmtap://, jsonl:, qmdl:, serial:, pcap:; default "+DefaultDiag+")")
+	fs.Var(&v.diag, "diag", "diag input `URI`, repeatable (unix:, udp://, gsmtap://, jsonl:, qmdl:, serial:, pcap:; default "+DefaultDiag()+")")
 	fs.StringVar(&v.diagSubscription, "diag-subscription", def.DiagSubscription.String(), "SIM `subscription` of a multi-SIM modem to follow: auto (the one carrying data) or an index from 0")
 	fs.StringVar(&v.mode, "mode", string(def.Mode), "enforce or observe (observe never changes a packet)")
 	fs.StringVar(&v.listen, "listen", def.Listen, "HTTP `address` for /metrics, /healthz and /status")
 	fs.StringVar(&v.stateDir, "state-dir", def.StateDir, "`directory` of the per-cell estimate store")
 	fs.StringVar(&v.logLevel, "log-level", strings.ToLower(def.LogLevel.String()), "debug, info, warn or error")
+	fs.StringVar(&v.logFormat, "log-format", "", "text, json or journal (default: journal when stderr is the journal, else text)")
 	fs.StringVar(&v.policy, "policy", string(def.Policy), "m2ho or freeze (zero-window baseline)")
 	fs.StringVar(&v.ablate, "ablate", "", "comma-separated components to switch off: prediction, suppression, bandwidth_clamp")
 	fs.DurationVar(&v.smoothingMax, "smoothing-max", 0, "maximum Smoothing duration (0: default)")
@@ -408,6 +476,15 @@ func newFlagSet(v *flagValues) *flag.FlagSet {
 	fs.StringVar(&v.pinDir, "pin-dir", def.PinDir, "`directory` on the BPF filesystem keeping flows across an unclean exit (empty: none)")
 	return fs
 }
+
+// ErrCommandLine marks the errors of Parse that the command line itself
+// caused (an unknown flag, a value of the wrong type, an extra argument),
+// as opposed to a configuration that reads well but is wrong.
+var ErrCommandLine = errors.New("command line")
+
+// ErrVersion is what Parse returns for --version, as flag.ErrHelp for -h:
+// the caller prints the version and exits.
+var ErrVersion = errors.New("version requested")
 
 // Parse builds the configuration from the command line arguments (without
 // the program name). For -h it writes the usage to usageOut (nil:
@@ -422,14 +499,17 @@ func Parse(args []string, usageOut io.Writer) (Config, error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(usageOut)
-			fmt.Fprintln(usageOut, "usage: m2hod --iface IFACE [flags]\n       m2hod decode [--raw] URI\nflags:")
+			fmt.Fprintln(usageOut, "usage: m2hod --iface IFACE [flags]\n       m2hod decode [--raw] URI\n       m2hod version\nflags:")
 			fs.PrintDefaults()
 			return Config{}, err
 		}
-		return Config{}, fmt.Errorf("command line: %s (m2hod -h lists the flags)", oneLine(err))
+		return Config{}, fmt.Errorf("%w: %s (m2hod -h lists the flags)", ErrCommandLine, oneLine(err))
+	}
+	if v.version {
+		return Config{}, ErrVersion
 	}
 	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("command line: unexpected argument %q", fs.Arg(0))
+		return Config{}, fmt.Errorf("%w: unexpected argument %q", ErrCommandLine, fs.Arg(0))
 	}
 	cfg := Default()
 	if v.configPath != "" {
@@ -478,6 +558,12 @@ func (v *flagValues) apply(name string, cfg *Config) error {
 			return fmt.Errorf("--log-level: %w", err)
 		}
 		cfg.LogLevel = level
+	case "log-format":
+		format, err := parseLogFormat(v.logFormat)
+		if err != nil || format == LogAuto {
+			return fmt.Errorf("--log-format: must be text, json or journal, got %q", v.logFormat)
+		}
+		cfg.LogFormat = format
 	case "policy":
 		cfg.Policy = Policy(v.policy)
 	case "ablate":

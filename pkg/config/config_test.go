@@ -26,6 +26,7 @@ mode: observe
 listen: 127.0.0.1:9999
 state_dir: /srv/m2ho
 log_level: debug
+log_format: json
 policy: freeze
 ablate: [prediction, bandwidth_clamp]
 smoothing_max: 120ms
@@ -54,7 +55,7 @@ pin_dir: /sys/fs/bpf/cpe
 			want: func(c *Config) {
 				*c = Config{
 					Iface: "wwan0", Diag: []string{"udp://127.0.0.1:6000", "jsonl:/tmp/events.jsonl"},
-					DiagSubscription: rrc.Follow{Subscription: 1}, Mode: ModeObserve, Listen: "127.0.0.1:9999", StateDir: "/srv/m2ho", LogLevel: slog.LevelDebug,
+					DiagSubscription: rrc.Follow{Subscription: 1}, Mode: ModeObserve, Listen: "127.0.0.1:9999", StateDir: "/srv/m2ho", LogLevel: slog.LevelDebug, LogFormat: LogJSON,
 					Policy: PolicyFreeze, Ablate: []Component{ComponentPrediction, ComponentBandwidthClamp},
 					SmoothingMax: 120 * time.Millisecond, Lambda: 1.5, DefaultBufferBytes: 300000,
 					BurstGap: 3 * time.Millisecond, DrainBurstBytes: 32768, MaxFlows: 4096, PinDir: "/sys/fs/bpf/cpe",
@@ -65,13 +66,13 @@ pin_dir: /sys/fs/bpf/cpe
 			name: "flags override the file",
 			file: fullFile,
 			args: []string{"--iface", "usb0", "--diag", "gsmtap://127.0.0.1:4729", "--diag", "qmdl:/x.qmdl", "--diag-subscription", "auto",
-				"--mode", "enforce", "--listen", "[::1]:9000", "--state-dir", "/tmp/s", "--log-level", "warn",
+				"--mode", "enforce", "--listen", "[::1]:9000", "--state-dir", "/tmp/s", "--log-level", "warn", "--log-format", "journal",
 				"--policy", "m2ho", "--ablate", "", "--smoothing-max", "90ms", "--lambda", "3",
 				"--default-buffer", "70000", "--burst-gap", "1ms", "--drain-burst", "8192", "--max-flows", "10", "--pin-dir", ""},
 			want: func(c *Config) {
 				*c = Config{
 					Iface: "usb0", Diag: []string{"gsmtap://127.0.0.1:4729", "qmdl:/x.qmdl"},
-					DiagSubscription: rrc.FollowAuto, Mode: ModeEnforce, Listen: "[::1]:9000", StateDir: "/tmp/s", LogLevel: slog.LevelWarn,
+					DiagSubscription: rrc.FollowAuto, Mode: ModeEnforce, Listen: "[::1]:9000", StateDir: "/tmp/s", LogLevel: slog.LevelWarn, LogFormat: LogJournal,
 					Policy: PolicyM2HO, SmoothingMax: 90 * time.Millisecond, Lambda: 3, DefaultBufferBytes: 70000,
 					BurstGap: time.Millisecond, DrainBurstBytes: 8192, MaxFlows: 10,
 				}
@@ -125,6 +126,7 @@ pin_dir: /sys/fs/bpf/cpe
 		{name: "drain burst above any buffer in file", file: "iface: x\ndrain_burst_bytes: 100000000\n", wantErr: "drain_burst_bytes: must be 0 (default) or at most 67108864"},
 		{name: "relative pin dir", args: []string{"--iface", "x", "--pin-dir", "bpf/m2ho"}, wantErr: `pin_dir: must be an absolute path or empty, got "bpf/m2ho"`},
 		{name: "bad log level flag", args: []string{"--iface", "x", "--log-level", "loud"}, wantErr: "--log-level: must be debug, info, warn or error"},
+		{name: "version", args: []string{"--iface", "x", "--version"}, wantErr: ErrVersion.Error()},
 		{name: "unknown flag", args: []string{"--ifcae", "x"}, wantErr: "command line: flag provided but not defined: -ifcae (m2hod -h lists the flags)"},
 		{name: "bad duration", args: []string{"--smoothing-max", "fast"}, wantErr: "command line: invalid value"},
 		{name: "stray argument", args: []string{"--iface", "x", "extra"}, wantErr: `unexpected argument "extra"`},
@@ -133,6 +135,8 @@ pin_dir: /sys/fs/bpf/cpe
 		{name: "wrong type", file: "iface: x\nlambda: high\n", wantErr: "cannot unmarshal"},
 		{name: "bad duration in file", file: "iface: x\nburst_gap: soon\n", wantErr: "config file"},
 		{name: "bad log level in file", file: "iface: x\nlog_level: chatty\n", wantErr: "log_level: must be debug"},
+		{name: "bad log format", args: []string{"--iface", "x", "--log-format", "logfmt"}, wantErr: `--log-format: must be text, json or journal, got "logfmt"`},
+		{name: "empty log format in file", file: "iface: x\nlog_format: \"\"\n", wantErr: `log_format: must be text, json or journal, got ""`},
 		{name: "not a mapping", file: "- a\n- b\n", wantErr: "cannot unmarshal"},
 	}
 	for _, tt := range tests {
@@ -227,4 +231,34 @@ func FuzzLoadFile(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestStateDirFromSystemd: the unit's StateDirectory=, which systemd passes
+// as $STATE_DIRECTORY, is the default; a flag or key still wins.
+func TestStateDirFromSystemd(t *testing.T) {
+	t.Setenv("STATE_DIRECTORY", "/var/lib/m2ho-unit")
+	cfg, err := Parse([]string{"--iface", "x"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "/var/lib/m2ho-unit", cfg.StateDir)
+	cfg, err = Parse([]string{"--iface", "x", "--state-dir", "/srv/m2ho"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "/srv/m2ho", cfg.StateDir)
+	t.Setenv("STATE_DIRECTORY", "relative")
+	assert.Equal(t, DefaultStateDir, Default().StateDir, "only an absolute path is systemd's")
+}
+
+// TestParseErrorKinds: command-line mistakes are ErrCommandLine, a wrong
+// configuration is not.
+func TestParseErrorKinds(t *testing.T) {
+	for args, commandLine := range map[string]bool{
+		"--ifcae x":               true,
+		"--iface x --lambda high": true,
+		"--iface x stray":         true,
+		"--iface x --lambda 99":   false,
+		"--mode on":               false,
+	} {
+		_, err := Parse(strings.Fields(args), io.Discard)
+		require.Error(t, err, args)
+		assert.Equal(t, commandLine, errors.Is(err, ErrCommandLine), args)
+	}
 }

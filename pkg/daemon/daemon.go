@@ -48,7 +48,7 @@ const (
 	// over.
 	pollInterval = 10 * time.Millisecond
 	// idleInterval paces them while nothing is under way (Stable with no
-	// policy in force, no slot allocations to size): every 100 Hz timer
+	// policy in force; slot allocations bring their own samples): every 100 Hz timer
 	// costs about 1% of a core on a small virtual machine. Byte samples
 	// this far apart still give a per-RTT rate that is ready, and fresh,
 	// when a handover is predicted.
@@ -60,11 +60,6 @@ const (
 	// nothing is under way: new traffic is seen within it, and its first
 	// per-RTT estimate follows within a round.
 	quietInterval = time.Second
-	// slotAllocHold is how long after a slot allocation event the byte
-	// sampling stays at pollInterval: the estimator sizes slot bursts by
-	// interpolating the byte history, which must be about as fine as the
-	// slots.
-	slotAllocHold = time.Second
 	// evictInterval, flowIdle and closedFlowIdle bound the flow table: a
 	// flow silent for flowIdle is forgotten but for its handshake, which
 	// the clamp needs if it resumes, and a closed connection after
@@ -128,7 +123,8 @@ type Daemon struct {
 	machine *statemachine.Machine
 	act     *recorder
 	metrics *metrics.Metrics
-	stats   *diag.Stats
+	// inputs count what each diag input gave, in cfg.Diag order.
+	inputs  []metrics.DiagInput
 	sources []diag.Source
 	// subscriptions are the RRC decoders of the sources, in their order.
 	subscriptions []*rrc.Subscriptions
@@ -142,8 +138,6 @@ type Daemon struct {
 	// the sampler speeds up at once.
 	sampleFast atomic.Bool
 	sampleWake chan struct{}
-	// lastSlotAlloc is when the loop last handled a slot allocation.
-	lastSlotAlloc time.Time
 	// lastTick is the unix time in nanoseconds of the loop's last tick.
 	lastTick atomic.Int64
 	started  time.Time
@@ -167,7 +161,6 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 	d := &Daemon{
 		cfg:        cfg,
 		logger:     logger,
-		stats:      &diag.Stats{},
 		statusReq:  make(chan chan Status),
 		sampleWake: make(chan struct{}, 1),
 		started:    time.Now(),
@@ -195,6 +188,9 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 		return nil, err
 	}
 
+	if err := checkRunningKernel(); err != nil {
+		return nil, err
+	}
 	pinDir, err := flowPinDir(cfg)
 	if err != nil {
 		return nil, err
@@ -213,10 +209,14 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 		return nil, fmt.Errorf("datapath on %s: %w", cfg.Iface, err)
 	}
 
+	// Each input is counted apart, so that a silent one shows.
+	for _, uri := range cfg.Diag {
+		d.inputs = append(d.inputs, metrics.DiagInput{Name: uri, Stats: &diag.Stats{}})
+	}
 	states := []string{statemachine.Stable.String(), statemachine.Preparation.String(), statemachine.Smoothing.String()}
 	d.act = &recorder{}
 	d.metrics = metrics.New(states, metrics.Info{Mode: string(cfg.Mode), Policy: string(cfg.Policy)},
-		metrics.Sources{Datapath: d.datapathSnapshot, Policy: d.act.metricsSnapshot, Diag: d.stats, EstimatorSkipped: d.est.Skipped,
+		metrics.Sources{Datapath: d.datapathSnapshot, Policy: d.act.metricsSnapshot, Diag: d.inputs, EstimatorSkipped: d.est.Skipped,
 			AttachMode: d.dp.AttachMode}, logger)
 	d.act.metrics = d.metrics
 	if cfg.Mode == config.ModeEnforce {
@@ -231,11 +231,11 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 		logger.Warn("learnt measurement reports unreadable, learning again from scratch", "err", err)
 	}
 
-	for _, uri := range cfg.Diag {
+	for i, uri := range cfg.Diag {
 		// Each input gets its own RRC decoders: measurement IDs resolve
 		// against the measConfig of the same modem stream and SIM.
 		subs := rrc.NewSubscriptions(logger.With("diag", uri), cfg.DiagSubscription)
-		src, err := op.source(uri, diagsrc.Options{Stats: d.stats, RRC: subs, Logger: logger, Realtime: true})
+		src, err := op.source(uri, diagsrc.Options{Stats: d.inputs[i].Stats, RRC: subs, Logger: logger, Realtime: true})
 		if err != nil {
 			return nil, fmt.Errorf("diag input %s: %w", uri, err)
 		}
@@ -359,7 +359,7 @@ func (d *Daemon) loop(ctx context.Context, events <-chan diag.Event, bursts <-ch
 			interval = want
 			ticker.Reset(interval)
 		}
-		d.setSampleFast(want == pollInterval || now.Sub(d.lastSlotAlloc) < slotAllocHold)
+		d.setSampleFast(want == pollInterval)
 		if p := d.est.Path(); p != path {
 			// The machine changed the serving cell: the sampler takes the
 			// flows' RTT sample counts now, so that the old cell's samples
@@ -380,9 +380,11 @@ func (d *Daemon) tickInterval(now time.Time) time.Duration {
 }
 
 // setSampleFast tells the sampler whether fine byte samples are needed:
-// Eq. 2 counts bytes per RTT while a clamp holds, and the slot bursts of
-// a handover are sized from the byte history. Outside those, coarse
-// samples keep the estimate current at a tenth of the cost.
+// Eq. 2 counts bytes per RTT while a clamp holds, which is only while a
+// handover is under way. Outside it, coarse samples keep the estimate
+// current at a tenth of the cost; the slot bursts, sized from the byte
+// history, get a sample at each slot allocation instead (see
+// handleEvent).
 func (d *Daemon) setSampleFast(fast bool) {
 	if d.sampleFast.Swap(fast) == fast || !fast {
 		return
@@ -407,8 +409,15 @@ func (d *Daemon) handleEvent(ev diag.Event) {
 	ev.Time = eventTime(ev, received)
 	writes := d.act.writeCount()
 	if ev.Type == diag.TypeRBAlloc {
-		d.lastSlotAlloc = received
 		d.est.AddRBAlloc(ev)
+		// A byte sample right after the event's slots, which end at its
+		// receipt: the slots of consecutive events follow each other, so
+		// these samples fall on their boundaries, where the estimator
+		// sizes slot bursts. The sampler takes it within the wake-up
+		// that brought the event, once the loop waits again, where a
+		// timer at pollInterval would wake the process a hundred times
+		// a second.
+		d.wakeSampler()
 	}
 	d.machine.HandleEvent(ev)
 	if d.act.writeCount() != writes {

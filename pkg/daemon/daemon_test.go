@@ -111,7 +111,9 @@ func (f *fakeDatapath) Flows() ([]datapath.Flow, error) {
 	return append([]datapath.Flow(nil), f.flows...), nil
 }
 func (f *fakeDatapath) EvictIdle(_, _ time.Duration) (int, error) { return 0, nil }
-func (f *fakeDatapath) RTTHistogram() ([]uint64, error)           { return make([]uint64, 32), nil }
+func (f *fakeDatapath) RTTHistogram() ([]uint64, error) {
+	return make([]uint64, datapath.RTTBuckets), nil
+}
 func (f *fakeDatapath) ReadBursts(ctx context.Context, fn func(datapath.Burst)) error {
 	for {
 		select {

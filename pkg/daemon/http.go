@@ -60,13 +60,22 @@ type DatapathStatus struct {
 	Error string `json:"error,omitempty"`
 }
 
-// DiagStatus counts the diag input by event type and error reason, and
-// says, for each input, which SIM subscription of a multi-SIM modem it
-// follows.
+// DiagStatus counts the diag input by event type and error reason: over
+// every input, and for each input by its URI; and it says, for each
+// input, which SIM subscription of a multi-SIM modem it follows.
 type DiagStatus struct {
 	Events        map[string]uint64                 `json:"events"`
 	Errors        map[string]uint64                 `json:"errors"`
+	Inputs        map[string]InputStatus            `json:"inputs"`
 	Subscriptions map[string]rrc.SubscriptionStatus `json:"subscriptions"`
+}
+
+// InputStatus is what one diag input gave.
+type InputStatus struct {
+	Events map[string]uint64 `json:"events"`
+	Errors map[string]uint64 `json:"errors"`
+	// LastEvent is absent before the input's first event.
+	LastEvent *time.Time `json:"last_event,omitempty"`
 }
 
 // loopStatus builds the part of /status that belongs to the loop: the
@@ -125,20 +134,30 @@ func (d *Daemon) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		st.Datapath.Error = err.Error()
 	}
-	events, errs := d.stats.Snapshot()
-	st.Diag = DiagStatus{Events: counterMap(events), Errors: counterMap(errs), Subscriptions: map[string]rrc.SubscriptionStatus{}}
+	st.Diag = DiagStatus{Events: map[string]uint64{}, Errors: map[string]uint64{}, Inputs: map[string]InputStatus{},
+		Subscriptions: map[string]rrc.SubscriptionStatus{}}
+	for _, in := range d.inputs {
+		events, errs := in.Stats.Snapshot()
+		is := InputStatus{Events: map[string]uint64{}, Errors: map[string]uint64{}}
+		addCounts(is.Events, st.Diag.Events, events)
+		addCounts(is.Errors, st.Diag.Errors, errs)
+		if last := in.Stats.LastEvent(); !last.IsZero() {
+			is.LastEvent = &last
+		}
+		st.Diag.Inputs[in.Name] = is
+	}
 	for i, subs := range d.subscriptions {
 		st.Diag.Subscriptions[d.sources[i].Name()] = subs.Status()
 	}
 	return st, nil
 }
 
-func counterMap(cs []diag.Counter) map[string]uint64 {
-	m := make(map[string]uint64, len(cs))
+// addCounts adds the counts cs to the input's map and to the total.
+func addCounts(input, total map[string]uint64, cs []diag.Counter) {
 	for _, c := range cs {
-		m[c.Label] = c.Value
+		input[c.Label] = c.Value
+		total[c.Label] += c.Value
 	}
-	return m
 }
 
 func (d *Daemon) handler() http.Handler {
@@ -149,12 +168,26 @@ func (d *Daemon) handler() http.Handler {
 	return mux
 }
 
-// serveHealthz reports whether the loop is alive: policies are renewed
-// by the loop, so a stalled loop means the datapath is failing open.
+// Healthy fails when the loop has stalled: policies are renewed by the
+// loop, so a stalled loop means the datapath is failing open. /healthz
+// and systemd's watchdog both ask it.
+func (d *Daemon) Healthy() error {
+	last := d.lastTick.Load()
+	if age := time.Since(time.Unix(0, last)); last == 0 || age > stallAfter {
+		return fmt.Errorf("%w: loop stalled: last tick %v ago", errNotHealthy, age.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// Summary says what the daemon does, in a line.
+func (d *Daemon) Summary() string {
+	return fmt.Sprintf("%s on %s (%s, attached: %s)", d.cfg.Policy, d.cfg.Iface, d.cfg.Mode, d.dp.AttachMode())
+}
+
+// serveHealthz reports whether the loop is alive (see Healthy).
 func (d *Daemon) serveHealthz(w http.ResponseWriter, _ *http.Request) {
-	last := time.Unix(0, d.lastTick.Load())
-	if age := time.Since(last); d.lastTick.Load() == 0 || age > stallAfter {
-		http.Error(w, fmt.Sprintf("loop stalled: last tick %v ago", age.Round(time.Millisecond)), http.StatusServiceUnavailable)
+	if err := d.Healthy(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

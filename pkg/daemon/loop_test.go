@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -113,9 +114,9 @@ func TestTickInterval(t *testing.T) {
 }
 
 // TestLoopAsksForFineSamples: the loop asks the sampler for byte samples
-// every pollInterval while a handover is under way (Eq. 2 and the slot
-// bursts need them) and after a slot allocation, and lets it slow down
-// otherwise.
+// every pollInterval while a handover is under way (Eq. 2 needs them),
+// and lets it slow down otherwise, slot allocations included (they get a
+// sample each, see TestSlotAllocationTakesASample).
 func TestLoopAsksForFineSamples(t *testing.T) {
 	h := startHarness(t, testConfig(t))
 	fast := func() bool { return h.d.sampleFast.Load() }
@@ -127,7 +128,7 @@ func TestLoopAsksForFineSamples(t *testing.T) {
 		{"a prediction", a3(cellA, cellB), true},
 		{"its cancellation, nothing in force", diag.Event{Type: diag.TypeMeasReport, Meas: diag.EventA1, Serving: cellA}, false},
 		{"a slot allocation", diag.Event{Type: diag.TypeRBAlloc, Cell: cellA, SlotDuration: 500 * time.Microsecond,
-			Slots: []diag.Slot{{Given: 10, Total: 106}}}, true},
+			Slots: []diag.Slot{{Given: 10, Total: 106}}}, false},
 	}
 	for _, step := range steps {
 		h.src.events <- step.ev
@@ -136,5 +137,35 @@ func TestLoopAsksForFineSamples(t *testing.T) {
 		} else {
 			assert.Eventually(t, func() bool { return !fast() }, time.Second, time.Millisecond, step.name)
 		}
+	}
+}
+
+// TestSlotAllocationTakesASample: each slot allocation has the sampler
+// read the byte counter at once, on a link so quiet that its own pace is a
+// second, so that the estimator can size the event's slot bursts.
+func TestSlotAllocationTakesASample(t *testing.T) {
+	dp := &countingDatapath{fakeDatapath: newFakeDatapath()}
+	src := &chanSource{events: make(chan diag.Event)}
+	d, err := open(testConfig(t), nil, opener{
+		datapath: func(datapath.Options) (datapathAPI, error) { return dp, nil },
+		source:   func(string, diagsrc.Options) (diag.Source, error) { return src, nil },
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	// the link is silent: the sampler settles at quietInterval
+	time.Sleep(quietAfter + 2*idleInterval)
+	for i := range 5 {
+		before := dp.reads.Load()
+		src.events <- diag.Event{Type: diag.TypeRBAlloc, Cell: cellA, SlotDuration: 500 * time.Microsecond,
+			Slots: []diag.Slot{{Given: 106, Total: 106}}}
+		require.Eventually(t, func() bool { return dp.reads.Load() > before }, quietInterval/4, time.Millisecond,
+			"slot allocation %d sampled", i)
+		assert.False(t, d.sampleFast.Load(), "no fine pace for it")
 	}
 }

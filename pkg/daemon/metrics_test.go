@@ -3,8 +3,10 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,4 +79,53 @@ func TestMetricsFollowAttachState(t *testing.T) {
 		assert.Contains(t, body, "\nm2hod_datapath_attached "+attached+"\n", mode)
 		assert.Equal(t, mode, statusMode(), "/status agrees")
 	}
+}
+
+// TestEveryDatapathCounterExported: /metrics has one
+// m2hod_datapath_events_total series per entry of the counter enum, with
+// its value, and /status the same counters by the same names; the RTT
+// histogram has the datapath's buckets.
+func TestEveryDatapathCounterExported(t *testing.T) {
+	dp := newFakeDatapath()
+	for id := range dp.counters {
+		dp.counters[id] = uint64(1000 + id)
+	}
+	d, err := open(testConfig(t), nil, opener{
+		datapath: func(datapath.Options) (datapathAPI, error) { return dp, nil },
+		source: func(string, diagsrc.Options) (diag.Source, error) {
+			return &chanSource{events: make(chan diag.Event)}, nil
+		},
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	get := func(path string) string {
+		rec := httptest.NewRecorder()
+		d.handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		require.Equal(t, http.StatusOK, rec.Code, path)
+		return rec.Body.String()
+	}
+	body := get("/metrics")
+	var st struct {
+		Datapath struct {
+			Counters map[string]uint64 `json:"counters"`
+		} `json:"datapath"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(get("/status")), &st))
+	assert.Len(t, st.Datapath.Counters, len(dp.counters))
+	for id, v := range dp.counters {
+		name := datapath.CounterName(id)
+		assert.Contains(t, body, fmt.Sprintf("m2hod_datapath_events_total{event=%q} %d\n", name, v))
+		assert.Equal(t, v, st.Datapath.Counters[name], name)
+	}
+	assert.Equal(t, len(dp.counters), strings.Count(body, "m2hod_datapath_events_total{"), "no other series")
+	// bucket i of the datapath ends at 2^(i+1) us; the last is +Inf's
+	_, upper := datapath.RTTBucketBounds(0)
+	assert.Contains(t, body, fmt.Sprintf("m2hod_rtt_seconds_bucket{le=\"%g\"}", upper.Seconds()))
+	assert.Equal(t, datapath.RTTBuckets, strings.Count(body, "m2hod_rtt_seconds_bucket{"), "one per datapath bucket, the last as +Inf")
 }

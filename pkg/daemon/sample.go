@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/m2ho/m2ho/pkg/datapath"
+	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/estimator"
 	"github.com/m2ho/m2ho/pkg/metrics"
 )
@@ -112,7 +113,7 @@ func (d *Daemon) sampleLoop(ctx context.Context) {
 			d.logger.Debug("reading the ingress byte count failed", "err", err)
 			continue
 		}
-		rx := counters.IngressBytes
+		rx := counters[datapath.IngressBytes]
 		d.est.AddBytes(now, rx)
 		if rx != lastBytes {
 			lastBytes, lastChange = rx, now
@@ -184,15 +185,17 @@ func (d *Daemon) datapathSnapshot() (metrics.DatapathSnapshot, error) {
 	if err != nil {
 		return metrics.DatapathSnapshot{}, fmt.Errorf("rtt histogram: %w", err)
 	}
-	return metrics.DatapathSnapshot{
-		Attached:          d.dp.AttachMode() != datapath.AttachNone,
-		AcksRewritten:     c.ClampApplied,
-		DupAcksSuppressed: c.DupACKsSuppressed,
-		PolicyExpired:     c.ClampExpired + c.SuppressExpired,
-		FlowsUntracked:    c.Untracked + c.NoWScale,
-		MapFull:           c.MapFull,
-		Flows:             len(flows),
-		// Bucket i holds samples of floor(log2(rtt in us)) == i.
-		RTT: metrics.Log2Histogram{Unit: time.Microsecond, Buckets: rtt},
-	}, nil
+	snap := metrics.DatapathSnapshot{
+		Attached: d.dp.AttachMode() != datapath.AttachNone,
+		Events:   make([]diag.Counter, 0, len(c)),
+		Flows:    len(flows),
+		RTT:      metrics.DurationHistogram{Upper: make([]time.Duration, len(rtt)), Counts: rtt},
+	}
+	for name, v := range c.All() {
+		snap.Events = append(snap.Events, diag.Counter{Label: name, Value: v})
+	}
+	for i := range rtt {
+		_, snap.RTT.Upper[i] = datapath.RTTBucketBounds(i)
+	}
+	return snap, nil
 }

@@ -29,7 +29,7 @@ func feedIngressBytes(ctx context.Context, fake *fakeDatapath, bytesPerSecond fl
 			return
 		case now := <-ticker.C:
 			fake.mu.Lock()
-			fake.counters.IngressBytes = uint64(now.Sub(start).Seconds() * bytesPerSecond)
+			fake.counters[datapath.IngressBytes] = uint64(now.Sub(start).Seconds() * bytesPerSecond)
 			fake.mu.Unlock()
 		}
 	}

@@ -2,11 +2,15 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
+	"time"
 
 	"github.com/m2ho/m2ho/pkg/config"
+	"github.com/m2ho/m2ho/pkg/datapath"
 )
 
 // Reload is how Serve takes a new configuration while it runs.
@@ -26,6 +30,11 @@ type Reload struct {
 type runner interface {
 	Run(ctx context.Context) error
 	KeepFlowsAtExit()
+	// Healthy fails while the daemon runs but no longer does its work
+	// (see Daemon.Healthy).
+	Healthy() error
+	// Summary is a line on what the daemon does, for systemctl status.
+	Summary() string
 }
 
 // Serve opens a daemon with cfg and runs it until ctx ends (it returns
@@ -38,24 +47,67 @@ type runner interface {
 // daemon alone; one that validates but cannot be opened (an interface or
 // a port that is not there) brings back the previous one. Either way the
 // error is logged, so that a typo in the file never stops the service.
+//
+// At the start, a modem interface that is not there yet (the modem still
+// enumerates, or resets) is waited for, with the HTTP endpoints telling
+// so (see waitForInterface), rather than an exit.
+//
+// Under systemd (Type=notify), Serve tells it when the daemon is ready,
+// what it does, and when it stops, and pings the watchdog for as long as
+// the daemon is healthy: a loop that stalls stops the pings, and systemd
+// restarts the service after WatchdogSec.
 func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, reload Reload) error {
-	return serve(ctx, cfg, logger, reload, func(cfg config.Config) (runner, error) { return Open(cfg, logger) })
+	n, err := notifierFromEnv()
+	if err != nil {
+		logger.Warn("systemd notifications off", "err", err)
+	}
+	defer n.close()
+	return serve(ctx, cfg, logger, reload, n, func(cfg config.Config) (runner, error) { return Open(cfg, logger) },
+		func(ctx context.Context, cfg config.Config) error { return waitForInterface(ctx, cfg, logger) })
 }
 
-func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, reload Reload,
-	openDaemon func(config.Config) (runner, error)) error {
+func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, reload Reload, n *notifier,
+	openDaemon func(config.Config) (runner, error), waitInterface func(context.Context, config.Config) error) error {
+	// current is the running daemon, nil while none runs.
+	var current atomic.Pointer[runner]
+	if n != nil && n.watchdog > 0 {
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		go pingWatchdog(watchCtx, n, n.watchdog, func() error {
+			if d := current.Load(); d != nil {
+				return (*d).Healthy()
+			}
+			return nil
+		}, logger)
+	}
 	opening := func(cfg config.Config) (runner, error) {
 		if reload.Opening != nil {
 			reload.Opening(cfg)
 		}
-		return openDaemon(cfg)
+		d, err := openDaemon(cfg)
+		if err == nil {
+			current.Store(&d)
+			notifyLog(n, logger, "READY=1", "STATUS="+d.Summary())
+		}
+		return d, err
 	}
+	defer func() { notifyLog(n, logger, "STOPPING=1") }()
 	d, err := opening(cfg)
+	for errors.Is(err, datapath.ErrNoInterface) {
+		logger.Warn("waiting for the modem interface", "iface", cfg.Iface)
+		notifyLog(n, logger, "READY=1", "STATUS=waiting for the interface "+cfg.Iface)
+		if err := waitInterface(ctx, cfg); err != nil || ctx.Err() != nil {
+			return err
+		}
+		logger.Info("the modem interface is there", "iface", cfg.Iface)
+		d, err = opening(cfg)
+	}
 	if err != nil {
 		return err
 	}
 	for {
 		next, err := runUntilReload(ctx, d, cfg, logger, reload)
+		current.Store(nil)
 		if err != nil || next == nil || ctx.Err() != nil {
 			return err
 		}
@@ -68,6 +120,33 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, reload R
 		if d, err = opening(cfg); err != nil {
 			return fmt.Errorf("the previous configuration failed too: %w", err)
 		}
+	}
+}
+
+// notifyLog sends a notification to systemd; a failure only costs the
+// notification, and is logged.
+func notifyLog(n *notifier, logger *slog.Logger, lines ...string) {
+	if err := n.send(lines...); err != nil {
+		logger.Warn("notifying systemd", "err", err)
+	}
+}
+
+// pingWatchdog pings systemd's watchdog every interval while healthy
+// says so, until ctx ends.
+func pingWatchdog(ctx context.Context, n *notifier, interval time.Duration, healthy func() error, logger *slog.Logger) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		if err := healthy(); err != nil {
+			logger.Error("watchdog not pinged", "err", err)
+			continue
+		}
+		notifyLog(n, logger, "WATCHDOG=1")
 	}
 }
 

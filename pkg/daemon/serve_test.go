@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/m2ho/m2ho/internal/logbuf"
 	"github.com/m2ho/m2ho/pkg/config"
+	"github.com/m2ho/m2ho/pkg/datapath"
 )
 
 // fakeRunner runs until its context ends, or fails with fail.
@@ -25,9 +28,20 @@ type fakeRunner struct {
 	iface     string
 	fail      chan error
 	keepFlows atomic.Bool
+	// stalled makes Healthy fail.
+	stalled atomic.Bool
 }
 
 func (r *fakeRunner) KeepFlowsAtExit() { r.keepFlows.Store(true) }
+
+func (r *fakeRunner) Healthy() error {
+	if r.stalled.Load() {
+		return errNotHealthy
+	}
+	return nil
+}
+
+func (r *fakeRunner) Summary() string { return "m2ho on " + r.iface }
 
 func (r *fakeRunner) Run(ctx context.Context) error {
 	select {
@@ -99,7 +113,10 @@ func startServe(t *testing.T, iface string) *serveHarness {
 		return h.running, nil
 	}
 	logger := slog.New(slog.NewTextHandler(h.log, nil))
-	go func() { h.done <- serve(ctx, config.Config{Iface: iface, PinDir: pins}, logger, reload, open) }()
+	noWait := func(context.Context, config.Config) error { return errors.New("no interface to wait for here") }
+	go func() {
+		h.done <- serve(ctx, config.Config{Iface: iface, PinDir: pins}, logger, reload, nil, open, noWait)
+	}()
 	require.Eventually(t, func() bool { return h.current() == iface }, time.Second, time.Millisecond)
 	return h
 }
@@ -215,5 +232,124 @@ func waitReturned(t *testing.T, done chan error, what string) error {
 	case <-time.After(5 * time.Second):
 		require.FailNow(t, what+" did not return")
 		return nil
+	}
+}
+
+// notifySocket is a socket standing for systemd's $NOTIFY_SOCKET.
+type notifySocket struct {
+	conn *net.UnixConn
+}
+
+func newNotifySocket(t *testing.T, watchdog time.Duration) (*notifySocket, *notifier) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	t.Setenv("NOTIFY_SOCKET", path)
+	t.Setenv("WATCHDOG_USEC", fmt.Sprint(2*watchdog.Microseconds()))
+	t.Setenv("WATCHDOG_PID", fmt.Sprint(os.Getpid()))
+	n, err := notifierFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, watchdog, n.watchdog, "pings at half of WATCHDOG_USEC")
+	t.Cleanup(func() { n.close() })
+	return &notifySocket{conn: conn}, n
+}
+
+// next returns the next notification, or "" after a second without one.
+func (s *notifySocket) next(t *testing.T) string {
+	t.Helper()
+	buf := make([]byte, 4096)
+	require.NoError(t, s.conn.SetReadDeadline(time.Now().Add(time.Second)))
+	n, err := s.conn.Read(buf)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return ""
+	}
+	require.NoError(t, err)
+	return string(buf[:n])
+}
+
+// TestServeNotifiesSystemd: READY=1 with a status once the daemon runs,
+// watchdog pings while it is healthy and none while it stalls, and
+// STOPPING=1 at the end; a start without the interface is ready too,
+// waiting for it.
+func TestServeNotifiesSystemd(t *testing.T) {
+	sock, n := newNotifySocket(t, 20*time.Millisecond)
+	var appeared atomic.Bool
+	var running atomic.Pointer[fakeRunner]
+	open := func(cfg config.Config) (runner, error) {
+		if !appeared.Load() {
+			return nil, fmt.Errorf("interface %s not found: %w", cfg.Iface, datapath.ErrNoInterface)
+		}
+		r := &fakeRunner{iface: cfg.Iface, fail: make(chan error, 1)}
+		running.Store(r)
+		return r, nil
+	}
+	waited := make(chan struct{})
+	wait := func(ctx context.Context, cfg config.Config) error {
+		close(waited)
+		for !appeared.Load() {
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	log := &logbuf.Buffer{}
+	go func() {
+		done <- serve(ctx, config.Config{Iface: "wwan0"}, slog.New(slog.NewTextHandler(log, nil)), Reload{}, n, open, wait)
+	}()
+
+	assert.Equal(t, "READY=1\nSTATUS=waiting for the interface wwan0", sock.next(t))
+	<-waited
+	assert.Equal(t, "WATCHDOG=1", sock.next(t), "waiting is healthy")
+	appeared.Store(true)
+	msg := sock.next(t)
+	for msg == "WATCHDOG=1" {
+		msg = sock.next(t)
+	}
+	assert.Equal(t, "READY=1\nSTATUS=m2ho on wwan0", msg)
+	assert.Equal(t, "WATCHDOG=1", sock.next(t))
+
+	running.Load().stalled.Store(true)
+	// a ping sent before the stall may still be in the socket
+	for msg := sock.next(t); msg != ""; msg = sock.next(t) {
+		require.Equal(t, "WATCHDOG=1", msg)
+		if strings.Contains(log.String(), "watchdog not pinged") {
+			break
+		}
+	}
+	assert.Empty(t, sock.next(t), "no ping while the loop stalls")
+	running.Load().stalled.Store(false)
+	assert.Equal(t, "WATCHDOG=1", sock.next(t), "pings again once the loop runs")
+
+	cancel()
+	require.NoError(t, waitReturned(t, done, "serve"))
+	for msg = sock.next(t); msg == "WATCHDOG=1"; msg = sock.next(t) {
+	}
+	assert.Equal(t, "STOPPING=1", msg)
+}
+
+func TestWatchdogInterval(t *testing.T) {
+	tests := []struct {
+		usec, pid string
+		want      time.Duration
+		wantErr   bool
+	}{
+		{usec: "", want: 0},
+		{usec: "30000000", want: 15 * time.Second},
+		{usec: "30000000", pid: "42", want: 15 * time.Second},
+		{usec: "30000000", pid: "43", want: 0}, // another process's watchdog
+		{usec: "0", wantErr: true},
+		{usec: "soon", wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := watchdogInterval(tt.usec, tt.pid, 42)
+		if tt.wantErr {
+			assert.Error(t, err, tt.usec)
+			continue
+		}
+		require.NoError(t, err)
+		assert.Equal(t, tt.want, got, "%s %s", tt.usec, tt.pid)
 	}
 }

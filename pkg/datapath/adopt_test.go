@@ -106,9 +106,9 @@ func TestClampAdoptsHandshake(t *testing.T) {
 
 			c, err := d.Counters()
 			require.NoError(t, err)
-			assert.Equal(t, uint64(1), c.WScaleAdopted)
-			assert.Zero(t, c.NoWScale)
-			assert.Equal(t, uint64(3), c.ClampApplied)
+			assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_WSCALE_ADOPTED])
+			assert.Zero(t, c[m2hoCounterIdCNT_NO_WSCALE])
+			assert.Equal(t, uint64(3), c[m2hoCounterIdCNT_CLAMP_APPLIED])
 			assert.Equal(t, 1, hintCount(t, d), "the adopted handshake leaves the store")
 			f := flowAt(t, d, local)
 			assert.True(t, f.WScaleKnown)
@@ -193,7 +193,7 @@ func TestSeenHandshakeWins(t *testing.T) {
 	expectWindow(t, d, hostACK(s, 50000, 0), 8192>>7)
 	c, err := d.Counters()
 	require.NoError(t, err)
-	assert.Zero(t, c.WScaleAdopted)
+	assert.Zero(t, c[m2hoCounterIdCNT_WSCALE_ADOPTED])
 	assert.Equal(t, 1, hintCount(t, d))
 }
 
@@ -206,8 +206,8 @@ func TestFreezeNeedsNoHandshake(t *testing.T) {
 	expectWindow(t, d, hostACK(s, 50000, 0), 0)
 	c, err := d.Counters()
 	require.NoError(t, err)
-	assert.Zero(t, c.NoWScale)
-	assert.Equal(t, uint64(1), c.ClampApplied)
+	assert.Zero(t, c[m2hoCounterIdCNT_NO_WSCALE])
+	assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_CLAMP_APPLIED])
 }
 
 // TestAdoptHandshakesFull: the store holds at most as many handshakes as
@@ -256,8 +256,8 @@ func TestEvictedFlowKeepsHandshake(t *testing.T) {
 	expectWindow(t, d, hostACK(idle, 50000, 0), 8192>>7)
 	c, err := d.Counters()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(1), c.WScaleAdopted)
-	assert.Zero(t, c.NoWScale)
+	assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_WSCALE_ADOPTED])
+	assert.Zero(t, c[m2hoCounterIdCNT_NO_WSCALE])
 	local, _ := idle.ends()
 	assert.Equal(t, uint16(hostMSS), flowAt(t, d, local).MSS)
 }

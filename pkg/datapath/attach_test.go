@@ -136,9 +136,9 @@ func TestAttachModesOnEthernet(t *testing.T) {
 
 			c, err := dp.Counters()
 			require.NoError(t, err)
-			assert.Positive(t, c.ClampApplied)
-			assert.Positive(t, c.IngressPackets)
-			assert.Zero(t, c.NoWScale)
+			assert.Positive(t, c[m2hoCounterIdCNT_CLAMP_APPLIED])
+			assert.Positive(t, c[m2hoCounterIdCNT_INGRESS_PACKETS])
+			assert.Zero(t, c[m2hoCounterIdCNT_NO_WSCALE])
 			flow := flowFrom(t, dp, tc.client)
 			assert.True(t, flow.WScaleKnown)
 			assert.Positive(t, flow.RxBytes)
@@ -223,7 +223,7 @@ func TestFollowsTheInterface(t *testing.T) {
 				assert.Positive(t, received())
 				after, err := dp.Counters()
 				require.NoError(t, err)
-				return after.ClampApplied - before.ClampApplied
+				return after[m2hoCounterIdCNT_CLAMP_APPLIED] - before[m2hoCounterIdCNT_CLAMP_APPLIED]
 			}
 			assert.Positive(t, clampedDownload())
 			firstIndex := ifindexIn(t, ue, "veth0")

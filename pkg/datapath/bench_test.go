@@ -183,7 +183,7 @@ func TestRestoredEgressClampsEveryRepeat(t *testing.T) {
 	require.NoError(t, err)
 	c, err := p.d.Counters()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(repeats), c.ClampApplied)
+	assert.Equal(t, uint64(repeats), c[m2hoCounterIdCNT_CLAMP_APPLIED])
 
 	verdict, out := runProg(t, p.restoredEgress, p.ackFrame)
 	assert.Equal(t, int32(verdictPass), verdict)
@@ -200,7 +200,7 @@ func TestRearmedIngressMatchesEveryRepeat(t *testing.T) {
 	samples := func() uint64 {
 		c, err := p.d.Counters()
 		require.NoError(t, err)
-		return c.RTTSamples
+		return c[m2hoCounterIdCNT_RTT_SAMPLES]
 	}
 	before := samples()
 	_, _, err := p.rearmedNoMatch.Benchmark(p.dataFrame, repeats, nil)
@@ -435,8 +435,8 @@ func BenchmarkPacket(b *testing.B) {
 	for _, p := range []*packetBench{one, many} {
 		c, err := p.d.Counters()
 		require.NoError(b, err)
-		require.Zero(b, c.Malformed)
-		require.Zero(b, c.MapFull)
+		require.Zero(b, c[m2hoCounterIdCNT_MALFORMED])
+		require.Zero(b, c[m2hoCounterIdCNT_MAP_FULL])
 	}
 }
 
@@ -869,7 +869,7 @@ func benchmarkVethThroughput(b *testing.B, cpu int) {
 	receiver.reportRunTime(b)
 	c, err := receiver.dp.Counters()
 	require.NoError(b, err)
-	require.Positive(b, c.IngressPackets)
+	require.Positive(b, c[m2hoCounterIdCNT_INGRESS_PACKETS])
 }
 
 // BenchmarkVethThroughputSharedCPU measures the ratios of

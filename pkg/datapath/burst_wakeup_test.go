@@ -175,8 +175,8 @@ func TestBurstRingFillWakes(t *testing.T) {
 	}
 	c, err := d.Counters()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(bursts), c.Bursts)
-	assert.Zero(t, c.BurstsLost)
+	assert.Equal(t, uint64(bursts), c[m2hoCounterIdCNT_BURSTS])
+	assert.Zero(t, c[m2hoCounterIdCNT_BURST_LOST])
 }
 
 // TestFlushBurstsWithoutReader checks that FlushBursts is a no-op while no

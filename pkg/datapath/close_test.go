@@ -88,7 +88,7 @@ func TestFlowClosed(t *testing.T) {
 					if closedAt >= 0 {
 						wantCloses = 1
 					}
-					assert.Equal(t, wantCloses, after.FlowsClosed-before.FlowsClosed, "each end counts once")
+					assert.Equal(t, wantCloses, after[m2hoCounterIdCNT_FLOW_CLOSED]-before[m2hoCounterIdCNT_FLOW_CLOSED], "each end counts once")
 
 					// the same ports open a new connection, from another
 					// initial sequence number

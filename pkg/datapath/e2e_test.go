@@ -113,16 +113,16 @@ func TestE2EClampRTTAndExpiry(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 			c, err := dp.Counters()
 			require.NoError(t, err)
-			assert.Equal(t, uint64(1), c.ClampExpired)
-			assert.Positive(t, c.ClampApplied)
-			assert.Zero(t, c.Malformed)
+			assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_CLAMP_EXPIRED])
+			assert.Positive(t, c[m2hoCounterIdCNT_CLAMP_APPLIED])
+			assert.Zero(t, c[m2hoCounterIdCNT_MALFORMED])
 			hist, err := dp.RTTHistogram()
 			require.NoError(t, err)
 			var histSamples uint64
 			for _, n := range hist {
 				histSamples += n
 			}
-			assert.Equal(t, c.RTTSamples, histSamples)
+			assert.Equal(t, c[m2hoCounterIdCNT_RTT_SAMPLES], histSamples)
 		})
 	}
 }
@@ -225,10 +225,10 @@ func testDupACKSuppression(t *testing.T, lan bool) {
 	flow := flowFrom(t, dp, clientAddr)
 	t.Logf("hole at %d, snapshot %d, duplicates on the wire before the epoch %d, counters %+v",
 		holeSeq.Load(), flow.SnapshotRxSeq, dupsBefore.Load(), c)
-	assert.Equal(t, uint64(after), c.DupACKsSuppressed, "dropped exactly the duplicates after the epoch")
+	assert.Equal(t, uint64(after), c[m2hoCounterIdCNT_DUPACK_SUPPRESSED], "dropped exactly the duplicates after the epoch")
 	assert.GreaterOrEqual(t, dupsBefore.Load(), uint64(before), "duplicates before the epoch reach the wire")
 	assert.Zero(t, dupsDuring.Load(), "no duplicate reaches the wire while suppressing")
-	assert.Equal(t, uint64(1), c.FlowsReleased)
+	assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_FLOW_RELEASED])
 	pending, err := dp.SuppressionPending()
 	require.NoError(t, err)
 	assert.Zero(t, pending, "released by its own ACK")
@@ -275,7 +275,7 @@ func TestE2EFlowsClose(t *testing.T) {
 
 	c, err := dp.Counters()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(2), c.FlowsClosed)
+	assert.Equal(t, uint64(2), c[m2hoCounterIdCNT_FLOW_CLOSED])
 	// A closed connection still carries packets for a moment: window
 	// updates while its reader drains the receive buffer after the FIN,
 	// RSTs answering data in flight. One evicted before its last packet
@@ -388,11 +388,11 @@ func TestE2EBigTCP(t *testing.T) {
 			senderCounters, err := senderDP.Counters()
 			require.NoError(t, err)
 			for name, c := range map[string]Counters{"receiver": receiverCounters, "sender": senderCounters} {
-				assert.Zero(t, c.Malformed, "%s: packets parsed as malformed", name)
-				assert.Zero(t, c.Untracked, "%s: segments of untracked flows", name)
+				assert.Zero(t, c[m2hoCounterIdCNT_MALFORMED], "%s: packets parsed as malformed", name)
+				assert.Zero(t, c[m2hoCounterIdCNT_UNTRACKED], "%s: segments of untracked flows", name)
 			}
-			assert.Positive(t, senderCounters.TSStamped, "the sender stamps its TSvals")
-			assert.Positive(t, senderCounters.RTTSamples, "the sender matches their echoes")
+			assert.Positive(t, senderCounters[m2hoCounterIdCNT_TS_STAMPED], "the sender stamps its TSvals")
+			assert.Positive(t, senderCounters[m2hoCounterIdCNT_RTT_SAMPLES], "the sender matches their echoes")
 		})
 	}
 }
@@ -519,9 +519,9 @@ func expectAdoptedClamp(t *testing.T, dp *Datapath, received func() uint64, c ad
 
 	counters, err := dp.Counters()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(1), counters.WScaleAdopted)
-	assert.Zero(t, counters.NoWScale)
-	assert.Positive(t, counters.ClampApplied)
+	assert.Equal(t, uint64(1), counters[m2hoCounterIdCNT_WSCALE_ADOPTED])
+	assert.Zero(t, counters[m2hoCounterIdCNT_NO_WSCALE])
+	assert.Positive(t, counters[m2hoCounterIdCNT_CLAMP_APPLIED])
 }
 
 // TestE2EAdoptOpenConnections starts a CUBIC download before the programs

@@ -93,7 +93,7 @@ func TestPinnedFlowsSurviveAnUncleanExit(t *testing.T) {
 	expectWindow(t, second, hostACK(s, 65535, 0), expectedClamp(65535, 7, 20000))
 	c, err := second.Counters()
 	require.NoError(t, err)
-	assert.Zero(t, c.FlowsCreated, "the ACK found the flow where the earlier programs placed it")
+	assert.Zero(t, c[m2hoCounterIdCNT_FLOW_CREATED], "the ACK found the flow where the earlier programs placed it")
 	next, err := second.StartSuppression(time.Now().Add(time.Minute))
 	require.NoError(t, err)
 	assert.Equal(t, epoch+1, next, "epochs go on")

@@ -148,9 +148,9 @@ func TestClampEveryWindowScale(t *testing.T) {
 			}
 			c, err := d.Counters()
 			require.NoError(t, err)
-			assert.Equal(t, uint64(15*len(optionSets)*2), c.ClampApplied)
-			assert.Zero(t, c.RewriteFailed)
-			assert.Zero(t, c.Malformed)
+			assert.Equal(t, uint64(15*len(optionSets)*2), c[m2hoCounterIdCNT_CLAMP_APPLIED])
+			assert.Zero(t, c[m2hoCounterIdCNT_REWRITE_FAILED])
+			assert.Zero(t, c[m2hoCounterIdCNT_MALFORMED])
 		})
 	}
 }
@@ -237,9 +237,9 @@ func TestClampSkipsFlowsWithoutHandshake(t *testing.T) {
 	expectWindow(t, d, hostACK(s, 50000, 0), 50000)
 	c, err := d.Counters()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(1), c.NoWScale)
-	assert.Zero(t, c.ClampApplied)
-	assert.Equal(t, uint64(1), c.FlowsCreated)
+	assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_NO_WSCALE])
+	assert.Zero(t, c[m2hoCounterIdCNT_CLAMP_APPLIED])
+	assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_FLOW_CREATED])
 }
 
 func TestClampOffAndCleared(t *testing.T) {
@@ -266,7 +266,7 @@ func TestPolicyDeadlinesEnforcedInBPF(t *testing.T) {
 	expectWindow(t, d, hostACK(s, 50000, 0), 50000)
 	c, err := d.Counters()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(1), c.ClampExpired, "an expiry is counted once")
+	assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_CLAMP_EXPIRED], "an expiry is counted once")
 
 	assert.ErrorIs(t, d.SetClamp(1000, time.Now().Add(-time.Second)), ErrDeadline)
 	_, err = d.StartSuppression(time.Time{})
@@ -283,7 +283,7 @@ func TestPolicyExpiryCountedOncePerDeadline(t *testing.T) {
 	clampExpired := func() uint64 {
 		c, err := d.Counters()
 		require.NoError(t, err)
-		return c.ClampExpired
+		return c[m2hoCounterIdCNT_CLAMP_EXPIRED]
 	}
 	expire := func() {
 		deadline := time.Now().Add(50 * time.Millisecond)
@@ -333,30 +333,30 @@ func TestPassUntouched(t *testing.T) {
 		edit    func([]byte) []byte
 		counter func(Counters) uint64
 	}{
-		{"ipv4 truncated tcp header", framings[0], valid(framings[0]), truncate(10), func(c Counters) uint64 { return c.Malformed }},
-		{"ipv6 truncated tcp header", framings[3], valid(framings[3]), truncate(10), func(c Counters) uint64 { return c.Malformed }},
-		{"ipv4 total length beyond packet", framings[2], valid(framings[2]), func(b []byte) []byte { b[14+3] += 40; return b }, func(c Counters) uint64 { return c.Malformed }},
-		{"ipv4 header length too short", framings[0], valid(framings[0]), func(b []byte) []byte { b[0] = 0x44; return b }, func(c Counters) uint64 { return c.Malformed }},
-		{"tcp data offset too short", framings[0], valid(framings[0]), func(b []byte) []byte { b[20+12] = 0x40; return b }, func(c Counters) uint64 { return c.Malformed }},
-		{"tcp data offset past packet", framings[1], valid(framings[1]), func(b []byte) []byte { b[40+12] = 0xf0; return b }, func(c Counters) uint64 { return c.Malformed }},
-		{"ipv4 fragment", framings[0], valid(framings[0]), func(b []byte) []byte { b[6] = 0x20; return b }, func(c Counters) uint64 { return c.Fragments }},
-		{"ipv4 later fragment", framings[2], valid(framings[2]), func(b []byte) []byte { b[14+7] = 0x10; return b }, func(c Counters) uint64 { return c.Fragments }},
-		{"ipv6 fragment header", framings[1], segment{ipv6: true, ackFlag: true, ipv6Ext: []uint8{uint8(layers.IPProtocolIPv6Fragment)}}, nil, func(c Counters) uint64 { return c.Fragments }},
-		{"udp", framings[0], valid(framings[0]), func(b []byte) []byte { b[9] = 17; return b }, func(c Counters) uint64 { return c.NotTCP }},
-		{"ipv6 no next header", framings[1], valid(framings[1]), func(b []byte) []byte { b[6] = 59; return b }, func(c Counters) uint64 { return c.NotTCP }},
-		{"arp", framings[2], valid(framings[2]), func(b []byte) []byte { b[12], b[13] = 0x08, 0x06; return b }, func(c Counters) uint64 { return c.NotIP }},
-		{"raw ip version 5", framings[0], valid(framings[0]), func(b []byte) []byte { b[0] = 0x55; return b }, func(c Counters) uint64 { return c.NotIP }},
+		{"ipv4 truncated tcp header", framings[0], valid(framings[0]), truncate(10), func(c Counters) uint64 { return c[m2hoCounterIdCNT_MALFORMED] }},
+		{"ipv6 truncated tcp header", framings[3], valid(framings[3]), truncate(10), func(c Counters) uint64 { return c[m2hoCounterIdCNT_MALFORMED] }},
+		{"ipv4 total length beyond packet", framings[2], valid(framings[2]), func(b []byte) []byte { b[14+3] += 40; return b }, func(c Counters) uint64 { return c[m2hoCounterIdCNT_MALFORMED] }},
+		{"ipv4 header length too short", framings[0], valid(framings[0]), func(b []byte) []byte { b[0] = 0x44; return b }, func(c Counters) uint64 { return c[m2hoCounterIdCNT_MALFORMED] }},
+		{"tcp data offset too short", framings[0], valid(framings[0]), func(b []byte) []byte { b[20+12] = 0x40; return b }, func(c Counters) uint64 { return c[m2hoCounterIdCNT_MALFORMED] }},
+		{"tcp data offset past packet", framings[1], valid(framings[1]), func(b []byte) []byte { b[40+12] = 0xf0; return b }, func(c Counters) uint64 { return c[m2hoCounterIdCNT_MALFORMED] }},
+		{"ipv4 fragment", framings[0], valid(framings[0]), func(b []byte) []byte { b[6] = 0x20; return b }, func(c Counters) uint64 { return c[m2hoCounterIdCNT_FRAGMENT] }},
+		{"ipv4 later fragment", framings[2], valid(framings[2]), func(b []byte) []byte { b[14+7] = 0x10; return b }, func(c Counters) uint64 { return c[m2hoCounterIdCNT_FRAGMENT] }},
+		{"ipv6 fragment header", framings[1], segment{ipv6: true, ackFlag: true, ipv6Ext: []uint8{uint8(layers.IPProtocolIPv6Fragment)}}, nil, func(c Counters) uint64 { return c[m2hoCounterIdCNT_FRAGMENT] }},
+		{"udp", framings[0], valid(framings[0]), func(b []byte) []byte { b[9] = 17; return b }, func(c Counters) uint64 { return c[m2hoCounterIdCNT_NOT_TCP] }},
+		{"ipv6 no next header", framings[1], valid(framings[1]), func(b []byte) []byte { b[6] = 59; return b }, func(c Counters) uint64 { return c[m2hoCounterIdCNT_NOT_TCP] }},
+		{"arp", framings[2], valid(framings[2]), func(b []byte) []byte { b[12], b[13] = 0x08, 0x06; return b }, func(c Counters) uint64 { return c[m2hoCounterIdCNT_NOT_IP] }},
+		{"raw ip version 5", framings[0], valid(framings[0]), func(b []byte) []byte { b[0] = 0x55; return b }, func(c Counters) uint64 { return c[m2hoCounterIdCNT_NOT_IP] }},
 		{"garbage", framings[2], valid(framings[2]), func(b []byte) []byte {
 			for i := range b {
 				b[i] = byte(i*37 + 11)
 			}
 			return b
-		}, func(c Counters) uint64 { return c.NotIP }},
+		}, func(c Counters) uint64 { return c[m2hoCounterIdCNT_NOT_IP] }},
 		// a length field of 0 is the packet's length only in a GSO packet
-		{"ipv4 total length zero", framings[0], valid(framings[0]), func(b []byte) []byte { valid(framings[0]).clearIPLength(b); return b }, func(c Counters) uint64 { return c.Malformed }},
-		{"ipv6 payload length zero", framings[3], valid(framings[3]), func(b []byte) []byte { valid(framings[3]).clearIPLength(b); return b }, func(c Counters) uint64 { return c.Malformed }},
-		{"vlan truncated tcp header", framings[4], valid(framings[4]), truncate(6), func(c Counters) uint64 { return c.Malformed }},
-		{"qinq truncated tcp header", framings[5], valid(framings[5]), truncate(6), func(c Counters) uint64 { return c.Malformed }},
+		{"ipv4 total length zero", framings[0], valid(framings[0]), func(b []byte) []byte { valid(framings[0]).clearIPLength(b); return b }, func(c Counters) uint64 { return c[m2hoCounterIdCNT_MALFORMED] }},
+		{"ipv6 payload length zero", framings[3], valid(framings[3]), func(b []byte) []byte { valid(framings[3]).clearIPLength(b); return b }, func(c Counters) uint64 { return c[m2hoCounterIdCNT_MALFORMED] }},
+		{"vlan truncated tcp header", framings[4], valid(framings[4]), truncate(6), func(c Counters) uint64 { return c[m2hoCounterIdCNT_MALFORMED] }},
+		{"qinq truncated tcp header", framings[5], valid(framings[5]), truncate(6), func(c Counters) uint64 { return c[m2hoCounterIdCNT_MALFORMED] }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -376,8 +376,8 @@ func TestPassUntouched(t *testing.T) {
 			c, err := d.Counters()
 			require.NoError(t, err)
 			assert.Equal(t, uint64(2), tc.counter(c))
-			assert.Zero(t, c.FlowsCreated)
-			assert.Zero(t, c.ClampApplied)
+			assert.Zero(t, c[m2hoCounterIdCNT_FLOW_CREATED])
+			assert.Zero(t, c[m2hoCounterIdCNT_CLAMP_APPLIED])
 		})
 	}
 }
@@ -449,8 +449,8 @@ func TestBigTCPLengthFromPacket(t *testing.T) {
 
 			after, err := d.Counters()
 			require.NoError(t, err)
-			assert.Zero(t, after.Malformed)
-			assert.Equal(t, uint64(1), after.TSStamped-before.TSStamped, "the data segment's TSval")
+			assert.Zero(t, after[m2hoCounterIdCNT_MALFORMED])
+			assert.Equal(t, uint64(1), after[m2hoCounterIdCNT_TS_STAMPED]-before[m2hoCounterIdCNT_TS_STAMPED], "the data segment's TSval")
 			flows, err := d.Flows()
 			require.NoError(t, err)
 			require.Len(t, flows, 1)
@@ -533,8 +533,8 @@ func TestFlowFoundAtEverySlot(t *testing.T) {
 			d.ingress(t, frame)
 			c, err := d.Counters()
 			require.NoError(t, err)
-			assert.Equal(t, uint64(1), c.FlowsCreated)
-			assert.Zero(t, c.Untracked)
+			assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_FLOW_CREATED])
+			assert.Zero(t, c[m2hoCounterIdCNT_UNTRACKED])
 			_, entry := d.table.slot(slot)
 			assert.Equal(t, uint64(1000), entry.State.RxBytes)
 		})

@@ -96,7 +96,7 @@ func TestRandomSegmentsOnlyWindowChanges(t *testing.T) {
 			assert.Positive(t, bigChanged, "BIG TCP segments clamped")
 			c, err := d.Counters()
 			require.NoError(t, err)
-			assert.Zero(t, c.Malformed)
+			assert.Zero(t, c[m2hoCounterIdCNT_MALFORMED])
 		})
 	}
 }

@@ -73,11 +73,11 @@ func TestIngressBytes(t *testing.T) {
 			}
 			c, err := d.Counters()
 			require.NoError(t, err)
-			assert.Equal(t, want, c.IngressBytes)
-			assert.Equal(t, uint64(4), c.IngressPackets)
-			assert.Equal(t, uint64(2), c.EgressPackets)
-			assert.Equal(t, uint64(1), c.NotIP)
-			assert.Equal(t, uint64(1), c.NotTCP)
+			assert.Equal(t, want, c[IngressBytes])
+			assert.Equal(t, uint64(4), c[m2hoCounterIdCNT_INGRESS_PACKETS])
+			assert.Equal(t, uint64(2), c[m2hoCounterIdCNT_EGRESS_PACKETS])
+			assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_NOT_IP])
+			assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_NOT_TCP])
 		})
 	}
 }
@@ -103,7 +103,7 @@ func TestCountersSumEveryCPU(t *testing.T) {
 		for cpu := range perCPU {
 			want += perCPU[cpu].Counters[id]
 		}
-		assert.Equal(t, want, *c.field(id), "counter %d", id)
+		assert.Equal(t, want, c[id], "counter %d", id)
 	}
 }
 
@@ -371,12 +371,12 @@ func TestE2EIngressBytesMatchInterfaceStatistics(t *testing.T) {
 
 	rxEnd, end := snapshot()
 	rx := rxEnd - rxStart
-	ipBytes := end.IngressBytes - start.IngressBytes
+	ipBytes := end[IngressBytes] - start[IngressBytes]
 	assert.GreaterOrEqual(t, ipBytes, uint64(size))
 	// Non-IP packets (ARP) count whole; the counters cannot tell which of
 	// them were received rather than sent, so they bound the IP packets.
-	mostIP := end.IngressPackets - start.IngressPackets
-	nonIP := end.NotIP + end.Malformed - start.NotIP - start.Malformed
+	mostIP := end[m2hoCounterIdCNT_INGRESS_PACKETS] - start[m2hoCounterIdCNT_INGRESS_PACKETS]
+	nonIP := end[m2hoCounterIdCNT_NOT_IP] + end[m2hoCounterIdCNT_MALFORMED] - start[m2hoCounterIdCNT_NOT_IP] - start[m2hoCounterIdCNT_MALFORMED]
 	leastIP := mostIP - min(mostIP, nonIP)
 	assert.GreaterOrEqual(t, rx, ipBytes+leastIP*ethernetHeaderLen, "interface rx_bytes")
 	assert.LessOrEqual(t, rx, ipBytes+mostIP*ethernetHeaderLen, "interface rx_bytes")
@@ -445,6 +445,6 @@ func TestConcurrentFlowCreation(t *testing.T) {
 	}
 	c, err := d.Counters()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(flows), c.FlowsCreated)
-	assert.Zero(t, c.MapFull)
+	assert.Equal(t, uint64(flows), c[m2hoCounterIdCNT_FLOW_CREATED])
+	assert.Zero(t, c[m2hoCounterIdCNT_MAP_FULL])
 }

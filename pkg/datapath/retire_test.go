@@ -46,8 +46,8 @@ func TestRetiredSlotIsNeitherFoundNorTaken(t *testing.T) {
 	assert.Equal(t, uint64(1000), after.State.RxBytes, "no packet writes into a retired slot")
 	c, err := d.Counters()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(1), c.FlowsCreated)
-	assert.Equal(t, uint64(1), c.MapFull, "the host's ACK found no free slot")
+	assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_FLOW_CREATED])
+	assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_MAP_FULL], "the host's ACK found no free slot")
 
 	d.table.release(slot)
 	assert.Empty(t, d.table.retiredSlots())
@@ -56,7 +56,7 @@ func TestRetiredSlotIsNeitherFoundNorTaken(t *testing.T) {
 	assert.Equal(t, slot, again)
 	c, err = d.Counters()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(2), c.FlowsCreated)
+	assert.Equal(t, uint64(2), c[m2hoCounterIdCNT_FLOW_CREATED])
 }
 
 // TestUnfinishedDeletionRepairedAtTakeover kills a datapath with pinned
@@ -90,7 +90,7 @@ func TestUnfinishedDeletionRepairedAtTakeover(t *testing.T) {
 				verdictOf(t, first, ackOf(s, 0), true)
 				c, err := first.Counters()
 				require.NoError(t, err)
-				require.Equal(t, uint64(1), c.Untracked, "the stray entry keeps the flow out")
+				require.Equal(t, uint64(1), c[m2hoCounterIdCNT_UNTRACKED], "the stray entry keeps the flow out")
 			}
 			first.abandon(t)
 
@@ -105,8 +105,8 @@ func TestUnfinishedDeletionRepairedAtTakeover(t *testing.T) {
 			flowSlot(t, second, key)
 			c, err := second.Counters()
 			require.NoError(t, err)
-			assert.Equal(t, uint64(1), c.FlowsCreated, "the flow is tracked afresh")
-			assert.Zero(t, c.Untracked)
+			assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_FLOW_CREATED], "the flow is tracked afresh")
+			assert.Zero(t, c[m2hoCounterIdCNT_UNTRACKED])
 		})
 	}
 }

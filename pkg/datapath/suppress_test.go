@@ -85,8 +85,8 @@ func TestDupACKSuppression(t *testing.T) {
 			assert.Zero(t, pending)
 			c, err := d.Counters()
 			require.NoError(t, err)
-			assert.Equal(t, uint64(5), c.DupACKsSuppressed)
-			assert.Equal(t, uint64(1), c.FlowsReleased)
+			assert.Equal(t, uint64(5), c[m2hoCounterIdCNT_DUPACK_SUPPRESSED])
+			assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_FLOW_RELEASED])
 
 			flows, err := d.Flows()
 			require.NoError(t, err)
@@ -132,10 +132,10 @@ func TestDroppedDupACKsAreNotStamped(t *testing.T) {
 
 	after, err := d.Counters()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(4), after.DupACKsSuppressed-before.DupACKsSuppressed)
-	assert.Equal(t, uint64(1), after.TSStamped-before.TSStamped, "only the ACK that left")
-	assert.Zero(t, after.TSUnstamped-before.TSUnstamped)
-	assert.Equal(t, uint64(1), after.RTTSamples-before.RTTSamples, "the echo of the ACK that left")
+	assert.Equal(t, uint64(4), after[m2hoCounterIdCNT_DUPACK_SUPPRESSED]-before[m2hoCounterIdCNT_DUPACK_SUPPRESSED])
+	assert.Equal(t, uint64(1), after[m2hoCounterIdCNT_TS_STAMPED]-before[m2hoCounterIdCNT_TS_STAMPED], "only the ACK that left")
+	assert.Zero(t, after[m2hoCounterIdCNT_TS_UNSTAMPED]-before[m2hoCounterIdCNT_TS_UNSTAMPED])
+	assert.Equal(t, uint64(1), after[m2hoCounterIdCNT_RTT_SAMPLES]-before[m2hoCounterIdCNT_RTT_SAMPLES], "the echo of the ACK that left")
 }
 
 // TestImplausibleSegmentsLeaveTheSequence checks that an ingress segment
@@ -198,10 +198,10 @@ func TestImplausibleSegmentsLeaveTheSequence(t *testing.T) {
 			if !tc.plausible {
 				assert.Equal(t, uint32(peerISN+1+1000), flows[0].HighestRxSeq)
 				assert.False(t, flows[0].Closed)
-				assert.Equal(t, uint64(1), c.SeqImplausible)
+				assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_SEQ_IMPLAUSIBLE])
 				return
 			}
-			assert.Zero(t, c.SeqImplausible)
+			assert.Zero(t, c[m2hoCounterIdCNT_SEQ_IMPLAUSIBLE])
 			assert.Equal(t, seg.rst, flows[0].Closed)
 			if seg.payload > 0 {
 				assert.Equal(t, seg.seq+uint32(seg.payload), flows[0].HighestRxSeq)
@@ -268,8 +268,8 @@ func TestSuppressionGlobalReleaseAndDeadline(t *testing.T) {
 	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
 	c, err := d.Counters()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(1), c.SuppressExpired)
-	assert.Equal(t, uint64(2), c.DupACKsSuppressed)
+	assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_SUPPRESS_EXPIRED])
+	assert.Equal(t, uint64(2), c[m2hoCounterIdCNT_DUPACK_SUPPRESSED])
 }
 
 func TestSuppressionFlowWithoutDataStartsReleased(t *testing.T) {
@@ -385,7 +385,7 @@ func TestRTTFromTimestamps(t *testing.T) {
 	assert.Equal(t, uint64(1), total)
 	c, err := d.Counters()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(1), c.RTTSamples)
+	assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_RTT_SAMPLES])
 }
 
 // TestRTTStampPool follows a flow's stamps: four TSvals await their echo at
@@ -435,9 +435,9 @@ func TestRTTStampPool(t *testing.T) {
 
 	after, err := d.Counters()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(5), after.TSStamped-before.TSStamped, "100-103 and 105")
-	assert.Equal(t, uint64(1), after.TSUnstamped-before.TSUnstamped, "104")
-	assert.Equal(t, uint64(3), after.RTTSamples-before.RTTSamples)
+	assert.Equal(t, uint64(5), after[m2hoCounterIdCNT_TS_STAMPED]-before[m2hoCounterIdCNT_TS_STAMPED], "100-103 and 105")
+	assert.Equal(t, uint64(1), after[m2hoCounterIdCNT_TS_UNSTAMPED]-before[m2hoCounterIdCNT_TS_UNSTAMPED], "104")
+	assert.Equal(t, uint64(3), after[m2hoCounterIdCNT_RTT_SAMPLES]-before[m2hoCounterIdCNT_RTT_SAMPLES])
 }
 
 func TestRTTBucketBounds(t *testing.T) {
@@ -491,7 +491,7 @@ func TestBursts(t *testing.T) {
 	require.NoError(t, <-done)
 	c, err := d.Counters()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(1), c.Bursts)
+	assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_BURSTS])
 }
 
 // TestPeerSegmentsCreateNoFlow checks that only the host's segments
@@ -512,8 +512,8 @@ func TestPeerSegmentsCreateNoFlow(t *testing.T) {
 	assert.Equal(t, int32(verdictPass), verdictOf(t, d, syn, false))
 	c, err := d.Counters()
 	require.NoError(t, err)
-	assert.Zero(t, c.FlowsCreated)
-	assert.Equal(t, uint64(4*tableSize), c.Untracked)
+	assert.Zero(t, c[m2hoCounterIdCNT_FLOW_CREATED])
+	assert.Equal(t, uint64(4*tableSize), c[m2hoCounterIdCNT_UNTRACKED])
 
 	s := freshPorts(segment{})
 	handshake(t, d, s, 7, 7)
@@ -578,8 +578,8 @@ func TestFlowsAndEviction(t *testing.T) {
 	verdictOf(t, d, ackOf(extra, 0), true)
 	c, err := d.Counters()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(1), c.MapFull)
-	assert.Equal(t, uint64(1), c.Untracked)
+	assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_MAP_FULL])
+	assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_UNTRACKED])
 
 	flows, err := d.Flows()
 	require.NoError(t, err)

@@ -67,8 +67,8 @@ func TestTimestampsInEveryOptionLayout(t *testing.T) {
 				assert.GreaterOrEqual(t, flows[0].RTTLatest, time.Millisecond)
 				c, err := d.Counters()
 				require.NoError(t, err)
-				assert.Equal(t, uint64(1), c.TSStamped)
-				assert.Equal(t, uint64(1), c.RTTSamples)
+				assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_TS_STAMPED])
+				assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_RTT_SAMPLES])
 			})
 		}
 	}

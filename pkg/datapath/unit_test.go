@@ -1,7 +1,9 @@
 package datapath
 
 import (
+	"encoding/json"
 	"fmt"
+	"regexp"
 	"testing"
 	"time"
 	"unsafe"
@@ -13,16 +15,33 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func TestEveryCounterHasAField(t *testing.T) {
+// TestEveryCounterHasAName: each entry of the counter enum has a name of
+// its own, the enum's, which /status and the metrics use.
+func TestEveryCounterHasAName(t *testing.T) {
 	var c Counters
-	seen := map[*uint64]bool{}
-	for id := range m2hoCounterIdCNT_MAX {
-		f := c.field(id)
-		if assert.NotNil(t, f, "counter %d has no field", id) {
-			assert.False(t, seen[f], "counter %d shares a field", id)
-			seen[f] = true
-		}
+	for id := range c {
+		c[id] = uint64(id) + 1
 	}
+	valid := regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	seen := map[string]bool{}
+	for name, v := range c.All() {
+		id := int(v - 1)
+		assert.Regexp(t, valid, name, "counter %d", id)
+		assert.False(t, seen[name], "counter %d shares the name %s", id, name)
+		seen[name] = true
+		assert.Equal(t, name, CounterName(id))
+	}
+	assert.Len(t, seen, int(m2hoCounterIdCNT_MAX), "every counter, CNT_MAX excluded")
+	assert.Equal(t, "clamp_applied", CounterName(int(m2hoCounterIdCNT_CLAMP_APPLIED)))
+	assert.Equal(t, "ingress_bytes", CounterName(int(m2hoCounterIdCNT_INGRESS_BYTES)))
+	assert.Equal(t, uint64(m2hoCounterIdCNT_INGRESS_BYTES)+1, c[IngressBytes])
+
+	data, err := json.Marshal(c)
+	require.NoError(t, err)
+	var byName map[string]uint64
+	require.NoError(t, json.Unmarshal(data, &byName))
+	assert.Len(t, byName, len(c))
+	assert.Equal(t, uint64(m2hoCounterIdCNT_DUPACK_SUPPRESSED)+1, byName["dupack_suppressed"])
 }
 
 // TestFlowTableMemory pins the flow table's memory per flow, which the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,10 +25,13 @@ type Stats struct {
 	mu     sync.Mutex
 	events map[Type]uint64
 	errors map[string]uint64
+	// lastEvent is when CountEvent was last called, in unix nanoseconds.
+	lastEvent atomic.Int64
 }
 
-// CountEvent records one event of type t.
+// CountEvent records one event of type t, now.
 func (s *Stats) CountEvent(t Type) {
+	s.lastEvent.Store(time.Now().UnixNano())
 	s.mu.Lock()
 	if s.events == nil {
 		s.events = make(map[Type]uint64)
@@ -45,6 +49,15 @@ func (s *Stats) CountError(reason string) {
 	}
 	s.errors[reason]++
 	s.mu.Unlock()
+}
+
+// LastEvent is when the last event was counted; the zero time before the
+// first.
+func (s *Stats) LastEvent() time.Time {
+	if ns := s.lastEvent.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }
 
 // Counter is one labelled count of a Stats snapshot.

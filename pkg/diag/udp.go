@@ -60,11 +60,17 @@ func ListenUDP(name, addr string, stats *Stats) (*UDPSource, error) {
 	return &UDPSource{name: name, conn: conn, stats: stats, now: time.Now}, nil
 }
 
+// datagramConn is a UDP or unix datagram socket.
+type datagramConn interface {
+	SyscallConn() (syscall.RawConn, error)
+	SetReadBuffer(bytes int) error
+}
+
 // setReceiveBuffer sizes the socket's receive buffer. SO_RCVBUFFORCE,
 // allowed with CAP_NET_ADMIN (m2hod needs it for the datapath anyway),
 // passes over net.core.rmem_max, which is 208 KiB on many systems;
 // without the capability the buffer is the largest rmem_max allows.
-func setReceiveBuffer(conn *net.UDPConn, size int) error {
+func setReceiveBuffer(conn datagramConn, size int) error {
 	raw, err := conn.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/statemachine"
+	"github.com/m2ho/m2ho/pkg/version"
 )
 
 const namespace = "m2hod"
@@ -41,25 +42,24 @@ var (
 	predictionOutcomes = []string{"confirmed", "cancelled_a1", "timed_out"}
 )
 
-// Log2Histogram is a histogram kept by the datapath: bucket i counts the
-// samples in [2^i, 2^(i+1)) units, except bucket 0 which also holds zero.
-type Log2Histogram struct {
-	Unit    time.Duration
-	Buckets []uint64
+// DurationHistogram is a histogram kept elsewhere, in buckets of its own:
+// Counts[i] samples lie below Upper[i] and at or above the bound before
+// (0 for the first). An Upper of math.MaxInt64 is open-ended.
+type DurationHistogram struct {
+	Upper  []time.Duration
+	Counts []uint64
 }
 
 // DatapathSnapshot is what the datapath reports at scrape time.
 type DatapathSnapshot struct {
 	// Attached says the programs are on the modem interface; false
 	// while it is gone and m2hod waits for it to come back.
-	Attached          bool
-	AcksRewritten     uint64
-	DupAcksSuppressed uint64
-	PolicyExpired     uint64
-	FlowsUntracked    uint64
-	MapFull           uint64
-	Flows             int
-	RTT               Log2Histogram
+	Attached bool
+	// Events are the programs' counters, each labelled with its name in
+	// the counter enum (see datapath.Counters).
+	Events []diag.Counter
+	Flows  int
+	RTT    DurationHistogram
 }
 
 // PolicySnapshot is the policy in force in the datapath.
@@ -70,11 +70,18 @@ type PolicySnapshot struct {
 	Suppressing bool
 }
 
+// DiagInput is one diag input's counts, labelled with its URI.
+type DiagInput struct {
+	Name  string
+	Stats *diag.Stats
+}
+
 // Sources are read at every scrape. Any may be nil.
 type Sources struct {
 	Datapath func() (DatapathSnapshot, error)
 	Policy   func() PolicySnapshot
-	Diag     *diag.Stats
+	// Diag are the inputs, each counted apart.
+	Diag []DiagInput
 	// EstimatorSkipped counts the inputs the estimator rejected, by
 	// reason.
 	EstimatorSkipped func() []diag.Counter
@@ -164,10 +171,64 @@ func New(states []string, info Info, src Sources, logger *slog.Logger) *Metrics 
 	m.registry.MustRegister(
 		m.state, m.transitions, m.handovers, m.predictions, m.bursts, m.actuation, m.actErrors,
 		&scrapeCollector{src: src, info: info},
+		buildInfo(version.Get()),
 		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: namespace}),
+		// The standard process_* names, which dashboards and alerts
+		// written for any exporter already know.
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
+}
+
+// NewWaiting creates the metrics m2hod serves while it waits for its modem
+// interface, before anything else runs: the build, the process, and
+// m2hod_waiting_for_interface 1 with m2hod_datapath_attached 0.
+// m2hod_flows is 0 too, as no flow is tracked, so that the alert on an
+// unreadable datapath keeps to its own failure.
+func NewWaiting(logger *slog.Logger) *Metrics {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m := &Metrics{registry: prometheus.NewRegistry(), logger: logger}
+	m.registry.MustRegister(
+		constGauges{
+			{descWaiting, 1}, {descAttached, 0}, {descFlows, 0},
+		},
+		buildInfo(version.Get()),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// constGauges are gauges of fixed values.
+type constGauges []struct {
+	d *prometheus.Desc
+	v float64
+}
+
+func (g constGauges) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range g {
+		ch <- c.d
+	}
+}
+
+func (g constGauges) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range g {
+		ch <- prometheus.MustNewConstMetric(c.d, prometheus.GaugeValue, c.v)
+	}
+}
+
+// buildInfo is m2hod_build_info: constant 1, labelled with the build, so
+// that a fleet's versions can be counted and a rollout followed.
+func buildInfo(b version.Info) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "build_info",
+		Help:        "Constant 1, labelled with the version, the commit and the Go version m2hod was built from.",
+		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "goversion": b.GoVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 // Registry returns the private registry, for tests and embedding.
@@ -234,27 +295,24 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 }
 
 var (
-	descInfo              = desc("info", "Constant 1, labelled with how m2hod runs.", "mode", "policy", "attach_mode")
-	descClamp             = desc("clamp_bytes", "Receive window clamp in force, 0 when off.")
-	descFreeze            = desc("freeze_active", "1 while a zero-window freeze is in force.")
-	descSuppressing       = desc("suppression_active", "1 while duplicate ACKs are suppressed.")
-	descAcksRewritten     = desc("acks_rewritten_total", "Outgoing ACKs whose window the datapath lowered.")
-	descDupAcksSuppressed = desc("dupacks_suppressed_total", "Duplicate ACKs dropped during Smoothing.")
-	descPolicyExpired     = desc("policy_expired_total", "Policies that the datapath ended at their deadline because the daemon did not renew them.")
-	descFlows             = desc("flows", "TCP flows tracked by the datapath.")
-	descAttached          = desc("datapath_attached", "1 while the programs are attached to the modem interface, 0 while it is gone and m2hod waits for an interface of its name.")
-	descFlowsUntracked    = desc("flows_untracked_total", "Segments left untouched because their flow is not tracked or its handshake was not seen.")
-	descMapFull           = desc("map_full_total", "Datapath map insertions that failed because the map was full.")
-	descRTT               = desc("rtt_seconds", "RTT samples measured by the datapath (TSval/TSecr matching); the sum is estimated from bucket midpoints.")
-	descDiagEvents        = desc("diag_events_total", "Diag events received, by type.", "type")
-	descDiagErrors        = desc("diag_errors_total", "Diag input rejected and skipped, by reason.", "reason")
-	descEstimatorSkipped  = desc("estimator_skipped_total", "Bursts, byte counts and RTT samples the estimator rejected, by reason.", "reason")
+	descInfo             = desc("info", "Constant 1, labelled with how m2hod runs.", "mode", "policy", "attach_mode")
+	descClamp            = desc("clamp_bytes", "Receive window clamp in force, 0 when off.")
+	descFreeze           = desc("freeze_active", "1 while a zero-window freeze is in force.")
+	descSuppressing      = desc("suppression_active", "1 while duplicate ACKs are suppressed.")
+	descDatapathEvents   = desc("datapath_events_total", "Events the BPF programs counted, by the name of their counter (docs/metrics.md lists them); ingress_bytes counts bytes.", "event")
+	descFlows            = desc("flows", "TCP flows tracked by the datapath.")
+	descAttached         = desc("datapath_attached", "1 while the programs are attached to the modem interface, 0 while it is gone and m2hod waits for an interface of its name.")
+	descWaiting          = desc("waiting_for_interface", "1 while m2hod waits for its modem interface: not there yet at the start, or gone since.")
+	descRTT              = desc("rtt_seconds", "RTT samples measured by the datapath (TSval/TSecr matching); the sum is estimated from bucket midpoints.")
+	descDiagEvents       = desc("diag_events_total", "Diag events received, by input and type.", "input", "type")
+	descDiagErrors       = desc("diag_errors_total", "Diag input rejected and skipped, by input and reason.", "input", "reason")
+	descDiagLastEvent    = desc("diag_last_event_timestamp_seconds", "When the input last gave an event, in seconds since the epoch; 0 before its first.", "input")
+	descEstimatorSkipped = desc("estimator_skipped_total", "Bursts, byte counts and RTT samples the estimator rejected, by reason.", "reason")
 )
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInfo, descClamp, descFreeze, descSuppressing, descAcksRewritten,
-		descDupAcksSuppressed, descPolicyExpired, descFlows, descAttached, descFlowsUntracked, descMapFull, descRTT,
-		descDiagEvents, descDiagErrors, descEstimatorSkipped} {
+	for _, d := range []*prometheus.Desc{descInfo, descClamp, descFreeze, descSuppressing, descDatapathEvents,
+		descFlows, descAttached, descWaiting, descRTT, descDiagEvents, descDiagErrors, descDiagLastEvent, descEstimatorSkipped} {
 		ch <- d
 	}
 }
@@ -274,21 +332,26 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.src.Datapath != nil {
 		c.collectDatapath(ch)
 	}
-	if c.src.Diag != nil {
-		events, errs := c.src.Diag.Snapshot()
+	for _, in := range c.src.Diag {
+		events, errs := in.Stats.Snapshot()
 		seen := make(map[string]bool, len(events))
 		for _, e := range events {
 			seen[e.Label] = true
-			ch <- prometheus.MustNewConstMetric(descDiagEvents, prometheus.CounterValue, float64(e.Value), e.Label)
+			ch <- prometheus.MustNewConstMetric(descDiagEvents, prometheus.CounterValue, float64(e.Value), in.Name, e.Label)
 		}
 		for _, t := range diag.Types() {
 			if !seen[string(t)] {
-				ch <- prometheus.MustNewConstMetric(descDiagEvents, prometheus.CounterValue, 0, string(t))
+				ch <- prometheus.MustNewConstMetric(descDiagEvents, prometheus.CounterValue, 0, in.Name, string(t))
 			}
 		}
 		for _, e := range errs {
-			ch <- prometheus.MustNewConstMetric(descDiagErrors, prometheus.CounterValue, float64(e.Value), e.Label)
+			ch <- prometheus.MustNewConstMetric(descDiagErrors, prometheus.CounterValue, float64(e.Value), in.Name, e.Label)
 		}
+		last := 0.0
+		if t := in.Stats.LastEvent(); !t.IsZero() {
+			last = float64(t.UnixNano()) / 1e9
+		}
+		ch <- prometheus.MustNewConstMetric(descDiagLastEvent, prometheus.GaugeValue, last, in.Name)
 	}
 	if c.src.EstimatorSkipped != nil {
 		for _, e := range c.src.EstimatorSkipped() {
@@ -304,20 +367,15 @@ func (c *scrapeCollector) collectDatapath(ch chan<- prometheus.Metric) {
 		// included, and the rest stays useful: the invalid metric makes
 		// the handler (ContinueOnError) log and count the failure and
 		// serve everything else.
-		ch <- prometheus.NewInvalidMetric(descAcksRewritten, fmt.Errorf("reading the datapath: %w", err))
+		ch <- prometheus.NewInvalidMetric(descDatapathEvents, fmt.Errorf("reading the datapath: %w", err))
 		return
 	}
-	for _, cv := range []struct {
-		d *prometheus.Desc
-		v uint64
-	}{
-		{descAcksRewritten, dp.AcksRewritten}, {descDupAcksSuppressed, dp.DupAcksSuppressed},
-		{descPolicyExpired, dp.PolicyExpired}, {descFlowsUntracked, dp.FlowsUntracked}, {descMapFull, dp.MapFull},
-	} {
-		ch <- prometheus.MustNewConstMetric(cv.d, prometheus.CounterValue, float64(cv.v))
+	for _, e := range dp.Events {
+		ch <- prometheus.MustNewConstMetric(descDatapathEvents, prometheus.CounterValue, float64(e.Value), e.Label)
 	}
 	ch <- prometheus.MustNewConstMetric(descFlows, prometheus.GaugeValue, float64(dp.Flows))
 	ch <- prometheus.MustNewConstMetric(descAttached, prometheus.GaugeValue, boolValue(dp.Attached))
+	ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, boolValue(!dp.Attached))
 	count, sum, buckets, err := dp.RTT.cumulative()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descRTT, err)
@@ -326,24 +384,32 @@ func (c *scrapeCollector) collectDatapath(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstHistogram(descRTT, count, sum, buckets)
 }
 
-// cumulative converts log2 buckets to Prometheus' cumulative buckets in
-// seconds. The upper bound of bucket i is 2^(i+1) units. The datapath keeps
-// no sum, so each sample counts as the midpoint of its bucket.
-func (h Log2Histogram) cumulative() (count uint64, sum float64, buckets map[float64]uint64, err error) {
-	if len(h.Buckets) > 0 && h.Unit <= 0 {
-		return 0, 0, nil, errors.New("rtt histogram without a unit")
+// cumulative converts the buckets to Prometheus' cumulative buckets in
+// seconds; an open-ended last bucket is Prometheus' own +Inf. The
+// histogram keeps no sum, so each sample counts as the midpoint of its
+// bucket, or as the lower bound of an open-ended one.
+func (h DurationHistogram) cumulative() (count uint64, sum float64, buckets map[float64]uint64, err error) {
+	if len(h.Upper) != len(h.Counts) {
+		return 0, 0, nil, fmt.Errorf("histogram of %d counts and %d bounds", len(h.Counts), len(h.Upper))
 	}
-	buckets = make(map[float64]uint64, len(h.Buckets))
-	unit := h.Unit.Seconds()
-	for i, n := range h.Buckets {
-		lower := 0.0
-		if i > 0 {
-			lower = math.Ldexp(unit, i)
+	buckets = make(map[float64]uint64, len(h.Counts))
+	var lower time.Duration
+	for i, n := range h.Counts {
+		upper := h.Upper[i]
+		if upper <= lower {
+			return 0, 0, nil, errors.New("histogram bounds not increasing")
 		}
-		upper := math.Ldexp(unit, i+1)
 		count += n
-		sum += float64(n) * (lower + upper) / 2
-		buckets[upper] = count
+		if upper == math.MaxInt64 {
+			if i != len(h.Counts)-1 {
+				return 0, 0, nil, errors.New("open-ended histogram bucket before the last")
+			}
+			sum += float64(n) * lower.Seconds()
+			break
+		}
+		sum += float64(n) * (lower + upper).Seconds() / 2
+		buckets[upper.Seconds()] = count
+		lower = upper
 	}
 	return count, sum, buckets, nil
 }

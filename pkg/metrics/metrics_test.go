@@ -4,8 +4,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/statemachine"
+	"github.com/m2ho/m2ho/pkg/version"
 )
 
 var states = []string{"stable", "preparation", "smoothing"}
@@ -47,20 +50,21 @@ func TestStateAndEvents(t *testing.T) {
 	assert.Equal(t, 1, testutil.CollectAndCount(m.bursts))
 }
 
-func TestLog2Cumulative(t *testing.T) {
+func TestHistogramCumulative(t *testing.T) {
+	us := time.Microsecond
 	tests := []struct {
 		name        string
-		h           Log2Histogram
+		h           DurationHistogram
 		wantCount   uint64
 		wantSum     float64
 		wantBuckets map[float64]uint64
-		wantErr     bool
+		wantErr     string
 	}{
-		{name: "empty", h: Log2Histogram{Unit: time.Microsecond}, wantBuckets: map[float64]uint64{}},
+		{name: "empty", wantBuckets: map[float64]uint64{}},
 		{
-			name: "microsecond buckets",
-			// bucket 0 [0,2) us, 1 [2,4) us, 2 [4,8) us
-			h:         Log2Histogram{Unit: time.Microsecond, Buckets: []uint64{1, 0, 2}},
+			name: "closed buckets",
+			// [0,2) us, [2,4) us, [4,8) us
+			h:         DurationHistogram{Upper: []time.Duration{2 * us, 4 * us, 8 * us}, Counts: []uint64{1, 0, 2}},
 			wantCount: 3,
 			wantSum:   1e-6 + 2*6e-6,
 			wantBuckets: map[float64]uint64{
@@ -68,41 +72,30 @@ func TestLog2Cumulative(t *testing.T) {
 			},
 		},
 		{
-			name:        "nanosecond unit, high bucket",
-			h:           Log2Histogram{Unit: time.Nanosecond, Buckets: append(make([]uint64, 26), 4)}, // [2^26, 2^27) ns = 67-134 ms
+			name: "open-ended last bucket",
+			// samples above the last bound count at it, in +Inf only
+			h:           DurationHistogram{Upper: []time.Duration{2 * us, 4 * us, math.MaxInt64}, Counts: []uint64{0, 1, 3}},
 			wantCount:   4,
-			wantSum:     4 * (float64(1<<26) + float64(1<<27)) / 2 / 1e9,
-			wantBuckets: bucketsUpTo(27, 4),
+			wantSum:     3e-6 + 3*4e-6,
+			wantBuckets: map[float64]uint64{2e-6: 0, 4e-6: 1},
 		},
-		{name: "no unit", h: Log2Histogram{Buckets: []uint64{1}}, wantErr: true},
+		{name: "bounds and counts differ", h: DurationHistogram{Upper: []time.Duration{us}, Counts: []uint64{1, 2}}, wantErr: "2 counts and 1 bounds"},
+		{name: "bounds not increasing", h: DurationHistogram{Upper: []time.Duration{2 * us, 2 * us}, Counts: []uint64{1, 2}}, wantErr: "not increasing"},
+		{name: "open-ended bucket first", h: DurationHistogram{Upper: []time.Duration{math.MaxInt64, math.MaxInt64}, Counts: []uint64{1, 2}}, wantErr: "open-ended histogram bucket before the last"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			count, sum, buckets, err := tt.h.cumulative()
-			if tt.wantErr {
-				assert.Error(t, err)
+			if tt.wantErr != "" {
+				assert.ErrorContains(t, err, tt.wantErr)
 				return
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantCount, count)
 			assert.InDelta(t, tt.wantSum, sum, 1e-12)
-			require.Len(t, buckets, len(tt.wantBuckets))
-			for le, want := range tt.wantBuckets {
-				assert.Equal(t, want, buckets[le], "le=%g", le)
-			}
+			assert.Equal(t, tt.wantBuckets, buckets)
 		})
 	}
-}
-
-// bucketsUpTo returns cumulative nanosecond buckets 2^1..2^top where only
-// the last one holds n samples.
-func bucketsUpTo(top int, n uint64) map[float64]uint64 {
-	b := make(map[float64]uint64)
-	for i := 1; i <= top; i++ {
-		b[float64(uint64(1)<<i)/1e9] = 0
-	}
-	b[float64(uint64(1)<<top)/1e9] = n
-	return b
 }
 
 func TestScrapeTimeMetrics(t *testing.T) {
@@ -116,12 +109,13 @@ func TestScrapeTimeMetrics(t *testing.T) {
 		Datapath: func() (DatapathSnapshot, error) {
 			reads++
 			return DatapathSnapshot{
-				AcksRewritten: 10, DupAcksSuppressed: 3, PolicyExpired: 1, FlowsUntracked: 7, MapFull: 2, Flows: 5, Attached: true,
-				RTT: Log2Histogram{Unit: time.Microsecond, Buckets: []uint64{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 6}},
+				Events: []diag.Counter{{Label: "clamp_applied", Value: 10}, {Label: "map_full", Value: 2}, {Label: "ingress_bytes", Value: 1e6}},
+				Flows:  5, Attached: true,
+				RTT: DurationHistogram{Upper: []time.Duration{65536 * time.Microsecond, 131072 * time.Microsecond, math.MaxInt64}, Counts: []uint64{0, 6, 0}},
 			}, nil
 		},
 		Policy:           func() PolicySnapshot { return PolicySnapshot{ClampBytes: 250000, Suppressing: true} },
-		Diag:             &stats,
+		Diag:             []DiagInput{{Name: "udp://127.0.0.1:5599", Stats: &stats}},
 		EstimatorSkipped: func() []diag.Counter { return []diag.Counter{{Label: "rtt_implausible", Value: 4}} },
 		AttachMode:       func() string { return "tcx" },
 	}
@@ -133,26 +127,27 @@ func TestScrapeTimeMetrics(t *testing.T) {
 		"m2hod_clamp_bytes 250000",
 		"m2hod_freeze_active 0",
 		"m2hod_suppression_active 1",
-		"m2hod_acks_rewritten_total 10",
-		"m2hod_dupacks_suppressed_total 3",
-		"m2hod_policy_expired_total 1",
-		"m2hod_flows_untracked_total 7",
-		"m2hod_map_full_total 2",
+		`m2hod_datapath_events_total{event="clamp_applied"} 10`,
+		`m2hod_datapath_events_total{event="map_full"} 2`,
+		`m2hod_datapath_events_total{event="ingress_bytes"} 1e+06`,
 		"m2hod_flows 5",
 		"m2hod_datapath_attached 1",
 		"m2hod_rtt_seconds_count 6",
 		`m2hod_rtt_seconds_bucket{le="0.131072"} 6`,
 		`m2hod_rtt_seconds_bucket{le="0.065536"} 0`,
-		`m2hod_diag_events_total{type="meas_report"} 2`,
-		`m2hod_diag_events_total{type="ho_command"} 1`,
-		`m2hod_diag_events_total{type="rb_alloc"} 0`,
-		`m2hod_diag_errors_total{reason="json_syntax"} 1`,
+		`m2hod_diag_events_total{input="udp://127.0.0.1:5599",type="meas_report"} 2`,
+		`m2hod_diag_events_total{input="udp://127.0.0.1:5599",type="ho_command"} 1`,
+		`m2hod_diag_events_total{input="udp://127.0.0.1:5599",type="rb_alloc"} 0`,
+		`m2hod_diag_errors_total{input="udp://127.0.0.1:5599",reason="json_syntax"} 1`,
 		`m2hod_estimator_skipped_total{reason="rtt_implausible"} 4`,
 		`m2hod_state{state="stable"} 1`,
 		`m2hod_handovers_total{kind="mmwave_sub6"} 0`,
 		`m2hod_predictions_total{outcome="timed_out"} 0`,
 		"m2hod_burst_bytes_count 0",
-		"# TYPE m2hod_process_resident_memory_bytes gauge",
+		"m2hod_waiting_for_interface 0",
+		// the standard names, which dashboards for any exporter know
+		"# TYPE process_resident_memory_bytes gauge",
+		"# TYPE m2hod_build_info gauge",
 	} {
 		assert.Contains(t, body, line+"\n")
 	}
@@ -165,7 +160,7 @@ func TestDatapathReadFailure(t *testing.T) {
 	src := Sources{
 		Datapath:   func() (DatapathSnapshot, error) { return DatapathSnapshot{}, errors.New("map lookup: bad fd") },
 		Policy:     func() PolicySnapshot { return PolicySnapshot{ClampBytes: 1000} },
-		Diag:       &stats,
+		Diag:       []DiagInput{{Name: "udp://127.0.0.1:5599", Stats: &stats}},
 		AttachMode: func() string { return "tcx" },
 	}
 	var logged strings.Builder
@@ -188,7 +183,7 @@ func TestDatapathReadFailure(t *testing.T) {
 		`m2hod_state{state="stable"} 1`,
 		"m2hod_clamp_bytes 1000",
 		`m2hod_info{attach_mode="tcx",mode="enforce",policy="m2ho"} 1`,
-		`m2hod_diag_events_total{type="meas_report"} 1`,
+		`m2hod_diag_events_total{input="udp://127.0.0.1:5599",type="meas_report"} 1`,
 		`m2hod_handovers_total{kind="sub6_sub6"} 0`,
 		`promhttp_metric_handler_errors_total{cause="gathering"} 1`,
 	} {
@@ -223,7 +218,7 @@ func TestDiagEventTypesStartAtZero(t *testing.T) {
 				stats.CountError(reason)
 				wantErrors[reason]++
 			}
-			m := New(states, Info{}, Sources{Diag: &stats}, nil)
+			m := New(states, Info{}, Sources{Diag: []DiagInput{{Name: "serial:/dev/ttyUSB0", Stats: &stats}}}, nil)
 			got := map[string]map[string]float64{"m2hod_diag_events_total": {}, "m2hod_diag_errors_total": {}}
 			families, err := m.Registry().Gather()
 			require.NoError(t, err)
@@ -233,8 +228,10 @@ func TestDiagEventTypesStartAtZero(t *testing.T) {
 					continue
 				}
 				for _, metric := range f.GetMetric() {
-					require.Len(t, metric.GetLabel(), 1)
-					byLabel[metric.GetLabel()[0].GetValue()] = metric.GetCounter().GetValue()
+					// input, then type or reason
+					require.Len(t, metric.GetLabel(), 2)
+					assert.Equal(t, "serial:/dev/ttyUSB0", metric.GetLabel()[0].GetValue())
+					byLabel[metric.GetLabel()[1].GetValue()] = metric.GetCounter().GetValue()
 				}
 			}
 			assert.Equal(t, want, got["m2hod_diag_events_total"], "every event type has a series")
@@ -268,4 +265,52 @@ func scrape(t *testing.T, m *Metrics) string {
 	require.NoError(t, err)
 	require.True(t, strings.Contains(string(body), "# TYPE m2hod_state gauge"))
 	return string(body)
+}
+
+func TestBuildInfo(t *testing.T) {
+	m := New(nil, Info{}, Sources{}, nil)
+	families, err := m.Registry().Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != "m2hod_build_info" {
+			continue
+		}
+		require.Len(t, f.GetMetric(), 1)
+		labels := map[string]string{}
+		for _, l := range f.GetMetric()[0].GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		b := version.Get()
+		assert.Equal(t, map[string]string{"version": b.Version, "revision": b.Revision, "goversion": runtime.Version()}, labels)
+		assert.Equal(t, 1.0, f.GetMetric()[0].GetGauge().GetValue())
+		return
+	}
+	t.Fatal("no m2hod_build_info")
+}
+
+// TestDiagInputsApart: each input has its own series and the time of its
+// last event, 0 before the first, so that a silent port shows.
+func TestDiagInputsApart(t *testing.T) {
+	var serial, gsmtap diag.Stats
+	before := time.Now()
+	gsmtap.CountEvent(diag.TypeRBAlloc)
+	m := New(states, Info{}, Sources{Diag: []DiagInput{{Name: "serial:/dev/wwan0qcdm0", Stats: &serial}, {Name: "gsmtap://127.0.0.1:4729", Stats: &gsmtap}}}, nil)
+	body := scrape(t, m)
+	assert.Contains(t, body, `m2hod_diag_events_total{input="serial:/dev/wwan0qcdm0",type="rb_alloc"} 0`+"\n")
+	assert.Contains(t, body, `m2hod_diag_events_total{input="gsmtap://127.0.0.1:4729",type="rb_alloc"} 1`+"\n")
+	assert.Contains(t, body, `m2hod_diag_last_event_timestamp_seconds{input="serial:/dev/wwan0qcdm0"} 0`+"\n")
+	families, err := m.Registry().Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != "m2hod_diag_last_event_timestamp_seconds" {
+			continue
+		}
+		for _, metric := range f.GetMetric() {
+			if metric.GetLabel()[0].GetValue() == "gsmtap://127.0.0.1:4729" {
+				at := metric.GetGauge().GetValue()
+				assert.InDelta(t, float64(before.UnixNano())/1e9, at, 1, "the time of the event")
+				assert.GreaterOrEqual(t, at, float64(before.Unix()))
+			}
+		}
+	}
 }

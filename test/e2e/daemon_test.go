@@ -86,7 +86,7 @@ func TestPredictedHandoverClampsToTargetEstimate(t *testing.T) {
 
 	st = d.status()
 	assert.Equal(t, "preparation", st.State)
-	assert.Positive(t, st.Datapath.Counters["ClampApplied"], "ACKs rewritten on the wire")
+	assert.Positive(t, st.Datapath.Counters["clamp_applied"], "ACKs rewritten on the wire")
 	assert.Equal(t, 1, st.Datapath.Flows)
 }
 
@@ -105,7 +105,7 @@ func TestCommandAndCompletionDriveSmoothing(t *testing.T) {
 	assert.Equal(t, uint32(1), st.InForce.Epoch, "one handover epoch started")
 	assert.False(t, st.InForce.Suppressing, "suppression released")
 	assert.Zero(t, st.InForce.ClampBytes, "clamp released")
-	assert.Positive(t, st.Datapath.Counters["Snapshots"], "the flow took its pre-handover snapshot")
+	assert.Positive(t, st.Datapath.Counters["snapshots"], "the flow took its pre-handover snapshot")
 	assert.Equal(t, uint64(1), st.Machine.Counters.Predictions["confirmed"])
 	assert.Equal(t, 1.0, d.metric(`m2hod_state_transitions_total{from="preparation",to="smoothing"}`))
 	assert.Equal(t, 1.0, d.metric(`m2hod_state_transitions_total{from="smoothing",to="stable"}`))
@@ -151,8 +151,8 @@ func TestSmoothingWaitsForForwardedData(t *testing.T) {
 	st := d.waitStatus(time.Second, "back to stable on the target", func(s status) bool {
 		return s.State == "stable" && s.Serving == sub6B
 	})
-	assert.Positive(t, st.Datapath.Counters["Snapshots"], "the flow entered the epoch with its first packet")
-	assert.Zero(t, st.Datapath.Counters["SuppressExpired"])
+	assert.Positive(t, st.Datapath.Counters["snapshots"], "the flow entered the epoch with its first packet")
+	assert.Zero(t, st.Datapath.Counters["suppress_expired"])
 }
 
 // TestSmoothingSkipsClosedConnections ends the download before the
@@ -163,7 +163,7 @@ func TestSmoothingSkipsClosedConnections(t *testing.T) {
 	d, dl := startHeldHandover(t)
 	require.NoError(t, dl.sender.Close())
 	d.waitStatus(2*time.Second, "the flow closed", func(s status) bool {
-		return s.Datapath.Counters["FlowsClosed"] == 1
+		return s.Datapath.Counters["flow_closed"] == 1
 	})
 
 	d.send(hoComplete(sub6B))
@@ -253,10 +253,10 @@ func TestObserveModeChangesNoPacket(t *testing.T) {
 	d.send(hoComplete(sub6B))
 	d.waitStatus(2*time.Second, "stable", func(s status) bool { return s.State == "stable" && s.Serving == sub6B })
 	st = d.status()
-	assert.Zero(t, st.Datapath.Counters["ClampApplied"])
-	assert.Zero(t, st.Datapath.Counters["DupACKsSuppressed"])
-	assert.Zero(t, st.Datapath.Counters["Snapshots"], "no handover epoch reached the datapath")
-	assert.Positive(t, st.Datapath.Counters["RTTSamples"], "measurement still runs")
+	assert.Zero(t, st.Datapath.Counters["clamp_applied"])
+	assert.Zero(t, st.Datapath.Counters["dupack_suppressed"])
+	assert.Zero(t, st.Datapath.Counters["snapshots"], "no handover epoch reached the datapath")
+	assert.Positive(t, st.Datapath.Counters["rtt_samples"], "measurement still runs")
 }
 
 // TestSIGHUPReloadsTheConfiguration changes the configuration file of a
@@ -298,8 +298,8 @@ func TestSIGHUPReloadsTheConfiguration(t *testing.T) {
 	d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
 	dl.waitWindow(2*time.Second, "clamped", clampedTo(targetBuffer))
 	st := d.status()
-	assert.Positive(t, st.Datapath.Counters["ClampApplied"])
-	assert.Zero(t, st.Datapath.Counters["NoWScale"])
+	assert.Positive(t, st.Datapath.Counters["clamp_applied"])
+	assert.Zero(t, st.Datapath.Counters["no_wscale"])
 }
 
 func TestSIGKILLWhileSuppressingRecovers(t *testing.T) {
@@ -345,7 +345,7 @@ func TestRestartAfterSIGKILLStillClamps(t *testing.T) {
 	second.send(hoCommand(diag.HOPCell, sub6A, sub6B))
 	dl.waitWindow(time.Second, "clamped", clampedTo(targetBuffer))
 	st := second.status()
-	assert.Zero(t, st.Datapath.Counters["NoWScale"], "the window scale survived the restart")
+	assert.Zero(t, st.Datapath.Counters["no_wscale"], "the window scale survived the restart")
 }
 
 func TestGarbageOnDiagSocket(t *testing.T) {

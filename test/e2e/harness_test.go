@@ -126,9 +126,13 @@ type daemonProc struct {
 	// http and diagConn reach the daemon from inside the ue namespace.
 	http     *http.Client
 	diagConn net.Conn
-	exited   chan struct{} // closed when cmd has exited; nil without cmd
-	exitErr  error
-	stateDir string
+	// diagSocket, when set, is the unix socket events go to, reached
+	// afresh for each, as a restarted daemon binds it again; UDP to
+	// diagAddr otherwise.
+	diagSocket string
+	exited     chan struct{} // closed when cmd has exited; nil without cmd
+	exitErr    error
+	stateDir   string
 }
 
 // startDaemon runs m2hod on the modem interface with extra flags, waits
@@ -248,14 +252,20 @@ func (d *daemonProc) waitLog(timeout time.Duration, text string) {
 // send delivers one diag event (a JSON object) over UDP.
 func (d *daemonProc) send(event string) {
 	d.t.Helper()
-	_, err := d.diagConn.Write([]byte(event))
-	require.NoError(d.t, err)
+	d.sendRaw([]byte(event))
 }
 
 // sendRaw delivers arbitrary bytes on the diag socket.
 func (d *daemonProc) sendRaw(payload []byte) {
 	d.t.Helper()
-	_, err := d.diagConn.Write(payload)
+	conn := d.diagConn
+	if d.diagSocket != "" {
+		var err error
+		conn, err = net.Dial("unixgram", d.diagSocket)
+		require.NoError(d.t, err)
+		defer conn.Close()
+	}
+	_, err := conn.Write(payload)
 	require.NoError(d.t, err)
 }
 

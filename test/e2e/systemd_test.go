@@ -203,6 +203,12 @@ func (sd *systemdContainer) systemctl(args ...string) string {
 	return out
 }
 
+// diagSocket is the path, from the test's mount namespace, of the
+// default diag input of the unit, in its RuntimeDirectory.
+func (sd *systemdContainer) diagSocket() string {
+	return fmt.Sprintf("/proc/%d/root/run/m2ho/diag.sock", sd.cmd.Process.Pid)
+}
+
 // property is one property of m2hod.service, as systemctl shows it.
 func (sd *systemdContainer) property(name string) string {
 	sd.t.Helper()
@@ -253,7 +259,7 @@ func TestSystemdUnit(t *testing.T) {
 			b := newBed(t)
 			sd := startSystemd(t, b, stateDirWithHistory(t), nss)
 			sd.systemctl("start", "m2hod.service")
-			d := &daemonProc{t: t, log: serviceLog{sd}}
+			d := &daemonProc{t: t, log: serviceLog{sd}, diagSocket: sd.diagSocket()}
 			d.connect(b.ue)
 			st := d.status()
 			assert.Equal(t, "enforce", st.Mode)
@@ -302,7 +308,7 @@ func TestSystemdUnit(t *testing.T) {
 			d.send(measReport(diag.EventA3, sub6A, sub6B))
 			d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
 			dl.waitWindow(time.Second, "clamped", clampedTo(targetBuffer))
-			assert.Zero(t, d.status().Datapath.Counters["NoWScale"], "the window scale survived the restart")
+			assert.Zero(t, d.status().Datapath.Counters["no_wscale"], "the window scale survived the restart")
 
 			// The modem resets: its interface goes and a new one takes
 			// its name. The confined daemon follows it without a restart.
@@ -370,33 +376,66 @@ func assertServiceProcess(t *testing.T, proc map[string]string) int {
 
 // TestSystemdUnitWaitsForTheModem starts the unit before the modem
 // interface exists, as at a boot where the modem enumerates late: m2hod
-// exits for the missing interface, and systemd starts it again 2 s after
-// each exit (RestartSec=2s), which keeps the starts under its default
-// start limit of 5 in 10 s, until m2hod finds the interface and runs
-// attached.
+// is ready (Type=notify) and waits for it, saying so in systemctl status,
+// /status and its metrics, without a restart, and attaches once the
+// interface is there.
 func TestSystemdUnitWaitsForTheModem(t *testing.T) {
 	b := newBed(t)
 	b.removeModem(t)
 	sd := startSystemd(t, b, t.TempDir(), "files")
 	sd.systemctl("start", "m2hod.service")
-	// the sixth start is the one a start limit would refuse
-	const restarts = 5
-	restarted := func() int {
-		n, err := strconv.Atoi(sd.property("NRestarts"))
-		require.NoError(t, err)
-		return n
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for restarted() < restarts {
-		require.True(t, time.Now().Before(deadline), "systemd stopped starting m2hod: %s, %s",
-			sd.property("ActiveState"), sd.property("Result"))
-		time.Sleep(100 * time.Millisecond)
-	}
-
-	b.linkModem(t)
+	assert.Equal(t, "active", sd.property("ActiveState"), "ready while it waits")
+	assert.Equal(t, "waiting for the interface wwan0", sd.property("StatusText"))
 	d := &daemonProc{t: t, log: serviceLog{sd}}
 	d.connect(b.ue)
+	assert.Equal(t, "waiting_for_interface", d.status().State)
+	assert.Equal(t, 1.0, d.metric("m2hod_waiting_for_interface"))
+	assert.Equal(t, 0.0, d.metric("m2hod_datapath_attached"))
+	// longer than the restarts of a daemon that exited would take
+	time.Sleep(3 * time.Second)
+	assert.Equal(t, "0", sd.property("NRestarts"))
+
+	b.linkModem(t)
+	// the endpoints close for a moment, between the wait and the daemon
+	d.waitLog(10*time.Second, "m2hod ready")
+	d.waitHealthy(5 * time.Second)
 	assert.Equal(t, "tcx", d.status().AttachMode)
 	assert.Equal(t, "active", sd.property("ActiveState"))
-	assert.GreaterOrEqual(t, len(linesWith(d.log.String(), "interface wwan0 not found")), restarts)
+	assert.Equal(t, "0", sd.property("NRestarts"))
+	assert.Equal(t, 0.0, d.metric("m2hod_waiting_for_interface"))
+	assert.Equal(t, "m2ho on wwan0 (enforce, attached: tcx)", sd.property("StatusText"))
+	assert.NotEmpty(t, sd.property("WatchdogTimestampMonotonic"), "the watchdog is pinged")
+	assert.NotEqual(t, "0", sd.property("WatchdogTimestampMonotonic"), "the watchdog is pinged")
+}
+
+// TestSystemdWatchdogRestartsAStalledDaemon: a daemon that stops pinging
+// (here stopped outright) is killed by systemd's watchdog and started
+// again. A drop-in shortens WatchdogSec and the abort timeout, so that
+// the test does not wait the unit's 10 s twice.
+func TestSystemdWatchdogRestartsAStalledDaemon(t *testing.T) {
+	b := newBed(t)
+	sd := startSystemd(t, b, t.TempDir(), "files")
+	_, err := sd.run("sh", "-c", "printf '[Service]\\nWatchdogSec=2s\\nTimeoutAbortSec=1s\\n' "+
+		">/run/systemd/system/m2hod.service.d/watchdog.conf")
+	require.NoError(t, err)
+	sd.systemctl("daemon-reload")
+	sd.systemctl("start", "m2hod.service")
+	d := &daemonProc{t: t, log: serviceLog{sd}, diagSocket: sd.diagSocket()}
+	d.connect(b.ue)
+	pid := sd.property("MainPID")
+	// pinged every second: the service stays up past its WatchdogSec
+	time.Sleep(3 * time.Second)
+	require.Equal(t, "0", sd.property("NRestarts"), "a healthy daemon keeps the watchdog quiet")
+
+	_, err = sd.run("kill", "-STOP", pid)
+	require.NoError(t, err)
+	deadline := time.Now().Add(20 * time.Second)
+	for sd.property("NRestarts") != "1" {
+		require.True(t, time.Now().Before(deadline), "the watchdog did not restart the stalled daemon: %s",
+			sd.property("ActiveState"))
+		time.Sleep(100 * time.Millisecond)
+	}
+	d.waitHealthy(15 * time.Second)
+	assert.NotEqual(t, pid, sd.property("MainPID"))
+	assert.Equal(t, "active", sd.property("ActiveState"))
 }

@@ -225,7 +225,7 @@ func datapathSuppressed(dir string) (uint64, error) {
 	var status struct {
 		Datapath struct {
 			Counters struct {
-				DupACKsSuppressed uint64
+				DupACKsSuppressed uint64 `json:"dupack_suppressed"`
 			} `json:"counters"`
 		} `json:"datapath"`
 	}

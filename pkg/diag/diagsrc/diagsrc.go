@@ -78,7 +78,7 @@ func Open(uri string, opts Options) (diag.Source, error) {
 	opts.drops = newDropWarner(opts.Logger, uri)
 	scheme, rest, ok := strings.Cut(uri, ":")
 	if !ok || rest == "" {
-		return nil, fmt.Errorf("diag input %q: want SCHEME:..., one of udp jsonl qmdl serial gsmtap pcap", uri)
+		return nil, fmt.Errorf("diag input %q: want SCHEME:..., one of unix udp jsonl qmdl serial gsmtap pcap", uri)
 	}
 	switch scheme {
 	case "udp":
@@ -87,6 +87,8 @@ func Open(uri string, opts Options) (diag.Source, error) {
 			return nil, err
 		}
 		return diag.ListenUDP(uri, addr, opts.Stats)
+	case "unix":
+		return diag.ListenUnixgram(uri, rest, opts.Stats)
 	case "jsonl":
 		if rest == "-" {
 			return diag.NewJSONLSource(uri, opts.Stdin, opts.Stats), nil

@@ -1,16 +1,21 @@
 package qcdiag
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
 	"golang.org/x/sys/unix"
 )
 
-// OpenSerial opens a modem's DIAG tty and puts it in raw mode: 8N1, no
-// echo, no line editing, no flow control and no byte translation, so that
-// HDLC frames pass untouched. Reads block until at least one byte arrives
-// and honour read deadlines.
+// OpenSerial opens a modem's DIAG port. A tty (USB modems' /dev/ttyUSB*)
+// is put in raw mode: 8N1, no echo, no line editing, no flow control and
+// no byte translation, so that HDLC frames pass untouched. A character
+// device that is not a tty, as the Linux WWAN subsystem gives PCIe
+// modems (/dev/wwan0qcdm0 on Quectel RM5xx, Sierra EM9xxx, Foxconn T99W),
+// carries the bytes as they are and is used as it is. Reads block until
+// at least one byte arrives and honour read deadlines where the device
+// can be polled.
 func OpenSerial(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
@@ -34,8 +39,20 @@ func OpenSerial(path string) (*os.File, error) {
 	return f, nil
 }
 
+// makeRaw puts a tty in raw mode and leaves any other character device
+// alone.
 func makeRaw(fd int) error {
 	t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if errors.Is(err, unix.ENOTTY) {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("not a tty: %w", err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+			return errors.New("neither a tty nor a character device")
+		}
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("not a tty: %w", err)
 	}

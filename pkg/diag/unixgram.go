@@ -1,0 +1,156 @@
+package diag
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ReasonPeerNotAllowed counts datagrams on a unix socket input whose
+// sender the input does not admit (see UnixSource).
+const ReasonPeerNotAllowed = "peer_not_allowed"
+
+// SocketMode is the mode of a unix socket input: its owner (the daemon)
+// and its group may send.
+const SocketMode = 0o660
+
+// UnixSource receives version-1 JSON events on a unix datagram socket, as
+// UDPSource does on a UDP port, but only from the senders the host allows.
+// Two checks admit a sender. The kernel's: the socket is SocketMode, so
+// only root, the daemon's user and the members of the daemon's group can
+// send at all. Then the input's own, on the credentials the kernel
+// attaches to every datagram: the sender runs as root, as the daemon's
+// user, or with the daemon's group as its group (a supplementary group is
+// not enough). A datagram of any other sender is dropped and counted as
+// ReasonPeerNotAllowed.
+type UnixSource struct {
+	name  string
+	path  string
+	conn  *net.UnixConn
+	stats *Stats
+	// uid and gid are admitted, with root.
+	uid, gid uint32
+}
+
+// ListenUnixgram binds a unix datagram socket at path, replacing a socket
+// a previous run left there, and returns the source. The directory must
+// exist (the unit's RuntimeDirectory=).
+func ListenUnixgram(name, path string, stats *Stats) (*UnixSource, error) {
+	if !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("diag %s: %q is not an absolute path", name, path)
+	}
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode().Type() != os.ModeSocket {
+			return nil, fmt.Errorf("diag %s: %s exists and is not a socket", name, path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("diag %s: remove the socket of a previous run: %w", name, err)
+		}
+	}
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		return nil, fmt.Errorf("diag %s: listen: %w", name, err)
+	}
+	fail := func(err error) (*UnixSource, error) {
+		conn.Close()
+		return nil, fmt.Errorf("diag %s: %w", name, err)
+	}
+	// The mode is set on the bound socket: umask made it narrower.
+	if err := os.Chmod(path, SocketMode); err != nil {
+		return fail(err)
+	}
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return fail(err)
+	}
+	var sockErr error
+	if err := raw.Control(func(fd uintptr) {
+		sockErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PASSCRED, 1)
+	}); err != nil {
+		return fail(err)
+	}
+	if sockErr != nil {
+		return fail(fmt.Errorf("ask for the senders' credentials: %w", sockErr))
+	}
+	if err := setReceiveBuffer(conn, ReceiveBufferBytes); err != nil {
+		return fail(err)
+	}
+	if stats == nil {
+		stats = &Stats{}
+	}
+	return &UnixSource{name: name, path: path, conn: conn, stats: stats,
+		uid: uint32(os.Geteuid()), gid: uint32(os.Getegid())}, nil
+}
+
+// Name returns the URI the source was opened from.
+func (s *UnixSource) Name() string { return s.name }
+
+// Close releases the socket of a source that was never Run.
+func (s *UnixSource) Close() error {
+	os.Remove(s.path)
+	return s.conn.Close()
+}
+
+// Run delivers events until ctx is cancelled; it owns and closes the
+// socket, and removes its file.
+func (s *UnixSource) Run(ctx context.Context, out chan<- Event) error {
+	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
+	defer stop()
+	defer s.Close()
+	buf := make([]byte, MaxDatagram+1)
+	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred))
+	for {
+		n, oobn, flags, _, err := s.conn.ReadMsgUnix(buf, oob)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("diag %s: read: %w", s.name, err)
+		}
+		if !s.admits(oob[:oobn]) {
+			s.stats.CountError(ReasonPeerNotAllowed)
+			continue
+		}
+		if flags&syscall.MSG_TRUNC != 0 || n > MaxDatagram {
+			s.stats.CountError(ReasonUDPTruncated)
+			continue
+		}
+		received := time.Now()
+		for line := range bytes.SplitSeq(buf[:n], []byte{'\n'}) {
+			if err := deliverLine(ctx, line, received, s.stats, out); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// admits says whether the credentials in a datagram's control message
+// are those of an admitted sender. Without credentials, nobody is.
+func (s *UnixSource) admits(oob []byte) bool {
+	cred, err := senderCredentials(oob)
+	if err != nil {
+		return false
+	}
+	return cred.Uid == 0 || cred.Uid == s.uid || cred.Gid == s.gid
+}
+
+func senderCredentials(oob []byte) (*unix.Ucred, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_CREDENTIALS {
+			return unix.ParseUnixCredentials(&m)
+		}
+	}
+	return nil, errors.New("no credentials")
+}
