@@ -2,10 +2,14 @@
 // three-state machine driven by modem diag events that decides which
 // policy the datapath enforces around each handover.
 //
-//   - Stable: no handover pending. After a handover from mmWave to sub-6 the
-//     window is held at the bandwidth estimate (Eq. 2, measured on the new
-//     cell; until it exists, the handover's clamp) until the UE is back
-//     on mmWave, so the sender keeps a mmWave-sized cwnd (section 4.5).
+//   - Stable: no handover pending. After every handover a ramp takes the
+//     handover's clamp over: it starts at the target's buffer estimate and
+//     rises each round with what the new cell delivered (Eq. 2), until
+//     the senders' windows fit under it, so the window kept through the
+//     handover enters the new cell at the cell's pace instead of
+//     overflowing it. After a handover from mmWave to sub-6 the window is
+//     then held at the bandwidth estimate until the UE is back on mmWave,
+//     so the sender keeps a mmWave-sized cwnd (section 4.5).
 //   - Preparation: a handover is predicted (Algorithm 1, section 4.2) or
 //     commanded; the window is clamped to the target cell's buffer estimate
 //     (section 4.3).
@@ -134,6 +138,31 @@ type warmupClamp struct {
 	until  time.Time
 }
 
+// Ramp constants. A round is slack when the data in flight, as the
+// estimator measured it over one smoothed RTT, stayed below
+// rampSlackPercent of the clamp: the senders' windows, not the clamp,
+// held them. rampSlackRounds such rounds in a row end the ramp. 75% leaves
+// room for the estimate's error on a round the clamp did hold (one
+// smoothed RTT of bytes, sampled every 10 ms); two rounds keep one round
+// cut short by the senders (an idle application, a delayed ACK train)
+// from releasing a clamp that still binds.
+const (
+	rampSlackPercent = 75
+	rampSlackRounds  = 2
+)
+
+// postHandoverRamp is the clamp that follows a handover (see
+// applyStablePolicy).
+type postHandoverRamp struct {
+	// start is the target's buffer estimate, the floor of the ramp.
+	start       uint32
+	bytes       uint32
+	source      string
+	executedAt  time.Time
+	lastRound   time.Time
+	slackRounds int
+}
+
 // prediction is a handover expected from a measurement report.
 type prediction struct {
 	event diag.MeasEvent
@@ -214,8 +243,11 @@ type Machine struct {
 	// cleared on the next handover to mmWave.
 	bandwidthHold bool
 	// warmup is the clamp of the last executed handover, which the
-	// bandwidth hold keeps until the new cell has an estimate.
+	// bandwidth hold keeps until the new cell has an estimate, when the
+	// ramp is switched off.
 	warmup warmupClamp
+	// ramp is the clamp following the last handover; nil when none.
+	ramp *postHandoverRamp
 	// flowsPending: in this Smoothing the datapath reported flows still
 	// waiting for the data of the source cell (OnFlowsPending).
 	flowsPending bool
@@ -719,8 +751,14 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	if m.logger.Enabled(context.Background(), slog.LevelDebug) {
 		m.logger.Debug("handover executed", "kind", kind, "from", from, "to", to)
 	}
-	m.warmup = warmupClamp{}
-	if m.bandwidthHold && m.pol.clampBytes > 0 {
+	m.warmup, m.ramp = warmupClamp{}, nil
+	switch {
+	case m.cfg.Policy != PolicyM2HO:
+	case m.cfg.Ramp:
+		bytes, source := m.est.TargetBuffer(to)
+		start := windowBytes(bytes)
+		m.ramp = &postHandoverRamp{start: start, bytes: start, source: source, executedAt: m.now}
+	case m.bandwidthHold && m.pol.clampBytes > 0:
 		m.warmup = warmupClamp{bytes: m.pol.clampBytes, source: m.pol.clampSource, until: m.now.Add(bandwidthWarmup)}
 	}
 	if m.cfg.Policy == PolicyFreeze || !m.cfg.Suppression {
@@ -731,8 +769,12 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	m.flowsPending, m.drain = false, estimator.SlotBursts{}
 	end := m.now.Add(m.cfg.SmoothingMax)
 	// The clamp stays through Smoothing (the target cell's buffer is
-	// still filling with forwarded data) but no longer than it.
-	if m.pol.clampBytes > 0 {
+	// still filling with forwarded data): the ramp's start, or without
+	// a ramp the handover's clamp, no longer than Smoothing.
+	switch {
+	case m.ramp != nil:
+		m.holdClamp(m.ramp.bytes, m.ramp.source, time.Time{})
+	case m.pol.clampBytes > 0:
 		m.holdClamp(m.pol.clampBytes, m.pol.clampSource, end)
 	}
 	m.startSuppression(end)
@@ -745,7 +787,7 @@ func (m *Machine) onFailure(cause diag.FailureCause) {
 	m.logger.Info("connection failure, releasing every policy", "cause", cause)
 	m.cnt.failures++
 	m.pred, m.cmd = nil, nil
-	m.bandwidthHold, m.warmup = false, warmupClamp{}
+	m.bandwidthHold, m.warmup, m.ramp = false, warmupClamp{}, nil
 	// Re-establishment drops the secondary cell group.
 	m.setCells(m.pcell, diag.Cell{})
 	m.stopSuppression()
@@ -775,8 +817,15 @@ func (m *Machine) enterStable(reason string) {
 	m.applyStablePolicy()
 }
 
-// applyStablePolicy holds the bandwidth clamp while the UE is on sub-6
-// after mmWave, and clears the clamp otherwise.
+// applyStablePolicy holds the post-handover ramp while it lasts, then the
+// bandwidth clamp while the UE is on sub-6 after mmWave, and clears the
+// clamp otherwise.
+//
+// The ramp replaces the release of the handover's clamp at the end of
+// Smoothing. Released there, the window the clamp kept through the
+// handover reached the target cell at once and overflowed its buffer:
+// drops in the 2 s after completion were the first cause of lossy
+// handovers with m2ho (docs/results.md). See stepRamp.
 //
 // The estimator restarts its bandwidth estimate with each new cell, and
 // the first one takes a round trip or more after the handover. Until then
@@ -786,6 +835,9 @@ func (m *Machine) enterStable(reason string) {
 // prevent. Without a fresh estimate after that the clamp is released
 // rather than guessed.
 func (m *Machine) applyStablePolicy() {
+	if m.ramp != nil && m.stepRamp() {
+		return
+	}
 	if m.bandwidthHold && m.dataCell().Band != diag.BandMmWave {
 		if bytes, ok := m.est.BandwidthClamp(m.now); ok {
 			m.holdClamp(windowBytes(bytes), ClampSourceBandwidth, time.Time{})
@@ -797,6 +849,48 @@ func (m *Machine) applyStablePolicy() {
 		}
 	}
 	m.releaseClamp()
+}
+
+// stepRamp holds the post-handover ramp and reports whether it still
+// does. At each round of the new cell the estimator completes, the ramp
+// becomes the Eq. 2 window (what the cell delivered in the peak round of
+// the last second, times lambda, capped at its bandwidth-delay product
+// plus its buffer), never below the target's buffer estimate it started
+// from: a window of one buffer cannot overflow the buffer. While the
+// clamp holds the senders, each round delivers about the clamp, so with
+// lambda = 2 the ramp doubles per round, up to the cap. It ends when
+// rampSlackRounds rounds in a row carried less than rampSlackPercent of
+// it, which says the senders' windows no longer exceed what the clamp,
+// and so the cell, carries; or, without any round on the new cell (no
+// RTT sample, no traffic), after bandwidthWarmup.
+func (m *Machine) stepRamp() bool {
+	r := m.ramp
+	round, ok := m.est.LastRound(m.now)
+	if !ok || !round.End.After(r.executedAt) {
+		if m.now.Sub(r.executedAt) >= bandwidthWarmup {
+			m.ramp = nil
+			return false
+		}
+		m.holdClamp(r.bytes, r.source, time.Time{})
+		return true
+	}
+	if round.End.After(r.lastRound) {
+		r.lastRound = round.End
+		if round.Flight*100 < uint64(r.bytes)*rampSlackPercent {
+			r.slackRounds++
+		} else {
+			r.slackRounds = 0
+		}
+		if bw, ok := m.est.BandwidthClamp(m.now); ok {
+			r.bytes, r.source = max(windowBytes(bw), r.start), ClampSourceRamp
+		}
+	}
+	if r.slackRounds >= rampSlackRounds {
+		m.ramp = nil
+		return false
+	}
+	m.holdClamp(r.bytes, r.source, time.Time{})
+	return true
 }
 
 // applyPreparationPolicy clamps the window for a handover to target until

@@ -571,8 +571,24 @@ func TestLateCommandTeachesT2(t *testing.T) {
 	}
 }
 
+// withoutRamp switches the post-handover ramp off in cases that describe
+// what Smoothing and the bandwidth hold do on their own (TestRamp has the
+// ramp's).
+func withoutRamp(cases []machineCase) []machineCase {
+	for i := range cases {
+		own := cases[i].cfg
+		cases[i].cfg = func(c *Config) {
+			if own != nil {
+				own(c)
+			}
+			c.Ramp = false
+		}
+	}
+	return cases
+}
+
 func TestSmoothing(t *testing.T) {
-	runMachineCases(t, []machineCase{
+	runMachineCases(t, withoutRamp([]machineCase{
 		{
 			name:        "suppression starts at execution and ends when the flows release",
 			steps:       append(handoverSteps(), released(160)),
@@ -716,7 +732,7 @@ func TestSmoothing(t *testing.T) {
 				assert.Equal(t, uint64(1), st.Counters.UnannouncedCompletions)
 			},
 		},
-	})
+	}))
 }
 
 func TestHandoverKinds(t *testing.T) {
@@ -963,7 +979,7 @@ func TestAnchorHandoverReleasingTheSCG(t *testing.T) {
 }
 
 func TestBandwidthHold(t *testing.T) {
-	runMachineCases(t, []machineCase{
+	runMachineCases(t, withoutRamp([]machineCase{
 		{
 			name:        "mmWave to sub-6 keeps the handover clamp until the sub-6 cell has an estimate",
 			setup:       withBandwidth,
@@ -985,21 +1001,28 @@ func TestBandwidthHold(t *testing.T) {
 			},
 		},
 		{
-			name:  "Eq. 2 takes over once the sub-6 cell had a round, renewed by Tick and following the estimate",
+			name:  "Eq. 2 takes over once the sub-6 cell had a round, renewed by Tick and following the peak rate",
 			setup: withBandwidth,
 			steps: append(releaseToAnchor(),
 				sub6Link(110, 300, sub6Rate), tick(300), tick(400),
-				// Half the rate over the next rounds.
-				sub6LinkFrom(310, 500, sub6Rate/2, sub6Rate*190/1000), tick(500)),
+				func(h *harness) {
+					n := len(h.act.calls)
+					require.GreaterOrEqual(h.t, n, 2)
+					assert.Equal(h.t, actCall{op: OpSetClamp, bytes: sub6Window, deadline: at(800)}, h.act.calls[n-1], "Eq. 2 at 300")
+				},
+				// Half the rate over the next rounds: the peak of the
+				// last second holds the clamp, then leaves it.
+				sub6LinkFrom(310, 500, sub6Rate/2, sub6Rate*190/1000), tick(500),
+				func(h *harness) {
+					assert.Equal(h.t, uint32(sub6Window), h.act.clampBytes, "the peak round of the last second")
+				},
+				sub6LinkFrom(510, 1500, sub6Rate/2, sub6Rate*190/1000+sub6Rate/2*200/1000), tick(1500)),
 			state:       Stable,
 			transitions: []string{predicted, executed, releasedFlows},
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"mmwave_sub6"},
 			check: func(t *testing.T, h *harness) {
-				n := len(h.act.calls)
-				require.GreaterOrEqual(t, n, 3)
-				assert.Equal(t, actCall{op: OpSetClamp, bytes: sub6Window, deadline: at(800)}, h.act.calls[n-2], "Eq. 2 at 300")
-				assert.Equal(t, actCall{op: OpSetClamp, bytes: sub6Window / 2, deadline: at(1000)}, h.act.calls[n-1], "follows the slower rounds")
+				assert.Equal(t, uint32(sub6Window/2), h.act.clampBytes, "follows the slower rounds once the peak is a second old")
 				assert.Equal(t, ClampSourceBandwidth, h.m.Status().InForce.ClampSource)
 			},
 		},
@@ -1083,7 +1106,7 @@ func TestBandwidthHold(t *testing.T) {
 				"start_suppression", "stop_suppression", "clear_clamp",
 			},
 		},
-	})
+	}))
 }
 
 func TestFreezePolicy(t *testing.T) {
@@ -1320,4 +1343,150 @@ func TestRBAllocNamesTheFirstServingCell(t *testing.T) {
 			assert.Equal(t, Stable, h.m.State())
 		})
 	}
+}
+
+// rampLink feeds the estimator bytesPerSecond over [fromMs, toMs] as
+// sub6Link does, with the counter at offset bytes, and ticks the machine
+// after every sample, as the daemon does.
+func rampLink(fromMs, toMs int, bytesPerSecond, offset uint64) step {
+	return func(h *harness) {
+		for ms := fromMs; ms <= toMs; ms += 10 {
+			if (ms-fromMs)%50 == 0 {
+				h.est.AddRTT(h.est.Path(), at(ms), 50*time.Millisecond)
+			}
+			h.est.AddBytes(at(ms), offset+bytesPerSecond*uint64(ms-fromMs)/1000)
+			h.m.Tick(at(ms))
+		}
+	}
+}
+
+func clampIs(bytes uint32, source, why string) step {
+	return func(h *harness) {
+		assert.Equal(h.t, bytes, h.act.clampBytes, why)
+		assert.Equal(h.t, source, h.m.Status().InForce.ClampSource, why)
+	}
+}
+
+// TestRamp: after a handover the clamp is not released when Smoothing
+// ends; it rises with what the new cell delivers and ends once the
+// senders no longer fill it.
+func TestRamp(t *testing.T) {
+	// A cell delivering 8 MB/s at a 50 ms RTT: 400 kB per round, lteB's
+	// buffer estimate, so the first round fills the ramp's start. Eq. 2
+	// then gives 2 x 400 kB, within the cap of 400 kB plus the buffer.
+	const fillingRate = 8_000_000
+	// A cell delivering 30 MB/s: 1.5 MB per round, over 75% of the cap
+	// of 1.5 MB plus lteB's 400 kB buffer.
+	const fastRate = 30_000_000
+	runMachineCases(t, []machineCase{
+		{
+			name: "the handover's clamp outlasts Smoothing as the ramp's start",
+			steps: append(handoverSteps(), released(160),
+				clampIs(lteBBuffer, estimator.SourceCell, "after Smoothing"),
+				tick(900), clampIs(lteBBuffer, estimator.SourceCell, "no round yet: the start holds")),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				d := h.m.Status().InForce.ClampDeadline
+				require.NotNil(t, d)
+				assert.Equal(t, at(900).Add(DefaultConfig().PolicyLease), *d, "renewed by Tick")
+			},
+		},
+		{
+			name: "without a round of the new cell the ramp ends after the warm-up",
+			steps: append(handoverSteps(), released(160), tick(1129),
+				clampIs(lteBBuffer, estimator.SourceCell, "within the warm-up"), tick(1130)),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Zero(t, h.act.clampBytes)
+				assert.Equal(t, "clear_clamp", h.act.ops()[len(h.act.calls)-1])
+			},
+		},
+		{
+			name: "a round that fills the ramp raises it to Eq. 2; rounds that leave it slack end it",
+			steps: append(handoverSteps(), released(160),
+				rampLink(170, 230, fillingRate, 0),
+				clampIs(2*lteBBuffer, ClampSourceRamp, "doubled after a full round"),
+				// The senders stay at 400 kB in flight: one slack round
+				// keeps the ramp, the second ends it.
+				rampLink(240, 280, fillingRate, fillingRate*70/1000),
+				clampIs(2*lteBBuffer, ClampSourceRamp, "one slack round"),
+				rampLink(290, 330, fillingRate, fillingRate*120/1000)),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Zero(t, h.act.clampBytes, "released")
+				assert.Nil(t, h.m.ramp)
+			},
+		},
+		{
+			name: "senders that fill what the cell carries stay clamped to its bandwidth-delay product plus its buffer",
+			steps: append(handoverSteps(), released(160),
+				rampLink(170, 2170, fastRate, 0)),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, uint32(fastRate*50/1000+lteBBuffer), h.act.clampBytes)
+				assert.Equal(t, ClampSourceRamp, h.m.Status().InForce.ClampSource)
+			},
+		},
+		{
+			name:  "without suppression the ramp starts at the execution",
+			cfg:   func(c *Config) { c.Suppression = false },
+			steps: append(handoverSteps(), clampIs(lteBBuffer, estimator.SourceCell, "at execution")),
+			state: Stable, transitions: []string{predicted, "preparation>stable:executed"},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+		},
+		{
+			name:  "ramp switched off: the clamp ends with Smoothing",
+			cfg:   func(c *Config) { c.Ramp = false },
+			steps: append(handoverSteps(), released(160)),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Zero(t, h.act.clampBytes)
+				assert.Nil(t, h.m.ramp)
+			},
+		},
+		{
+			name:  "after mmWave to sub-6 the bandwidth hold follows the ramp",
+			setup: withBandwidth,
+			steps: append(releaseToAnchor(),
+				clampIs(lteABuffer, estimator.SourceCell, "the ramp's start"),
+				rampLink(110, 160, fillingRate, 2*625_000),
+				rampLink(170, 260, fillingRate/4, 2*625_000+fillingRate*60/1000)),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"mmwave_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Nil(t, h.m.ramp, "slack rounds ended the ramp")
+				assert.True(t, h.m.Status().BandwidthHold)
+				assert.Equal(t, ClampSourceBandwidth, h.m.Status().InForce.ClampSource)
+				assert.Equal(t, uint32(fillingRate*50/1000+lteABuffer), h.act.clampBytes, "Eq. 2 on the peak round")
+			},
+		},
+		{
+			name:  "a failure drops the ramp",
+			steps: append(handoverSteps(), released(160), fail(200, diag.CauseRLF)),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Zero(t, h.act.clampBytes)
+				assert.Nil(t, h.m.ramp)
+			},
+		},
+	})
 }

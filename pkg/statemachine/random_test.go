@@ -186,8 +186,10 @@ func checkState(t *testing.T, m *Machine, act *fakeActuator, cfg Config, reliabl
 		check(!in.Freeze, "freeze in Stable")
 		// Under a bandwidth hold the handover's clamp may wait for the
 		// new cell's estimate, for bandwidthWarmup.
+		// After a handover the ramp holds a clamp until the senders fit.
 		heldForWarmup := m.now.Before(m.warmup.until)
-		check(in.ClampBytes == 0 || (st.BandwidthHold && (in.ClampSource == ClampSourceBandwidth || heldForWarmup)), "clamp in Stable without bandwidth hold")
+		check(in.ClampBytes == 0 || m.ramp != nil || (st.BandwidthHold && (in.ClampSource == ClampSourceBandwidth || heldForWarmup)), "clamp in Stable without bandwidth hold or ramp")
+		check(m.ramp == nil || (cfg.Policy == PolicyM2HO && cfg.Ramp), "ramp while disabled")
 	case Preparation:
 		check((st.Prediction == nil) != (st.Command == nil), "Preparation needs exactly one of prediction and command")
 		check(in.ClampBytes > 0 || in.Freeze, "Preparation without clamp")
