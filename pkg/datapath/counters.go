@@ -22,6 +22,10 @@ type Counters struct {
 	FlowsReleased     uint64 // flows released by their own ACK
 	FlowsClosed       uint64 // connections ended: a RST, or the peer's FIN acknowledged
 	SeqImplausible    uint64 // ingress segments too far from their flow's highest sequence: not counted toward it
+	// DupACKHoldExpired counts duplicate ACKs let through during
+	// suppression because their flow's acknowledgement had stood still
+	// for the hold (below the sender's minimum RTO).
+	DupACKHoldExpired uint64
 	ClampExpired      uint64 // clamp policies that hit their deadline
 	SuppressExpired   uint64 // suppressions that hit their deadline
 	Snapshots         uint64 // per-flow epoch snapshots
@@ -78,6 +82,8 @@ func (c *Counters) field(id m2hoCounterId) *uint64 {
 		return &c.FlowsClosed
 	case m2hoCounterIdCNT_SEQ_IMPLAUSIBLE:
 		return &c.SeqImplausible
+	case m2hoCounterIdCNT_DUPACK_HOLD_EXPIRED:
+		return &c.DupACKHoldExpired
 	case m2hoCounterIdCNT_CLAMP_EXPIRED:
 		return &c.ClampExpired
 	case m2hoCounterIdCNT_SUPPRESS_EXPIRED:
