@@ -12,7 +12,7 @@ import (
 // own part of the state machine and nothing else.
 func TestMachineConfigAblations(t *testing.T) {
 	tests := []struct {
-		ablate                                         []config.Component
+		ablate                                        []config.Component
 		prediction, suppression, bandwidthClamp, ramp bool
 	}{
 		{nil, true, true, true, true},

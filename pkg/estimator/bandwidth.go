@@ -254,6 +254,27 @@ func (e *Estimator) freshLocked(now time.Time) bool {
 	return !b.estimateAt.IsZero() && b.srtt != 0 && b.minRTT != 0 && now.Sub(b.estimateAt) <= e.cfg.BandwidthMaxAge
 }
 
+// Carried is what the serving cell carried recently: the data in flight
+// at the peak delivery rate of the last Config.PeakWindow (the rate times
+// the smoothed RTT), and the bandwidth-delay product of that rate (the
+// rate times RTT_min).
+type Carried struct {
+	Flight, BDP uint64
+}
+
+// Carried returns what the serving cell carried, with the same freshness
+// rule as BandwidthClamp.
+func (e *Estimator) Carried(now time.Time) (Carried, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.freshLocked(now) {
+		return Carried{}, false
+	}
+	b := &e.bw
+	rate := max(b.peak(now, e.cfg.PeakWindow), b.bytesPerSecond)
+	return Carried{Flight: uint64(rate * b.srtt.Seconds()), BDP: uint64(rate * b.minRTT.Seconds())}, true
+}
+
 // Round is the last complete RTT round on the serving cell.
 type Round struct {
 	// End is when the round ended; a later round has a later End.

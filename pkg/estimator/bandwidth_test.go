@@ -357,3 +357,21 @@ func TestBandwidthClampFollowsPeakRate(t *testing.T) {
 	require.True(t, ok)
 	assert.InDelta(t, 2*rate*50/1000, float64(window), 2*rate*50/1000/50, "the probe left the peak window")
 }
+
+// TestCarried: the flight at the peak rate is the rate times the smoothed
+// RTT, its bandwidth-delay product the rate times RTT_min.
+func TestCarried(t *testing.T) {
+	const rate = 1_875_000
+	e := newEstimator(t, nil)
+	e.SetServing(lteA, at(0))
+	_, ok := e.Carried(at(0))
+	assert.False(t, ok, "nothing measured yet")
+	rtts := append([]rttSample{{0, 40 * time.Millisecond}}, repeatRTT(80*time.Millisecond, 1, 100)...)
+	feedSeries(e, rtts, steadyBytes(rate, 1000))
+	c, ok := e.Carried(at(1000))
+	require.True(t, ok)
+	assert.InDelta(t, rate*80/1000, float64(c.Flight), rate*80/1000/20)
+	assert.InDelta(t, rate*40/1000, float64(c.BDP), rate*40/1000/50)
+	_, ok = e.Carried(at(2500))
+	assert.False(t, ok, "stale")
+}

@@ -2,17 +2,20 @@
 // three-state machine driven by modem diag events that decides which
 // policy the datapath enforces around each handover.
 //
-//   - Stable: no handover pending. After every handover a ramp takes the
-//     handover's clamp over: it starts at the target's buffer estimate and
-//     rises each round with what the new cell delivered (Eq. 2), until
-//     the senders' windows fit under it, so the window kept through the
+//   - Stable: no handover pending. After a handover whose kept window
+//     exceeds what the target is expected to carry, a ramp takes the
+//     handover's clamp over: it starts at the target's buffer estimate
+//     (plus the bandwidth-delay product it is expected to carry) and rises
+//     each round with what the new cell delivered (Eq. 2), until the
+//     senders' windows fit under it, so the window kept through the
 //     handover enters the new cell at the cell's pace instead of
 //     overflowing it. After a handover from mmWave to sub-6 the window is
 //     then held at the bandwidth estimate until the UE is back on mmWave,
 //     so the sender keeps a mmWave-sized cwnd (section 4.5).
 //   - Preparation: a handover is predicted (Algorithm 1, section 4.2) or
 //     commanded; the window is clamped to the target cell's buffer estimate
-//     (section 4.3).
+//     (section 4.3). From the command on, duplicate ACKs are suppressed:
+//     the source cell's context release reorders data then.
 //   - Smoothing: the handover executed; duplicate ACKs are suppressed until
 //     the flows release themselves, the target cell's first burst period
 //     ends (it drained the forwarded data), or Config.SmoothingMax passes
@@ -618,13 +621,37 @@ func (m *Machine) onCommand(ev diag.Event) {
 		}
 	}
 	m.pred, m.expired = nil, nil
-	if m.state == Smoothing {
-		// Back-to-back handovers: the next one matters more.
+	// Suppression starts with the first command of a reconfiguration
+	// (see armSuppression); back to back with Smoothing, the next
+	// handover matters more.
+	arm := m.cmd == nil && m.cfg.Policy == PolicyM2HO && m.cfg.Suppression
+	if m.state == Smoothing && !arm {
 		m.stopSuppression()
 	}
 	m.cmd = m.mergeCommand(ev)
 	m.applyPreparationPolicy(m.cmd.dataCell(), m.cmd.deadline)
+	if arm {
+		m.armSuppression()
+	}
 	m.transition(Preparation, reason)
+}
+
+// armSuppression starts duplicate-ACK suppression at the handover
+// command, for Config.SmoothingMax; the execution starts it again for
+// Smoothing.
+//
+// The UE releases its link-layer context with the source cell on the
+// command (paper section 3.3), and the data behind the packets it was
+// waiting for goes up the stack at once, out of order: the duplicate ACKs
+// of that reordering leave around the command, before the execution. Each
+// start opens a handover epoch, in which each flow snapshots the highest
+// sequence it received and is released by its own ACK past it, so a real
+// loss above the snapshot still reaches the sender at once. The datapath
+// holds no flow's duplicates longer than DUPACK_HOLD_MS after its
+// acknowledgement last moved, below the sender's minimum RTO, whichever
+// epoch they fall in.
+func (m *Machine) armSuppression() {
+	m.startSuppression(m.now.Add(m.cfg.SmoothingMax))
 }
 
 // mergeCommand folds a command into the pending set, or starts one.
@@ -734,6 +761,9 @@ func (m *Machine) unannouncedCells(cell diag.Cell) (pcell, scg diag.Cell) {
 // smooth).
 func (m *Machine) execute(pcell, scg diag.Cell) {
 	from := m.dataCell()
+	// What the source cell carried, read before the estimator restarts
+	// on the new cell.
+	kept, keptKnown := m.est.Carried(m.now)
 	m.setCells(pcell, scg)
 	m.cmd, m.pred = nil, nil
 	to := m.dataCell()
@@ -755,9 +785,7 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	switch {
 	case m.cfg.Policy != PolicyM2HO:
 	case m.cfg.Ramp:
-		bytes, source := m.est.TargetBuffer(to)
-		start := windowBytes(bytes)
-		m.ramp = &postHandoverRamp{start: start, bytes: start, source: source, executedAt: m.now}
+		m.ramp = m.newRamp(from, to, kept, keptKnown)
 	case m.bandwidthHold && m.pol.clampBytes > 0:
 		m.warmup = warmupClamp{bytes: m.pol.clampBytes, source: m.pol.clampSource, until: m.now.Add(bandwidthWarmup)}
 	}
@@ -849,6 +877,29 @@ func (m *Machine) applyStablePolicy() {
 		}
 	}
 	m.releaseClamp()
+}
+
+// newRamp returns the ramp of a handover from one data cell to another,
+// given what the source cell carried, or nil when the senders' window fits
+// in what the target is expected to carry: its buffer estimate, plus,
+// unless the handover goes from mmWave down to sub-6, the source's
+// bandwidth-delay product (a cell of the same band or a faster one
+// carries at least that much in flight). Released, such a window fills
+// the target without overflowing it, and a clamp would only slow it.
+//
+// A window beyond that starts at the target's expected carriage and falls
+// no lower than its buffer estimate. When nothing is known of the source
+// (no traffic, no RTT sample), the ramp starts at the buffer estimate.
+func (m *Machine) newRamp(from, to diag.Cell, kept estimator.Carried, keptKnown bool) *postHandoverRamp {
+	buffer, source := m.est.TargetBuffer(to)
+	expected := buffer
+	if keptKnown && !(bandKey(from.Band) == diag.BandMmWave && bandKey(to.Band) == diag.BandSub6) {
+		expected += kept.BDP
+	}
+	if keptKnown && kept.Flight <= expected {
+		return nil
+	}
+	return &postHandoverRamp{start: windowBytes(buffer), bytes: windowBytes(expected), source: source, executedAt: m.now}
 }
 
 // stepRamp holds the post-handover ramp and reports whether it still

@@ -439,11 +439,15 @@ func TestPredictionFallbacks(t *testing.T) {
 			},
 			state:       Stable,
 			transitions: []string{commanded, "preparation>stable:execution_timeout"},
-			ops:         []string{"set_clamp(400000)", "set_clamp(400000)", "set_clamp(400000)", "clear_clamp"},
+			ops: []string{
+				"set_clamp(400000)", "start_suppression", "set_clamp(400000)", "set_clamp(400000)",
+				"stop_suppression", "clear_clamp",
+			},
 			check: func(t *testing.T, h *harness) {
 				assert.Equal(t, at(510), h.act.calls[0].deadline, "one lease")
-				assert.Equal(t, at(800), h.act.calls[1].deadline, "renewed by a lease")
-				assert.Equal(t, at(1010), h.act.calls[2].deadline, "bounded by the execution timeout")
+				assert.Equal(t, at(160), h.act.calls[1].deadline, "suppression from the command for SmoothingMax")
+				assert.Equal(t, at(800), h.act.calls[2].deadline, "renewed by a lease")
+				assert.Equal(t, at(1010), h.act.calls[3].deadline, "bounded by the execution timeout")
 				assert.Equal(t, lteA, h.m.Status().Serving, "no completion, no move")
 			},
 		},
@@ -452,7 +456,7 @@ func TestPredictionFallbacks(t *testing.T) {
 			steps:       []step{serve(0, lteA, diag.Cell{}), cmd(10, diag.HOPCell, lteA, lteB)},
 			state:       Preparation,
 			transitions: []string{commanded},
-			ops:         []string{"set_clamp(400000)"},
+			ops:         []string{"set_clamp(400000)", "start_suppression"},
 			check: func(t *testing.T, h *harness) {
 				st := h.m.Status()
 				require.NotNil(t, st.Command)
@@ -471,7 +475,7 @@ func TestPredictionFallbacks(t *testing.T) {
 			state:       Preparation,
 			transitions: []string{predicted},
 			predictions: []string{OutcomeConfirmed},
-			ops:         []string{"set_clamp(400000)", "set_clamp(200000)"},
+			ops:         []string{"set_clamp(400000)", "set_clamp(200000)", "start_suppression"},
 			check: func(t *testing.T, h *harness) {
 				assert.Equal(t, at(560), h.act.calls[1].deadline)
 				st := h.m.Status()
@@ -495,7 +499,7 @@ func TestPredictionFallbacks(t *testing.T) {
 			transitions: []string{predicted, executed, "smoothing>stable:failure"},
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"mmwave_mmwave"},
-			ops:         []string{"set_clamp(200000)", "set_clamp(200000)", "set_clamp(200000)", "start_suppression", "stop_suppression", "clear_clamp"},
+			ops:         []string{"set_clamp(200000)", "set_clamp(200000)", "start_suppression", "set_clamp(200000)", "start_suppression", "stop_suppression", "clear_clamp"},
 			check: func(t *testing.T, h *harness) {
 				st := h.m.Status()
 				assert.Nil(t, st.SCG)
@@ -590,21 +594,22 @@ func withoutRamp(cases []machineCase) []machineCase {
 func TestSmoothing(t *testing.T) {
 	runMachineCases(t, withoutRamp([]machineCase{
 		{
-			name:        "suppression starts at execution and ends when the flows release",
+			name:        "suppression starts at the command, again at execution, and ends when the flows release",
 			steps:       append(handoverSteps(), released(160)),
 			state:       Stable,
 			transitions: []string{predicted, executed, releasedFlows},
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"sub6_sub6"},
 			ops: []string{
-				"set_clamp(400000)", "set_clamp(400000)", "set_clamp(400000)",
+				"set_clamp(400000)", "set_clamp(400000)", "start_suppression", "set_clamp(400000)",
 				"start_suppression", "stop_suppression", "clear_clamp",
 			},
 			check: func(t *testing.T, h *harness) {
 				assert.Equal(t, at(600), h.act.calls[1].deadline, "command: one lease")
-				assert.Equal(t, at(280), h.act.calls[2].deadline, "clamp held through Smoothing only")
-				assert.Equal(t, at(280), h.act.calls[3].deadline, "suppression ends by SmoothingMax")
-				assert.Equal(t, 1, h.act.epoch)
+				assert.Equal(t, at(250), h.act.calls[2].deadline, "suppression from the command for SmoothingMax")
+				assert.Equal(t, at(280), h.act.calls[3].deadline, "clamp held through Smoothing only")
+				assert.Equal(t, at(280), h.act.calls[4].deadline, "suppression ends by SmoothingMax")
+				assert.Equal(t, 2, h.act.epoch, "an epoch at the command, another at execution")
 				assert.Equal(t, lteB, h.m.Status().Serving)
 			},
 		},
@@ -692,7 +697,9 @@ func TestSmoothing(t *testing.T) {
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"sub6_sub6"},
 			check: func(t *testing.T, h *harness) {
-				assert.False(t, h.act.suppressing)
+				assert.True(t, h.act.suppressing, "armed by the new command")
+				assert.Equal(t, at(140+150), h.act.suppressDeadline)
+				assert.Equal(t, 3, h.act.epoch, "command, execution, next command")
 				assert.Equal(t, uint32(lteABuffer), h.act.clampBytes)
 			},
 		},
@@ -989,7 +996,7 @@ func TestBandwidthHold(t *testing.T) {
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"mmwave_sub6"},
 			ops: []string{
-				"set_clamp(300000)", "set_clamp(300000)", "set_clamp(300000)",
+				"set_clamp(300000)", "set_clamp(300000)", "start_suppression", "set_clamp(300000)",
 				"start_suppression", "stop_suppression", "set_clamp(300000)",
 			},
 			check: func(t *testing.T, h *harness) {
@@ -1102,7 +1109,7 @@ func TestBandwidthHold(t *testing.T) {
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"mmwave_sub6"},
 			ops: []string{
-				"set_clamp(300000)", "set_clamp(300000)", "set_clamp(300000)",
+				"set_clamp(300000)", "set_clamp(300000)", "start_suppression", "set_clamp(300000)",
 				"start_suppression", "stop_suppression", "clear_clamp",
 			},
 		},
@@ -1478,6 +1485,46 @@ func TestRamp(t *testing.T) {
 			},
 		},
 		{
+			name:  "a kept window that fits the target's buffer and bandwidth-delay product needs no ramp",
+			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); sub6Link(-300, 0, sub6Rate)(h) },
+			steps: append(handoverSteps(), released(160)),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Nil(t, h.m.ramp)
+				assert.Zero(t, h.act.clampBytes, "released with Smoothing")
+			},
+		},
+		{
+			name:  "a kept window beyond them ramps from the buffer plus the source's bandwidth-delay product",
+			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); queuedLink(h) },
+			steps: append(handoverSteps(), released(160)),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				require.NotNil(t, h.m.ramp)
+				assert.Equal(t, uint32(lteBBuffer+queuedRate*50/1000), h.act.clampBytes)
+				assert.Equal(t, uint32(lteBBuffer), h.m.ramp.start, "the floor is the buffer estimate")
+			},
+		},
+		{
+			name:  "from mmWave down to sub-6 the target is expected to carry its buffer only",
+			setup: func(h *harness) { serve(-2000, lteA, mmA)(h); queuedLink(h) },
+			steps: []step{
+				serve(0, lteA, mmA), meas(10, diag.EventA2, mmA, diag.Cell{}),
+				cmd(50, diag.HOSCGRelease, mmA, diag.Cell{}), released(100),
+			},
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"mmwave_sub6"},
+			check: func(t *testing.T, h *harness) {
+				require.NotNil(t, h.m.ramp)
+				assert.Equal(t, uint32(lteABuffer), h.act.clampBytes)
+			},
+		},
+		{
 			name:  "a failure drops the ramp",
 			steps: append(handoverSteps(), released(160), fail(200, diag.CauseRLF)),
 			state: Stable, transitions: []string{predicted, executed, releasedFlows},
@@ -1489,4 +1536,85 @@ func TestRamp(t *testing.T) {
 			},
 		},
 	})
+}
+
+// TestSuppressionAtCommand: duplicate-ACK suppression starts with the
+// first command of a reconfiguration, bounded by SmoothingMax, and only
+// under the m2ho policy with suppression on.
+func TestSuppressionAtCommand(t *testing.T) {
+	runMachineCases(t, []machineCase{
+		{
+			name:        "the command starts an epoch, bounded by SmoothingMax",
+			steps:       []step{serve(0, lteA, diag.Cell{}), meas(0, diag.EventA3, lteA, lteB), cmd(100, diag.HOPCell, lteA, lteB)},
+			state:       Preparation,
+			transitions: []string{predicted},
+			predictions: []string{OutcomeConfirmed},
+			check: func(t *testing.T, h *harness) {
+				assert.True(t, h.act.suppressing)
+				assert.Equal(t, at(250), h.act.suppressDeadline)
+				assert.Equal(t, 1, h.act.epoch)
+				st := h.m.Status()
+				assert.True(t, st.InForce.Suppression)
+			},
+		},
+		{
+			name: "one reconfiguration's commands start one epoch",
+			steps: []step{
+				serve(0, lteA, mmA),
+				cmd(50, diag.HOSCGRelease, mmA, diag.Cell{}), cmd(52, diag.HOSCGAdd, lteA, mmB),
+			},
+			state:       Preparation,
+			transitions: []string{commanded},
+			check: func(t *testing.T, h *harness) {
+				assert.True(t, h.act.suppressing)
+				assert.Equal(t, 1, h.act.epoch)
+				assert.Equal(t, at(200), h.act.suppressDeadline, "from the first command")
+			},
+		},
+		{
+			name:        "past SmoothingMax before the execution the datapath ends it by itself",
+			steps:       []step{serve(0, lteA, diag.Cell{}), cmd(100, diag.HOPCell, lteA, lteB), tick(400)},
+			state:       Preparation,
+			transitions: []string{commanded},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, at(250), h.act.suppressDeadline, "written once, not renewed")
+				assert.Equal(t, []string{"set_clamp(400000)", "start_suppression", "set_clamp(400000)"}, h.act.ops())
+			},
+		},
+		{
+			name:        "suppression switched off: nothing at the command",
+			cfg:         func(c *Config) { c.Suppression = false },
+			steps:       []step{serve(0, lteA, diag.Cell{}), cmd(100, diag.HOPCell, lteA, lteB)},
+			state:       Preparation,
+			transitions: []string{commanded},
+			ops:         []string{"set_clamp(400000)"},
+		},
+		{
+			name:        "the freeze baseline suppresses nothing",
+			cfg:         func(c *Config) { c.Policy = PolicyFreeze },
+			steps:       []step{serve(0, lteA, diag.Cell{}), cmd(100, diag.HOPCell, lteA, lteB)},
+			state:       Preparation,
+			transitions: []string{commanded},
+			ops:         []string{OpSetFreeze},
+		},
+	})
+}
+
+// queuedRate is a cell delivering 12.5 MB/s whose queue holds twice its
+// bandwidth-delay product: RTT_min 50 ms, smoothed RTT 150 ms.
+const queuedRate = 12_500_000
+
+// queuedLink feeds the estimator queuedRate over the second before t0,
+// with RTT samples of 150 ms after a first one of 50 ms.
+func queuedLink(h *harness) {
+	for ms := -1000; ms <= 0; ms += 10 {
+		rtt := 150 * time.Millisecond
+		if ms == -1000 {
+			rtt = 50 * time.Millisecond
+		}
+		if ms%50 == 0 {
+			h.est.AddRTT(h.est.Path(), at(ms), rtt)
+		}
+		h.est.AddBytes(at(ms), uint64(ms+1000)*queuedRate/1000)
+	}
 }
