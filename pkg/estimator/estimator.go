@@ -175,6 +175,7 @@ type Estimator struct {
 	pending []pendingBurst
 	bytes   byteHistory
 	bw      bandwidth
+	loss    lossState
 	skipped map[string]uint64
 }
 

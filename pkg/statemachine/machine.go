@@ -847,7 +847,9 @@ func (m *Machine) enterStable(reason string) {
 
 // applyStablePolicy holds the post-handover ramp while it lasts, then the
 // bandwidth clamp while the UE is on sub-6 after mmWave, and clears the
-// clamp otherwise.
+// clamp otherwise. Neither holds senders whose loss persists
+// (Estimator.LossPersists): the clamps keep a window that loss would cut,
+// which such senders never cut.
 //
 // The ramp replaces the release of the handover's clamp at the end of
 // Smoothing. Released there, the window the clamp kept through the
@@ -866,7 +868,7 @@ func (m *Machine) applyStablePolicy() {
 	if m.ramp != nil && m.stepRamp() {
 		return
 	}
-	if m.bandwidthHold && m.dataCell().Band != diag.BandMmWave {
+	if m.bandwidthHold && m.dataCell().Band != diag.BandMmWave && !m.est.LossPersists(m.now) {
 		if bytes, ok := m.est.BandwidthClamp(m.now); ok {
 			m.holdClamp(windowBytes(bytes), ClampSourceBandwidth, time.Time{})
 			return
@@ -890,7 +892,15 @@ func (m *Machine) applyStablePolicy() {
 // A window beyond that starts at the target's expected carriage and falls
 // no lower than its buffer estimate. When nothing is known of the source
 // (no traffic, no RTT sample), the ramp starts at the buffer estimate.
+//
+// Senders whose loss persists (Estimator.LossPersists) get no ramp: they
+// do not shrink on loss, so the window they keep through a handover is no
+// gain a clamp protects, and a clamp below their operating point only
+// slows them.
 func (m *Machine) newRamp(from, to diag.Cell, kept estimator.Carried, keptKnown bool) *postHandoverRamp {
+	if m.est.LossPersists(m.now) {
+		return nil
+	}
 	buffer, source := m.est.TargetBuffer(to)
 	expected := buffer
 	if keptKnown && !(bandKey(from.Band) == diag.BandMmWave && bandKey(to.Band) == diag.BandSub6) {
@@ -916,6 +926,10 @@ func (m *Machine) newRamp(from, to diag.Cell, kept estimator.Carried, keptKnown 
 // RTT sample, no traffic), after bandwidthWarmup.
 func (m *Machine) stepRamp() bool {
 	r := m.ramp
+	if m.est.LossPersists(m.now) {
+		m.ramp = nil
+		return false
+	}
 	round, ok := m.est.LastRound(m.now)
 	if !ok || !round.End.After(r.executedAt) {
 		if m.now.Sub(r.executedAt) >= bandwidthWarmup {

@@ -1618,3 +1618,65 @@ func queuedLink(h *harness) {
 		h.est.AddBytes(at(ms), uint64(ms+1000)*queuedRate/1000)
 	}
 }
+
+// lossyRounds reports retransmitted bytes in five samples of 100 ms from
+// fromMs: senders that keep losing without shrinking.
+func lossyRounds(fromMs int) step {
+	return func(h *harness) {
+		for ms := fromMs; ms < fromMs+500; ms += 100 {
+			h.est.AddRetransmitted(at(ms), 1448)
+		}
+	}
+}
+
+// TestSenderAwareClamps: senders whose loss persists (BBR) get neither
+// the ramp nor the bandwidth hold, which would only slow them; the
+// Preparation clamp, which keeps their handovers loss-free, stays.
+func TestSenderAwareClamps(t *testing.T) {
+	runMachineCases(t, []machineCase{
+		{
+			name:  "no ramp after a handover",
+			setup: lossyRounds(-600),
+			steps: append(handoverSteps()[:3], func(h *harness) {
+				assert.Equal(h.t, uint32(lteBBuffer), h.act.clampBytes, "Preparation still clamps")
+			}, done(130, lteB), released(160)),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Nil(t, h.m.ramp)
+				assert.Zero(t, h.act.clampBytes)
+				assert.True(t, h.m.Status().LossPersists)
+			},
+		},
+		{
+			name: "a ramp in progress ends once the loss persists",
+			steps: append(handoverSteps(), released(160),
+				clampIs(lteBBuffer, estimator.SourceCell, "the ramp holds"),
+				lossyRounds(200), tick(700)),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Nil(t, h.m.ramp)
+				assert.Zero(t, h.act.clampBytes)
+			},
+		},
+		{
+			name:  "no bandwidth hold on sub-6 after mmWave",
+			cfg:   func(c *Config) { c.Ramp = false },
+			setup: withBandwidth,
+			steps: append(releaseToAnchor(), sub6Link(110, 300, sub6Rate), tick(300),
+				clampIs(sub6Window, ClampSourceBandwidth, "held before the loss persists"),
+				lossyRounds(310), sub6LinkFrom(310, 900, sub6Rate, sub6Rate*190/1000), tick(900)),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"mmwave_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.True(t, h.m.Status().BandwidthHold, "the hold is kept for when the loss stops persisting")
+				assert.Zero(t, h.act.clampBytes)
+			},
+		},
+	})
+}

@@ -47,9 +47,15 @@ type Status struct {
 	InForce    PolicyStatus      `json:"in_force"`
 	// BandwidthHold is on between a mmWave to sub-6 handover and the next
 	// handover to mmWave.
-	BandwidthHold bool       `json:"bandwidth_hold"`
-	T2            []T2Status `json:"t2"`
-	Counters      Counters   `json:"counters"`
+	BandwidthHold bool `json:"bandwidth_hold"`
+	// Ramp is on while the clamp of the last handover ramps up on the new
+	// cell.
+	Ramp bool `json:"ramp"`
+	// LossPersists says the senders keep losing without shrinking
+	// (Estimator.LossPersists): no ramp or bandwidth clamp holds them.
+	LossPersists bool       `json:"loss_persists"`
+	T2           []T2Status `json:"t2"`
+	Counters     Counters   `json:"counters"`
 }
 
 // PredictionStatus is the pending prediction.
@@ -125,6 +131,8 @@ func (m *Machine) Status() Status {
 		Serving:       m.dataCell(),
 		PCell:         m.pcell,
 		BandwidthHold: m.bandwidthHold,
+		Ramp:          m.ramp != nil,
+		LossPersists:  m.est.LossPersists(m.now),
 		InForce:       m.policyStatus(),
 		T2:            m.t2Status(),
 		Counters: Counters{
