@@ -54,6 +54,10 @@ func (e *Estimator) AddRetransmitted(t time.Time, bytes uint64) {
 	}
 	l.samples = append(l.samples[keep:], t)
 	if len(l.samples) >= persistentLossSamples {
+		if l.persistedAt.IsZero() || t.Sub(l.persistedAt) > lossMemory {
+			e.logger.Info("senders keep losing without shrinking their windows: no ramp or bandwidth clamp for them",
+				"samples", len(l.samples), "window", lossWindow)
+		}
 		l.persistedAt = t
 	}
 }
