@@ -158,10 +158,17 @@ const (
 // applyStablePolicy).
 type postHandoverRamp struct {
 	// start is the target's buffer estimate, the floor of the ramp.
-	start       uint32
-	bytes       uint32
-	source      string
-	executedAt  time.Time
+	start uint32
+	// bytes is the clamp in force, from source (an estimator lookup
+	// rule while it is the buffer estimate alone, else
+	// ClampSourceRamp).
+	bytes  uint32
+	source string
+	// executedAt is the handover's execution: rounds that ended before
+	// it were the source cell's.
+	executedAt time.Time
+	// lastRound is the end of the last round the ramp took, and
+	// slackRounds how many rounds in a row left it slack.
 	lastRound   time.Time
 	slackRounds int
 }
@@ -909,6 +916,9 @@ func (m *Machine) newRamp(from, to diag.Cell, kept estimator.Carried, keptKnown 
 	if keptKnown && kept.Flight <= expected {
 		return nil
 	}
+	if expected > buffer {
+		source = ClampSourceRamp
+	}
 	return &postHandoverRamp{start: windowBytes(buffer), bytes: windowBytes(expected), source: source, executedAt: m.now}
 }
 
@@ -916,8 +926,8 @@ func (m *Machine) newRamp(from, to diag.Cell, kept estimator.Carried, keptKnown 
 // does. At each round of the new cell the estimator completes, the ramp
 // becomes the Eq. 2 window (what the cell delivered in the peak round of
 // the last second, times lambda, capped at its bandwidth-delay product
-// plus its buffer), never below the target's buffer estimate it started
-// from: a window of one buffer cannot overflow the buffer. While the
+// plus its buffer), never below the target's buffer estimate: a window of
+// one buffer cannot overflow the buffer. While the
 // clamp holds the senders, each round delivers about the clamp, so with
 // lambda = 2 the ramp doubles per round, up to the cap. It ends when
 // rampSlackRounds rounds in a row carried less than rampSlackPercent of
