@@ -1525,6 +1525,21 @@ func TestRamp(t *testing.T) {
 			},
 		},
 		{
+			name:  "a mmWave target gets no ramp",
+			setup: func(h *harness) { serve(-2000, lteA, mmA)(h); queuedLink(h) },
+			steps: []step{
+				serve(0, lteA, mmA), meas(10, diag.EventA3, mmA, mmB),
+				cmd(50, diag.HOSCGChange, mmA, mmB), done(80, mmB), released(100),
+			},
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"mmwave_mmwave"},
+			check: func(t *testing.T, h *harness) {
+				assert.Nil(t, h.m.ramp)
+				assert.Zero(t, h.act.clampBytes)
+			},
+		},
+		{
 			name:  "a failure drops the ramp",
 			steps: append(handoverSteps(), released(160), fail(200, diag.CauseRLF)),
 			state: Stable, transitions: []string{predicted, executed, releasedFlows},
