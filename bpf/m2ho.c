@@ -125,6 +125,7 @@ const enum flow_flags *btf_flow_flags __attribute__((unused));
 const enum flow_tag *btf_flow_tag __attribute__((unused));
 const enum clamp_mode *btf_clamp_mode __attribute__((unused));
 const enum ts_stamp_unit *btf_ts_stamp_unit __attribute__((unused));
+const enum dupack_hold *btf_dupack_hold __attribute__((unused));
 const struct burst_event *btf_burst_event __attribute__((unused));
 const enum counter_id *btf_counter_id __attribute__((unused));
 
@@ -572,6 +573,13 @@ static __always_inline bool policy_live(__u64 deadline_ns, bool clamp, __u64 now
 	return false;
 }
 
+/* stamp_time is the clock in the units and width of struct ts_stamp, never
+ * zero (the free mark). */
+static __always_inline __u32 stamp_time(__u64 now)
+{
+	return (__u32)(now >> TS_STAMP_SHIFT) | 1;
+}
+
 /*
  * suppress_dupack decides whether an egress ACK is a duplicate to drop. The
  * window is not compared, although RFC 5681 counts a window update as no
@@ -587,14 +595,36 @@ static __always_inline bool suppress_dupack(struct flow_state *flow, const struc
 		return false;
 	if (flow->flags & FLOW_RELEASED)
 		return false;
-	if (seq_after_eq(pkt->ack, flow->snapshot_rx_seq)) {
-		/* everything received before the handover is acknowledged */
+	/* Everything received before the handover is acknowledged, and
+	 * either more besides, or nothing arrived above it. An ACK that
+	 * only reaches the snapshot while data above it waits is the hole
+	 * of a context release that began after the snapshot: the epoch
+	 * starts at the handover command, and the source cell may release
+	 * the data behind the hole just after it. */
+	__u32 snapshot = flow->snapshot_rx_seq;
+	if (seq_after(pkt->ack, snapshot) ||
+	    (pkt->ack == snapshot && seq_after_eq(pkt->ack, READ_ONCE(flow->highest_rx_seq)))) {
 		flow_set(flow, FLOW_RELEASED);
 		count(CNT_FLOW_RELEASED);
 		return false;
 	}
 	bool pure = pkt->payload_len == 0 && !(pkt->tcp_flags & (TCPF_SYN | TCPF_FIN | TCPF_RST));
-	return pure && (flow->flags & FLOW_ACK_VALID) && pkt->ack == flow->last_ack;
+	if (!pure || !(flow->flags & FLOW_ACK_VALID) || pkt->ack != flow->last_ack)
+		return false;
+	/* The hold counts from the ACK that last moved the acknowledgement,
+	 * which restarted the sender's retransmission timer: a hole from
+	 * the handover command on is held through execution and Smoothing,
+	 * one epoch after the other, and never long enough for that timer. */
+	__s64 hold = (__s64)DUPACK_HOLD_MS * 1000000;
+	__u64 srtt = READ_ONCE(flow->srtt_ns);
+	if (srtt && (__s64)(2 * srtt) < hold)
+		hold = 2 * srtt;
+	__s32 held = stamp_time(now) - flow->ack_moved;
+	if ((__s64)held << TS_STAMP_SHIFT >= hold) {
+		count(CNT_DUPACK_HOLD_EXPIRED);
+		return false;
+	}
+	return true;
 }
 
 /*
@@ -653,13 +683,6 @@ static __always_inline void apply_clamp(struct __sk_buff *skb, struct flow_state
 		count(CNT_REWRITE_FAILED);
 	else
 		count(CNT_CLAMP_APPLIED);
-}
-
-/* stamp_time is the clock in the units and width of struct ts_stamp, never
- * zero (the free mark). */
-static __always_inline __u32 stamp_time(__u64 now)
-{
-	return (__u32)(now >> TS_STAMP_SHIFT) | 1;
 }
 
 /*
@@ -946,6 +969,8 @@ int m2ho_egress(struct __sk_buff *skb)
 	stamp_tsval(flow, &pkt);
 	if (!plain_ack)
 		return TC_ACT_UNSPEC;
+	if (!(flow->flags & FLOW_ACK_VALID) || pkt.ack != flow->last_ack)
+		flow->ack_moved = stamp_time(now);
 	flow->last_ack = pkt.ack;
 	flow_set(flow, FLOW_ACK_VALID);
 	apply_clamp(skb, flow, &pkt, pol, now);

@@ -95,6 +95,24 @@ struct ts_stamp {
 };
 
 /*
+ * How long a flow's duplicate ACKs may be held back, counted from the ACK
+ * that last moved its acknowledgement forward: DUPACK_HOLD_MS, or twice
+ * the flow's smoothed RTT if that is shorter. A Linux sender's
+ * retransmission timer, restarted by that ACK, runs for at least the
+ * smoothed RTT plus 200 ms (TCP_RTO_MIN), so a hold below 200 ms never
+ * lets it expire while a hole waits for data the cells are still
+ * delivering. Past the hold the duplicates go out and a real loss is
+ * repaired by fast retransmit. A sender whose window is full sends nothing
+ * more to draw duplicates from the receiver but its tail loss probe, two
+ * smoothed RTTs after the last ACK it got: the probe's duplicate arrives
+ * after a hold of at most two RTTs, so it goes out, and the sender repairs
+ * the loss from it instead of waiting for its timer.
+ */
+enum dupack_hold {
+	DUPACK_HOLD_MS = 150,
+};
+
+/*
  * A flow's state, laid out by which direction writes it. An entry (key and
  * state) spans three cache lines, and the two directions of one flow often
  * run on two CPUs at once. The key's line holds what both directions read
@@ -124,10 +142,13 @@ struct flow_state {
 	__u32 last_ack;        /* ack number of the last egress ACK let through */
 	__u32 last_tsval;      /* last TSval stamped on egress */
 	__u32 host_syn_seq;    /* see FLOW_HOST_SYN */
+	/* when the ACK that moved last_ack forward left, in ts_stamp units
+	 * with the lowest bit set; 0 before the first ACK */
+	__u32 ack_moved;
 	/* TSvals awaiting their echo; a TSval that finds none free goes
 	 * unstamped, so a flow yields up to this many samples per RTT */
 	struct ts_stamp stamps[M2HO_TS_STAMPS_PER_FLOW];
-	__u8 pad_egress[20];
+	__u8 pad_egress[16];
 };
 
 /* Values of a flow bucket's tag besides the live tags. */
@@ -269,6 +290,9 @@ enum counter_id {
 	/* ingress segment further from the flow's highest sequence than the
 	 * host's largest window: left out of the flow's sequence and close */
 	CNT_SEQ_IMPLAUSIBLE,
+	/* duplicate ACK let through although suppression held its flow: its
+	 * acknowledgement stood still for DUPACK_HOLD_MS */
+	CNT_DUPACK_HOLD_EXPIRED,
 	CNT_MAX,
 };
 

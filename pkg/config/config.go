@@ -82,16 +82,19 @@ const (
 	ComponentPrediction     Component = "prediction"
 	ComponentSuppression    Component = "suppression"
 	ComponentBandwidthClamp Component = "bandwidth_clamp"
+	// ComponentRamp is the clamp that follows every handover, from the
+	// target's buffer estimate up to what the new cell carries.
+	ComponentRamp Component = "ramp"
 )
 
-var components = []Component{ComponentPrediction, ComponentSuppression, ComponentBandwidthClamp}
+var components = []Component{ComponentPrediction, ComponentSuppression, ComponentBandwidthClamp, ComponentRamp}
 
 // ParseComponent names a component that can be ablated.
 func ParseComponent(s string) (Component, error) {
 	if c := Component(s); slices.Contains(components, c) {
 		return c, nil
 	}
-	return "", fmt.Errorf("unknown component %q (known: prediction, suppression, bandwidth_clamp)", s)
+	return "", fmt.Errorf("unknown component %q (known: prediction, suppression, bandwidth_clamp, ramp)", s)
 }
 
 // Defaults of the command line contract.
@@ -466,7 +469,7 @@ func newFlagSet(v *flagValues) *flag.FlagSet {
 	fs.StringVar(&v.logLevel, "log-level", strings.ToLower(def.LogLevel.String()), "debug, info, warn or error")
 	fs.StringVar(&v.logFormat, "log-format", "", "text, json or journal (default: journal when stderr is the journal, else text)")
 	fs.StringVar(&v.policy, "policy", string(def.Policy), "m2ho or freeze (zero-window baseline)")
-	fs.StringVar(&v.ablate, "ablate", "", "comma-separated components to switch off: prediction, suppression, bandwidth_clamp")
+	fs.StringVar(&v.ablate, "ablate", "", "comma-separated components to switch off: prediction, suppression, bandwidth_clamp, ramp")
 	fs.DurationVar(&v.smoothingMax, "smoothing-max", 0, "maximum Smoothing duration (0: default)")
 	fs.Float64Var(&v.lambda, "lambda", 0, "bandwidth clamp probing factor, paper Eq. 2 (0: default)")
 	fs.Uint64Var(&v.defaultBuffer, "default-buffer", 0, fmt.Sprintf("buffer estimate in `bytes` before any cell history, at least %d (0: default)", minDefaultBuffer))

@@ -188,6 +188,8 @@ func TestEnabled(t *testing.T) {
 		{[]Component{ComponentSuppression}, ComponentPrediction, true},
 		{[]Component{ComponentSuppression}, ComponentSuppression, false},
 		{[]Component{ComponentPrediction, ComponentBandwidthClamp}, ComponentBandwidthClamp, false},
+		{[]Component{ComponentRamp}, ComponentRamp, false},
+		{[]Component{ComponentRamp}, ComponentBandwidthClamp, true},
 	}
 	for _, tt := range tests {
 		cfg := Config{Ablate: tt.ablate}

@@ -259,6 +259,7 @@ func machineConfig(cfg config.Config) statemachine.Config {
 	c.Prediction = cfg.Enabled(config.ComponentPrediction)
 	c.Suppression = cfg.Enabled(config.ComponentSuppression)
 	c.BandwidthClamp = cfg.Enabled(config.ComponentBandwidthClamp)
+	c.Ramp = cfg.Enabled(config.ComponentRamp)
 	if cfg.SmoothingMax != 0 {
 		c.SmoothingMax = cfg.SmoothingMax
 	}

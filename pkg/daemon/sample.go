@@ -64,17 +64,63 @@ func (s *rttSampler) observe(path uint64, flows []datapath.Flow, onRTT func(time
 }
 
 // walkRTTs reads the flow table and feeds the estimator the RTT samples
-// taken since the previous walk, stamped now. The path is read before the
-// flows: if the serving cell changes during the walk, AddRTT drops
+// taken since the previous walk, stamped now, and the bytes that arrived
+// below their flows' highest sequence meanwhile. The path is read before
+// the flows: if the serving cell changes during the walk, AddRTT drops
 // what the walk read, which may be the old cell's.
-func (d *Daemon) walkRTTs(now time.Time, rtts *rttSampler) error {
+func (d *Daemon) walkRTTs(now time.Time, rtts *rttSampler, losses *lossSampler) error {
 	path := d.est.Path()
 	flows, err := d.dp.Flows()
 	if err != nil {
 		return err
 	}
 	rtts.observe(path, flows, func(rtt time.Duration) { d.est.AddRTT(path, now, rtt) })
+	d.est.AddRetransmitted(now, losses.observe(flows))
 	return nil
+}
+
+// flowProgress is a flow's received payload and highest sequence at a
+// walk.
+type flowProgress struct {
+	rxBytes uint64
+	highest uint32
+}
+
+// lossSampler finds the payload that arrived below the highest sequence
+// of its flow between two walks: payload received beyond what the
+// sequence advanced, that is retransmissions filling holes (and data a
+// handover reordered).
+type lossSampler struct {
+	last, next map[flowKey]flowProgress
+}
+
+func newLossSampler() *lossSampler {
+	return &lossSampler{last: make(map[flowKey]flowProgress), next: make(map[flowKey]flowProgress)}
+}
+
+// observe returns the payload bytes the flows received below their
+// highest sequence since the previous walk. A flow seen for the first
+// time, or whose byte count went down (a new connection on the key of an
+// evicted one), counts from this walk on.
+func (s *lossSampler) observe(flows []datapath.Flow) uint64 {
+	clear(s.next)
+	var below uint64
+	for _, f := range flows {
+		if !f.HaveRxSeq {
+			continue
+		}
+		key := flowKey{f.Local, f.Remote}
+		now := flowProgress{rxBytes: f.RxBytes, highest: f.HighestRxSeq}
+		if before, ok := s.last[key]; ok && now.rxBytes >= before.rxBytes {
+			received := now.rxBytes - before.rxBytes
+			if advanced := uint64(now.highest - before.highest); received > advanced {
+				below += received - advanced
+			}
+		}
+		s.next[key] = now
+	}
+	s.last, s.next = s.next, s.last
+	return below
 }
 
 // sampleLoop feeds the estimator until ctx ends: the interface's received
@@ -85,7 +131,7 @@ func (d *Daemon) walkRTTs(now time.Time, rtts *rttSampler) error {
 // right in whatever network namespace the daemon joined, where sysfs would
 // still show the host's interfaces.
 func (d *Daemon) sampleLoop(ctx context.Context) {
-	rtts := newRTTSampler()
+	rtts, losses := newRTTSampler(), newLossSampler()
 	interval := pollInterval
 	ticker := newAlignedTicker(interval)
 	defer ticker.Stop()
@@ -122,7 +168,7 @@ func (d *Daemon) sampleLoop(ctx context.Context) {
 		// take the sample counts at the change (see rttSampler.observe).
 		if d.est.Path() != rtts.path || (rx != walkedBytes && now.Sub(lastWalk) >= rttSampleInterval) {
 			walkedBytes, lastWalk = rx, now
-			if err := d.walkRTTs(now, rtts); err != nil {
+			if err := d.walkRTTs(now, rtts, losses); err != nil {
 				d.logger.Debug("reading flows failed", "err", err)
 			}
 		}

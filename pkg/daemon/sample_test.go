@@ -233,7 +233,7 @@ func TestRTTWalksKeepTheOldCellOut(t *testing.T) {
 				fake.flows = []datapath.Flow{flow}
 			}
 			rtts := newRTTSampler()
-			walk := func(ms int) { require.NoError(t, d.walkRTTs(at(ms), rtts)) }
+			walk := func(ms int) { require.NoError(t, d.walkRTTs(at(ms), rtts, newLossSampler())) }
 
 			est.SetServing(mm, at(0))
 			sample(10 * time.Millisecond)
@@ -264,4 +264,28 @@ func TestRTTWalksKeepTheOldCellOut(t *testing.T) {
 			assert.InDelta(t, 2*rate*0.040, float64(got), 2*rate*0.040/20)
 		})
 	}
+}
+
+// TestLossSampler: payload received beyond what a flow's highest sequence
+// advanced arrived below it (retransmissions filling holes); new flows and
+// reused keys count from their first walk.
+func TestLossSampler(t *testing.T) {
+	a := datapath.Flow{Local: netip.MustParseAddrPort("10.0.0.2:40000"), Remote: netip.MustParseAddrPort("192.0.2.1:443"), HaveRxSeq: true}
+	b := datapath.Flow{Local: netip.MustParseAddrPort("10.0.0.2:40001"), Remote: netip.MustParseAddrPort("192.0.2.1:443"), HaveRxSeq: true}
+	at := func(f datapath.Flow, rx uint64, highest uint32) datapath.Flow {
+		f.RxBytes, f.HighestRxSeq = rx, highest
+		return f
+	}
+	s := newLossSampler()
+	assert.Zero(t, s.observe([]datapath.Flow{at(a, 10_000, 10_000)}), "first walk")
+	assert.Zero(t, s.observe([]datapath.Flow{at(a, 20_000, 20_000)}), "in order")
+	assert.Equal(t, uint64(3000), s.observe([]datapath.Flow{at(a, 30_000, 27_000)}), "3000 bytes filled holes")
+	assert.Zero(t, s.observe([]datapath.Flow{at(a, 30_000, 27_000), at(b, 5000, 5000)}), "a new flow counts from now")
+	assert.Equal(t, uint64(1000), s.observe([]datapath.Flow{at(a, 31_000, 27_000), at(b, 100, 100)}),
+		"1000 more below a's highest; b, its count lower, is a new connection counted from now")
+	wrapped := at(a, 41_000, 27_000+10_000)
+	wrapped.HighestRxSeq = 0xffff_ff00
+	s = newLossSampler()
+	s.observe([]datapath.Flow{wrapped})
+	assert.Zero(t, s.observe([]datapath.Flow{at(a, 42_000, 0x0000_0300)}), "a sequence wrap is an advance")
 }

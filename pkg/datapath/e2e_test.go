@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -145,7 +148,10 @@ func testDupACKSuppression(t *testing.T, lan bool) {
 		before = 3 // out-of-order segments before the epoch
 		after  = 5 // out-of-order segments after it
 	)
-	m := newModemLink(t, 2*time.Millisecond)
+	// The datapath holds duplicates for at most two smoothed RTTs after
+	// the acknowledgement last moved: the link's delay must leave the
+	// test's pause before the epoch well within that.
+	m := newModemLink(t, 30*time.Millisecond)
 	clientNS, clientAddr := m.ue, ueAddr
 	if lan {
 		clientNS, clientAddr = m.addLAN(t), lanAddr
@@ -235,6 +241,99 @@ func testDupACKSuppression(t *testing.T, lan bool) {
 	bytesBefore := received()
 	time.Sleep(200 * time.Millisecond)
 	assert.Greater(t, received(), bytesBefore, "transfer goes on")
+}
+
+// TestE2ERealLossDuringSuppression drops a downlink segment for good while
+// suppression is on. The receiver's duplicate ACKs are held for at most
+// two smoothed RTTs after its acknowledgement last moved; then they, or
+// the duplicate that the sender's tail loss probe draws, go out, and the
+// real kernel sender repairs the loss without its retransmission timer.
+func TestE2ERealLossDuringSuppression(t *testing.T) {
+	m := newModemLink(t, 20*time.Millisecond)
+	require.NoError(t, m.ue.SetSysctl("net.ipv4.tcp_comp_sack_nr", "0"))
+	server := startBulkServer(t, m.server, fmt.Sprintf("%s:%d", serverAddr, uePort))
+	dp := openIn(t, m.ue, Options{Iface: "wwan0"})
+	require.NoError(t, dp.SetClamp(128<<10, time.Now().Add(time.Minute)))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	received, _ := download(t, ctx, m.ue, fmt.Sprintf("%s:%d", serverAddr, uePort))
+	<-server.conns
+	time.Sleep(500 * time.Millisecond)
+	timeoutsBefore := tcpExtCounter(t, m.server, "TCPTimeouts")
+
+	var (
+		lost               atomic.Uint32
+		lostAt, repairedAt atomic.Int64
+		epochErr           = make(chan error, 1)
+	)
+	m.setDownlinkHook(func(pkt []byte) [][]byte {
+		seg, ok := parseIPv4TCP(pkt)
+		if !ok || !seg.fromServer || seg.payload == 0 {
+			return [][]byte{pkt}
+		}
+		switch {
+		case lost.Load() == 0:
+			_, err := dp.StartSuppression(time.Now().Add(10 * time.Second))
+			epochErr <- err
+			lost.Store(seg.seq)
+			lostAt.Store(time.Now().UnixNano())
+			return nil
+		case seg.seq == lost.Load() && repairedAt.Load() == 0:
+			repairedAt.Store(time.Now().UnixNano())
+		}
+		return [][]byte{pkt}
+	})
+	select {
+	case err := <-epochErr:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the downlink carried no data")
+	}
+	require.Eventually(t, func() bool { return repairedAt.Load() != 0 }, 5*time.Second, 10*time.Millisecond,
+		"the lost segment was never sent again")
+
+	c, err := dp.Counters()
+	require.NoError(t, err)
+	flow := flowFrom(t, dp, ueAddr)
+	t.Logf("lost %d, sent again after %v, srtt %v, counters %+v", lost.Load(),
+		time.Duration(repairedAt.Load()-lostAt.Load()), time.Duration(flow.SRTT), c)
+	assert.Positive(t, c[m2hoCounterIdCNT_DUPACK_SUPPRESSED], "duplicates were held")
+	assert.Positive(t, c[m2hoCounterIdCNT_DUPACK_HOLD_EXPIRED], "and let through after the hold")
+	assert.Equal(t, timeoutsBefore, tcpExtCounter(t, m.server, "TCPTimeouts"), "repaired without a retransmission timeout")
+	bytesBefore := received()
+	time.Sleep(200 * time.Millisecond)
+	assert.Greater(t, received(), bytesBefore, "transfer goes on")
+}
+
+// tcpExtCounter reads a TcpExt counter of ns's network stack.
+func tcpExtCounter(t *testing.T, ns *nstest.NS, name string) uint64 {
+	t.Helper()
+	var value uint64
+	found := false
+	require.NoError(t, ns.Do(func() error {
+		raw, err := os.ReadFile("/proc/thread-self/net/netstat")
+		if err != nil {
+			return err
+		}
+		lines := strings.Split(string(raw), "\n")
+		for i := 0; i+1 < len(lines); i++ {
+			if !strings.HasPrefix(lines[i], "TcpExt:") || !strings.HasPrefix(lines[i+1], "TcpExt:") {
+				continue
+			}
+			names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+			for j := 1; j < len(names) && j < len(values); j++ {
+				if names[j] == name {
+					value, err = strconv.ParseUint(values[j], 10, 64)
+					found = true
+					return err
+				}
+			}
+		}
+		return nil
+	}))
+	require.True(t, found, "no TcpExt counter %s", name)
+	return value
 }
 
 // TestE2EFlowsClose ends real connections both ways a connection ends: the

@@ -40,34 +40,35 @@ const (
 type m2hoCounterId uint32
 
 const (
-	m2hoCounterIdCNT_EGRESS_PACKETS    m2hoCounterId = 0
-	m2hoCounterIdCNT_INGRESS_PACKETS   m2hoCounterId = 1
-	m2hoCounterIdCNT_INGRESS_BYTES     m2hoCounterId = 2
-	m2hoCounterIdCNT_NOT_IP            m2hoCounterId = 3
-	m2hoCounterIdCNT_NOT_TCP           m2hoCounterId = 4
-	m2hoCounterIdCNT_MALFORMED         m2hoCounterId = 5
-	m2hoCounterIdCNT_FRAGMENT          m2hoCounterId = 6
-	m2hoCounterIdCNT_FLOW_CREATED      m2hoCounterId = 7
-	m2hoCounterIdCNT_MAP_FULL          m2hoCounterId = 8
-	m2hoCounterIdCNT_UNTRACKED         m2hoCounterId = 9
-	m2hoCounterIdCNT_NO_WSCALE         m2hoCounterId = 10
-	m2hoCounterIdCNT_CLAMP_APPLIED     m2hoCounterId = 11
-	m2hoCounterIdCNT_CLAMP_NOT_NEEDED  m2hoCounterId = 12
-	m2hoCounterIdCNT_REWRITE_FAILED    m2hoCounterId = 13
-	m2hoCounterIdCNT_DUPACK_SUPPRESSED m2hoCounterId = 14
-	m2hoCounterIdCNT_FLOW_RELEASED     m2hoCounterId = 15
-	m2hoCounterIdCNT_CLAMP_EXPIRED     m2hoCounterId = 16
-	m2hoCounterIdCNT_SUPPRESS_EXPIRED  m2hoCounterId = 17
-	m2hoCounterIdCNT_SNAPSHOTS         m2hoCounterId = 18
-	m2hoCounterIdCNT_TS_STAMPED        m2hoCounterId = 19
-	m2hoCounterIdCNT_TS_UNSTAMPED      m2hoCounterId = 20
-	m2hoCounterIdCNT_RTT_SAMPLES       m2hoCounterId = 21
-	m2hoCounterIdCNT_BURSTS            m2hoCounterId = 22
-	m2hoCounterIdCNT_BURST_LOST        m2hoCounterId = 23
-	m2hoCounterIdCNT_FLOW_CLOSED       m2hoCounterId = 24
-	m2hoCounterIdCNT_WSCALE_ADOPTED    m2hoCounterId = 25
-	m2hoCounterIdCNT_SEQ_IMPLAUSIBLE   m2hoCounterId = 26
-	m2hoCounterIdCNT_MAX               m2hoCounterId = 27
+	m2hoCounterIdCNT_EGRESS_PACKETS      m2hoCounterId = 0
+	m2hoCounterIdCNT_INGRESS_PACKETS     m2hoCounterId = 1
+	m2hoCounterIdCNT_INGRESS_BYTES       m2hoCounterId = 2
+	m2hoCounterIdCNT_NOT_IP              m2hoCounterId = 3
+	m2hoCounterIdCNT_NOT_TCP             m2hoCounterId = 4
+	m2hoCounterIdCNT_MALFORMED           m2hoCounterId = 5
+	m2hoCounterIdCNT_FRAGMENT            m2hoCounterId = 6
+	m2hoCounterIdCNT_FLOW_CREATED        m2hoCounterId = 7
+	m2hoCounterIdCNT_MAP_FULL            m2hoCounterId = 8
+	m2hoCounterIdCNT_UNTRACKED           m2hoCounterId = 9
+	m2hoCounterIdCNT_NO_WSCALE           m2hoCounterId = 10
+	m2hoCounterIdCNT_CLAMP_APPLIED       m2hoCounterId = 11
+	m2hoCounterIdCNT_CLAMP_NOT_NEEDED    m2hoCounterId = 12
+	m2hoCounterIdCNT_REWRITE_FAILED      m2hoCounterId = 13
+	m2hoCounterIdCNT_DUPACK_SUPPRESSED   m2hoCounterId = 14
+	m2hoCounterIdCNT_FLOW_RELEASED       m2hoCounterId = 15
+	m2hoCounterIdCNT_CLAMP_EXPIRED       m2hoCounterId = 16
+	m2hoCounterIdCNT_SUPPRESS_EXPIRED    m2hoCounterId = 17
+	m2hoCounterIdCNT_SNAPSHOTS           m2hoCounterId = 18
+	m2hoCounterIdCNT_TS_STAMPED          m2hoCounterId = 19
+	m2hoCounterIdCNT_TS_UNSTAMPED        m2hoCounterId = 20
+	m2hoCounterIdCNT_RTT_SAMPLES         m2hoCounterId = 21
+	m2hoCounterIdCNT_BURSTS              m2hoCounterId = 22
+	m2hoCounterIdCNT_BURST_LOST          m2hoCounterId = 23
+	m2hoCounterIdCNT_FLOW_CLOSED         m2hoCounterId = 24
+	m2hoCounterIdCNT_WSCALE_ADOPTED      m2hoCounterId = 25
+	m2hoCounterIdCNT_SEQ_IMPLAUSIBLE     m2hoCounterId = 26
+	m2hoCounterIdCNT_DUPACK_HOLD_EXPIRED m2hoCounterId = 27
+	m2hoCounterIdCNT_MAX                 m2hoCounterId = 28
 )
 
 type m2hoCpuState struct {
@@ -75,8 +76,14 @@ type m2hoCpuState struct {
 	ClockJiffies uint64
 	ClockNs      uint64
 	BurstLastNs  uint64
-	Counters     [27]uint64
+	Counters     [28]uint64
 }
+
+type m2hoDupackHold uint32
+
+const (
+	m2hoDupackHoldDUPACK_HOLD_MS m2hoDupackHold = 150
+)
 
 type m2hoFlowBucket struct {
 	_       structs.HostLayout
@@ -135,8 +142,9 @@ type m2hoFlowState struct {
 	LastAck       uint32
 	LastTsval     uint32
 	HostSynSeq    uint32
+	AckMoved      uint32
 	Stamps        [4]m2hoTsStamp
-	PadEgress     [20]uint8
+	PadEgress     [16]uint8
 }
 
 type m2hoFlowTag uint32
@@ -206,6 +214,7 @@ const (
 	m2hoVarBtfBurstEvent     = "btf_burst_event"
 	m2hoVarBtfClampMode      = "btf_clamp_mode"
 	m2hoVarBtfCounterId      = "btf_counter_id"
+	m2hoVarBtfDupackHold     = "btf_dupack_hold"
 	m2hoVarBtfFlowFlags      = "btf_flow_flags"
 	m2hoVarBtfFlowTag        = "btf_flow_tag"
 	m2hoVarBtfTsStampUnit    = "btf_ts_stamp_unit"
@@ -284,6 +293,7 @@ type m2hoVariableSpecs struct {
 	BtfBurstEvent     *ebpf.VariableSpec `ebpf:"btf_burst_event"`
 	BtfClampMode      *ebpf.VariableSpec `ebpf:"btf_clamp_mode"`
 	BtfCounterId      *ebpf.VariableSpec `ebpf:"btf_counter_id"`
+	BtfDupackHold     *ebpf.VariableSpec `ebpf:"btf_dupack_hold"`
 	BtfFlowFlags      *ebpf.VariableSpec `ebpf:"btf_flow_flags"`
 	BtfFlowTag        *ebpf.VariableSpec `ebpf:"btf_flow_tag"`
 	BtfTsStampUnit    *ebpf.VariableSpec `ebpf:"btf_ts_stamp_unit"`
@@ -346,6 +356,7 @@ type m2hoVariables struct {
 	BtfBurstEvent     *ebpf.Variable `ebpf:"btf_burst_event"`
 	BtfClampMode      *ebpf.Variable `ebpf:"btf_clamp_mode"`
 	BtfCounterId      *ebpf.Variable `ebpf:"btf_counter_id"`
+	BtfDupackHold     *ebpf.Variable `ebpf:"btf_dupack_hold"`
 	BtfFlowFlags      *ebpf.Variable `ebpf:"btf_flow_flags"`
 	BtfFlowTag        *ebpf.Variable `ebpf:"btf_flow_tag"`
 	BtfTsStampUnit    *ebpf.Variable `ebpf:"btf_ts_stamp_unit"`

@@ -69,8 +69,10 @@ func TestDupACKSuppression(t *testing.T) {
 				{"FIN passes", func() segment { a := ackOf(s, 1000); a.fin = true; return a }(), true, verdictPass},
 				{"new ACK below the snapshot passes", ackOf(s, 1500), true, verdictPass},
 				{"its duplicate is dropped", ackOf(s, 1500), true, verdictDrop},
-				{"ACK reaching the snapshot releases", ackOf(s, 3000), true, verdictPass},
-				{"released flow's duplicates pass", ackOf(s, 3000), true, verdictPass},
+				// the hole filled: the host acknowledges the data after
+				// the handover too
+				{"ACK past the snapshot releases", ackOf(s, 4000), true, verdictPass},
+				{"released flow's duplicates pass", ackOf(s, 4000), true, verdictPass},
 			}
 			for _, step := range steps {
 				assert.Equal(t, step.want, verdictOf(t, d, step.seg, step.egress), step.name)
@@ -144,6 +146,113 @@ func TestDroppedDupACKsAreNotStamped(t *testing.T) {
 // neither moves that sequence nor closes the flow. Otherwise the next
 // handover's snapshot would lie beyond anything the host acknowledges, and
 // the flow would drop its duplicate ACKs until the deadline.
+// TestDupACKHold: a flow's duplicates are held only for DUPACK_HOLD_MS
+// after its acknowledgement last moved, below a Linux sender's minimum
+// RTO, and are counted when they go out; an ACK that moves restarts the
+// hold.
+func TestDupACKHold(t *testing.T) {
+	const hold = time.Duration(m2hoDupackHoldDUPACK_HOLD_MS) * time.Millisecond
+	d := loadDetached(t, true, 0)
+	s := freshPorts(segment{timestamps: true, tsval: 1, sack: true})
+	handshake(t, d, s, 7, 7)
+	verdictOf(t, d, peerData(s, 0, 1000), false)
+	moved := time.Now()
+	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
+	verdictOf(t, d, peerData(s, 2000, 1000), false) // a hole at 1000
+	_, err := d.StartSuppression(time.Now().Add(time.Minute))
+	require.NoError(t, err)
+
+	require.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 1000), true), "within the hold")
+	time.Sleep(time.Until(moved.Add(hold + 20*time.Millisecond)))
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true), "the hold is over")
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true), "and stays over for this acknowledgement")
+	c, err := d.Counters()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_DUPACK_SUPPRESSED])
+	assert.Equal(t, uint64(2), c[m2hoCounterIdCNT_DUPACK_HOLD_EXPIRED])
+
+	// The hole fills up to 1500: the acknowledgement moves, and its
+	// duplicates are held again.
+	verdictOf(t, d, peerData(s, 1000, 500), false)
+	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1500), true))
+	assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 1500), true), "a new hold")
+
+	// A flow with a 20 ms smoothed RTT is held for two of them only:
+	// the sender's tail loss probe comes after that.
+	fast := freshPorts(segment{timestamps: true, tsval: 1, sack: true})
+	handshake(t, d, fast, 7, 7)
+	verdictOf(t, d, peerData(fast, 0, 1000), false)
+	slot, _ := flowSlot(t, d, fixtureFlowKey(fast.localPort, fast.remotePort))
+	_, entry := d.table.slot(slot)
+	entry.State.SrttNs, entry.State.RttSamples = uint64(20*time.Millisecond), 1
+	moved = time.Now()
+	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(fast, 1000), true))
+	verdictOf(t, d, peerData(fast, 2000, 1000), false)
+	_, err = d.StartSuppression(time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(fast, 1000), true), "within two RTTs")
+	time.Sleep(time.Until(moved.Add(40*time.Millisecond + 10*time.Millisecond)))
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(fast, 1000), true), "two RTTs are over")
+}
+
+// TestHoleAtTheCommandSurvivesTheExecutionEpoch: suppression starts at
+// the handover command and again at execution. The source cell's context
+// release opens a hole at the command; the execution's epoch snapshots the
+// data above it, so its duplicates stay held until the forwarded packets
+// fill it, and then the flow releases itself.
+func TestHoleAtTheCommandSurvivesTheExecutionEpoch(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	s := freshPorts(segment{timestamps: true, tsval: 1, sack: true})
+	handshake(t, d, s, 7, 7)
+	verdictOf(t, d, peerData(s, 0, 1000), false)
+	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
+
+	// The command: a new epoch. The context release holds 1000..3000
+	// back and delivers what follows.
+	_, err := d.StartSuppression(time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	verdictOf(t, d, peerData(s, 3000, 1000), false)
+	assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 1000), true), "duplicate at the command")
+
+	// The execution: another epoch, another snapshot (4000).
+	_, err = d.StartSuppression(time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	verdictOf(t, d, peerData(s, 4000, 1000), false)
+	assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 1000), true), "duplicate after the execution")
+
+	// The target delivers the held data; the ACK passes the snapshot.
+	verdictOf(t, d, peerData(s, 1000, 2000), false)
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 5000), true))
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 5000), true), "a loss after the release reaches the sender")
+	flows, err := d.Flows()
+	require.NoError(t, err)
+	require.Len(t, flows, 1)
+	assert.True(t, flows[0].Released)
+	assert.Equal(t, uint32(peerISN+1+4000), flows[0].SnapshotRxSeq)
+}
+
+// TestACKAtTheSnapshotReleasesOnlyWithoutDataAbove: an ACK that reaches
+// the snapshot releases a flow that has nothing beyond it, and holds one
+// whose data above the snapshot waits behind a hole.
+func TestACKAtTheSnapshotReleasesOnlyWithoutDataAbove(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	quiet, holed := freshPorts(segment{sack: true}), freshPorts(segment{sack: true})
+	for _, s := range []segment{quiet, holed} {
+		handshake(t, d, s, 7, 7)
+		verdictOf(t, d, peerData(s, 0, 1000), false)
+		require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
+	}
+	_, err := d.StartSuppression(time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	verdictOf(t, d, peerData(holed, 2000, 1000), false) // snapshot 1000, hole at 1000
+
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(quiet, 1000), true), "nothing above the snapshot")
+	assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(holed, 1000), true), "data above it waits")
+	pending, err := d.SuppressionPending()
+	require.NoError(t, err)
+	assert.Equal(t, 1, pending, "only the flow with the hole")
+}
+
 func TestImplausibleSegmentsLeaveTheSequence(t *testing.T) {
 	// wscale 7: the host's window is at most 65535 << 7, about 8 MB
 	const largestWindow = 0xffff << 7
@@ -314,7 +423,7 @@ func TestSuppressionPendingBeforeTheFlowsFirstPacket(t *testing.T) {
 	pending, err = d.SuppressionPending()
 	require.NoError(t, err)
 	assert.Equal(t, 1, pending, "entered the epoch, not released")
-	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(active, 1000), true), "the snapshot is 1000")
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(active, 2000), true), "past the snapshot of 1000")
 	pending, err = d.SuppressionPending()
 	require.NoError(t, err)
 	assert.Zero(t, pending, "released by its own ACK")

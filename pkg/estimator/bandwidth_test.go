@@ -207,8 +207,9 @@ func TestCellChangeRestartsBandwidth(t *testing.T) {
 			next:        lteA,
 			windowAt200: 2 * mmWaveRate * 50 / 1000,
 			okAt200:     true,
-			// Rounds of 50 ms at the sub-6 rate from 200 ms on.
-			windowAt400: 2 * sub6Rate * 50 / 1000,
+			// Rounds at the sub-6 rate from 200 ms on, but the peak of
+			// the last second is still the faster rate of the cell.
+			windowAt400: 2 * mmWaveRate * 50 / 1000,
 		},
 		{
 			name:        "new cell: no estimate until it had a round",
@@ -316,4 +317,61 @@ func TestRTTOfThePreviousPathIsDropped(t *testing.T) {
 		e.SetServing(lteA, at(50))
 		assert.Equal(t, path, e.Path())
 	})
+}
+
+// TestBandwidthClampFollowsPeakRate: a sender that probes (BBR's gain
+// cycle: one round at 1.25 times its rate, one at 0.75, six at 1) is
+// clamped to the rate of its probe, not to the round after it, until the
+// probe leaves the peak window.
+func TestBandwidthClampFollowsPeakRate(t *testing.T) {
+	const rate = 1_875_000 // 15 Mbit/s
+	gains := []float64{1.25, 0.75, 1, 1, 1, 1, 1, 1}
+	e := newEstimator(t, nil)
+	e.SetServing(lteA, at(0))
+	var total uint64
+	ms := 0
+	feedRound := func(gain float64) {
+		for end := ms + 50; ms < end; ms += 10 {
+			e.AddRTT(e.Path(), at(float64(ms)), 50*time.Millisecond)
+			e.AddBytes(at(float64(ms)), total)
+			total += uint64(gain * rate / 100)
+		}
+	}
+	for _, g := range gains {
+		feedRound(g)
+	}
+	e.AddBytes(at(float64(ms)), total)
+	window, ok := e.BandwidthClamp(at(float64(ms)))
+	require.True(t, ok)
+	assert.InDelta(t, 2*1.25*rate*50/1000, float64(window), 2*rate*50/1000/50, "the probe's rate, 6 rounds later")
+	last, ok := e.LastRound(at(float64(ms)))
+	require.True(t, ok)
+	assert.InDelta(t, rate*50/1000, float64(last.Flight), rate*50/1000/20, "the last round's flight is the steady rate's")
+
+	// A second of steady rounds later the probe no longer counts.
+	for range 20 {
+		feedRound(1)
+	}
+	e.AddBytes(at(float64(ms)), total)
+	window, ok = e.BandwidthClamp(at(float64(ms)))
+	require.True(t, ok)
+	assert.InDelta(t, 2*rate*50/1000, float64(window), 2*rate*50/1000/50, "the probe left the peak window")
+}
+
+// TestCarried: the flight at the peak rate is the rate times the smoothed
+// RTT, its bandwidth-delay product the rate times RTT_min.
+func TestCarried(t *testing.T) {
+	const rate = 1_875_000
+	e := newEstimator(t, nil)
+	e.SetServing(lteA, at(0))
+	_, ok := e.Carried(at(0))
+	assert.False(t, ok, "nothing measured yet")
+	rtts := append([]rttSample{{0, 40 * time.Millisecond}}, repeatRTT(80*time.Millisecond, 1, 100)...)
+	feedSeries(e, rtts, steadyBytes(rate, 1000))
+	c, ok := e.Carried(at(1000))
+	require.True(t, ok)
+	assert.InDelta(t, rate*80/1000, float64(c.Flight), rate*80/1000/20)
+	assert.InDelta(t, rate*40/1000, float64(c.BDP), rate*40/1000/50)
+	_, ok = e.Carried(at(2500))
+	assert.False(t, ok, "stale")
 }

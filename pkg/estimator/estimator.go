@@ -78,6 +78,9 @@ type Config struct {
 	// BandwidthMaxAge is how old the last per-RTT byte count may be for
 	// BandwidthClamp to answer.
 	BandwidthMaxAge time.Duration
+	// PeakWindow is how far back BandwidthClamp looks for the peak
+	// delivery rate.
+	PeakWindow time.Duration
 }
 
 // DefaultConfig returns the defaults.
@@ -88,6 +91,10 @@ type Config struct {
 // and bounds the data in flight to what such a cell holds. MinClampBytes is
 // the largest unscaled TCP window, about 45 full-size segments. Lambda is the
 // paper's 2. RTTMinWindow is the 10 s of BBR's min-RTT filter.
+// PeakWindow is 1 s: longer than BBR's bandwidth probing cycle at the
+// testbed's 70 ms RTT (8 rounds, 560 ms), so the peak holds the rate of
+// its last probe, and short against the seconds a cell's capacity takes
+// to change much.
 //
 // MaxBurstDuration is 75 ms, below the time the paper's cells take to
 // drain a full buffer at their peak rate (sub-6: 1.5 MB at 150 Mbit/s, 80
@@ -107,6 +114,7 @@ func DefaultConfig() Config {
 		MaxBurstDuration:   75 * time.Millisecond,
 		RTTMinWindow:       10 * time.Second,
 		BandwidthMaxAge:    time.Second,
+		PeakWindow:         time.Second,
 	}
 }
 
@@ -130,12 +138,15 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BandwidthMaxAge == 0 {
 		c.BandwidthMaxAge = d.BandwidthMaxAge
 	}
+	if c.PeakWindow == 0 {
+		c.PeakWindow = d.PeakWindow
+	}
 	switch {
 	case math.IsNaN(c.Lambda) || math.IsInf(c.Lambda, 0) || c.Lambda < 0:
 		return c, fmt.Errorf("estimator: lambda %v: must be a positive number", c.Lambda)
 	case c.MinClampBytes > c.DefaultBufferBytes:
 		return c, fmt.Errorf("estimator: minimum clamp %d bytes exceeds the default buffer %d bytes", c.MinClampBytes, c.DefaultBufferBytes)
-	case c.MaxBurstDuration < 0 || c.RTTMinWindow < 0 || c.BandwidthMaxAge < 0:
+	case c.MaxBurstDuration < 0 || c.RTTMinWindow < 0 || c.BandwidthMaxAge < 0 || c.PeakWindow < 0:
 		return c, errors.New("estimator: durations must be positive")
 	}
 	return c, nil
@@ -164,6 +175,7 @@ type Estimator struct {
 	pending []pendingBurst
 	bytes   byteHistory
 	bw      bandwidth
+	loss    lossState
 	skipped map[string]uint64
 }
 

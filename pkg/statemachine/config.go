@@ -34,6 +34,10 @@ type Config struct {
 	Prediction     bool
 	Suppression    bool
 	BandwidthClamp bool
+	// Ramp hands the clamp of each handover over to a ramp on the new
+	// cell instead of releasing it when Smoothing ends (see
+	// Machine.applyStablePolicy).
+	Ramp bool
 	// SmoothingMax bounds duplicate-ACK suppression after a handover; it
 	// must stay below the sender's minimum RTO (200 ms on Linux).
 	SmoothingMax time.Duration
@@ -105,6 +109,7 @@ func DefaultConfig() Config {
 		Prediction:       true,
 		Suppression:      true,
 		BandwidthClamp:   true,
+		Ramp:             true,
 		SmoothingMax:     150 * time.Millisecond,
 		DrainBurstBytes:  16 << 10,
 		DefaultT2:        146 * time.Millisecond,

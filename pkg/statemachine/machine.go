@@ -2,13 +2,20 @@
 // three-state machine driven by modem diag events that decides which
 // policy the datapath enforces around each handover.
 //
-//   - Stable: no handover pending. After a handover from mmWave to sub-6 the
-//     window is held at the bandwidth estimate (Eq. 2, measured on the new
-//     cell; until it exists, the handover's clamp) until the UE is back
-//     on mmWave, so the sender keeps a mmWave-sized cwnd (section 4.5).
+//   - Stable: no handover pending. After a handover to a sub-6 cell whose
+//     kept window exceeds what the target is expected to carry, a ramp takes the
+//     handover's clamp over: it starts at the target's buffer estimate
+//     (plus the bandwidth-delay product it is expected to carry) and rises
+//     each round with what the new cell delivered (Eq. 2), until the
+//     senders' windows fit under it, so the window kept through the
+//     handover enters the new cell at the cell's pace instead of
+//     overflowing it. After a handover from mmWave to sub-6 the window is
+//     then held at the bandwidth estimate until the UE is back on mmWave,
+//     so the sender keeps a mmWave-sized cwnd (section 4.5).
 //   - Preparation: a handover is predicted (Algorithm 1, section 4.2) or
 //     commanded; the window is clamped to the target cell's buffer estimate
-//     (section 4.3).
+//     (section 4.3). From the command on, duplicate ACKs are suppressed:
+//     the source cell's context release reorders data then.
 //   - Smoothing: the handover executed; duplicate ACKs are suppressed until
 //     the flows release themselves, the target cell's first burst period
 //     ends (it drained the forwarded data), or Config.SmoothingMax passes
@@ -134,6 +141,38 @@ type warmupClamp struct {
 	until  time.Time
 }
 
+// Ramp constants. A round is slack when the data in flight, as the
+// estimator measured it over one smoothed RTT, stayed below
+// rampSlackPercent of the clamp: the senders' windows, not the clamp,
+// held them. rampSlackRounds such rounds in a row end the ramp. 75% leaves
+// room for the estimate's error on a round the clamp did hold (one
+// smoothed RTT of bytes, sampled every 10 ms); two rounds keep one round
+// cut short by the senders (an idle application, a delayed ACK train)
+// from releasing a clamp that still binds.
+const (
+	rampSlackPercent = 75
+	rampSlackRounds  = 2
+)
+
+// postHandoverRamp is the clamp that follows a handover (see
+// applyStablePolicy).
+type postHandoverRamp struct {
+	// start is the target's buffer estimate, the floor of the ramp.
+	start uint32
+	// bytes is the clamp in force, from source (an estimator lookup
+	// rule while it is the buffer estimate alone, else
+	// ClampSourceRamp).
+	bytes  uint32
+	source string
+	// executedAt is the handover's execution: rounds that ended before
+	// it were the source cell's.
+	executedAt time.Time
+	// lastRound is the end of the last round the ramp took, and
+	// slackRounds how many rounds in a row left it slack.
+	lastRound   time.Time
+	slackRounds int
+}
+
 // prediction is a handover expected from a measurement report.
 type prediction struct {
 	event diag.MeasEvent
@@ -214,8 +253,11 @@ type Machine struct {
 	// cleared on the next handover to mmWave.
 	bandwidthHold bool
 	// warmup is the clamp of the last executed handover, which the
-	// bandwidth hold keeps until the new cell has an estimate.
+	// bandwidth hold keeps until the new cell has an estimate, when the
+	// ramp is switched off.
 	warmup warmupClamp
+	// ramp is the clamp following the last handover; nil when none.
+	ramp *postHandoverRamp
 	// flowsPending: in this Smoothing the datapath reported flows still
 	// waiting for the data of the source cell (OnFlowsPending).
 	flowsPending bool
@@ -590,13 +632,37 @@ func (m *Machine) onCommand(ev diag.Event) {
 		}
 	}
 	m.pred, m.expired = nil, nil
-	if m.state == Smoothing {
-		// Back-to-back handovers: the next one matters more.
+	// Suppression starts with the first command of a reconfiguration
+	// (see armSuppression); back to back with Smoothing, the next
+	// handover matters more.
+	arm := m.cmd == nil && m.cfg.Policy == PolicyM2HO && m.cfg.Suppression
+	if m.state == Smoothing && !arm {
 		m.stopSuppression()
 	}
 	m.cmd = m.mergeCommand(ev)
 	m.applyPreparationPolicy(m.cmd.dataCell(), m.cmd.deadline)
+	if arm {
+		m.armSuppression()
+	}
 	m.transition(Preparation, reason)
+}
+
+// armSuppression starts duplicate-ACK suppression at the handover
+// command, for Config.SmoothingMax; the execution starts it again for
+// Smoothing.
+//
+// The UE releases its link-layer context with the source cell on the
+// command (paper section 3.3), and the data behind the packets it was
+// waiting for goes up the stack at once, out of order: the duplicate ACKs
+// of that reordering leave around the command, before the execution. Each
+// start opens a handover epoch, in which each flow snapshots the highest
+// sequence it received and is released by its own ACK past it, so a real
+// loss above the snapshot still reaches the sender at once. The datapath
+// holds no flow's duplicates longer than DUPACK_HOLD_MS after its
+// acknowledgement last moved, below the sender's minimum RTO, whichever
+// epoch they fall in.
+func (m *Machine) armSuppression() {
+	m.startSuppression(m.now.Add(m.cfg.SmoothingMax))
 }
 
 // mergeCommand folds a command into the pending set, or starts one.
@@ -706,6 +772,9 @@ func (m *Machine) unannouncedCells(cell diag.Cell) (pcell, scg diag.Cell) {
 // smooth).
 func (m *Machine) execute(pcell, scg diag.Cell) {
 	from := m.dataCell()
+	// What the source cell carried, read before the estimator restarts
+	// on the new cell.
+	kept, keptKnown := m.est.Carried(m.now)
 	m.setCells(pcell, scg)
 	m.cmd, m.pred = nil, nil
 	to := m.dataCell()
@@ -723,8 +792,12 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	if m.logger.Enabled(context.Background(), slog.LevelDebug) {
 		m.logger.Debug("handover executed", "kind", kind, "from", from, "to", to)
 	}
-	m.warmup = warmupClamp{}
-	if m.bandwidthHold && m.pol.clampBytes > 0 {
+	m.warmup, m.ramp = warmupClamp{}, nil
+	switch {
+	case m.cfg.Policy != PolicyM2HO:
+	case m.cfg.Ramp:
+		m.ramp = m.newRamp(from, to, kept, keptKnown)
+	case m.bandwidthHold && m.pol.clampBytes > 0:
 		m.warmup = warmupClamp{bytes: m.pol.clampBytes, source: m.pol.clampSource, until: m.now.Add(bandwidthWarmup)}
 	}
 	if m.cfg.Policy == PolicyFreeze || !m.cfg.Suppression {
@@ -735,8 +808,12 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	m.flowsPending, m.drain = false, estimator.SlotBursts{}
 	end := m.now.Add(m.cfg.SmoothingMax)
 	// The clamp stays through Smoothing (the target cell's buffer is
-	// still filling with forwarded data) but no longer than it.
-	if m.pol.clampBytes > 0 {
+	// still filling with forwarded data): the ramp's start, or without
+	// a ramp the handover's clamp, no longer than Smoothing.
+	switch {
+	case m.ramp != nil:
+		m.holdClamp(m.ramp.bytes, m.ramp.source, time.Time{})
+	case m.pol.clampBytes > 0:
 		m.holdClamp(m.pol.clampBytes, m.pol.clampSource, end)
 	}
 	m.startSuppression(end)
@@ -749,7 +826,7 @@ func (m *Machine) onFailure(cause diag.FailureCause) {
 	m.logger.Info("connection failure, releasing every policy", "cause", cause)
 	m.cnt.failures++
 	m.pred, m.cmd = nil, nil
-	m.bandwidthHold, m.warmup = false, warmupClamp{}
+	m.bandwidthHold, m.warmup, m.ramp = false, warmupClamp{}, nil
 	// Re-establishment drops the secondary cell group.
 	m.setCells(m.pcell, diag.Cell{})
 	m.stopSuppression()
@@ -779,8 +856,17 @@ func (m *Machine) enterStable(reason string) {
 	m.applyStablePolicy()
 }
 
-// applyStablePolicy holds the bandwidth clamp while the UE is on sub-6
-// after mmWave, and clears the clamp otherwise.
+// applyStablePolicy holds the post-handover ramp while it lasts, then the
+// bandwidth clamp while the UE is on sub-6 after mmWave, and clears the
+// clamp otherwise. Neither holds senders whose loss persists
+// (Estimator.LossPersists): the clamps keep a window that loss would cut,
+// which such senders never cut.
+//
+// The ramp replaces the release of the handover's clamp at the end of
+// Smoothing. Released there, the window the clamp kept through the
+// handover reached the target cell at once and overflowed its buffer:
+// drops in the 2 s after completion were the first cause of lossy
+// handovers with m2ho (docs/results.md). See stepRamp.
 //
 // The estimator restarts its bandwidth estimate with each new cell, and
 // the first one takes a round trip or more after the handover. Until then
@@ -790,7 +876,10 @@ func (m *Machine) enterStable(reason string) {
 // prevent. Without a fresh estimate after that the clamp is released
 // rather than guessed.
 func (m *Machine) applyStablePolicy() {
-	if m.bandwidthHold && m.dataCell().Band != diag.BandMmWave {
+	if m.ramp != nil && m.stepRamp() {
+		return
+	}
+	if m.bandwidthHold && m.dataCell().Band != diag.BandMmWave && !m.est.LossPersists(m.now) {
 		if bytes, ok := m.est.BandwidthClamp(m.now); ok {
 			m.holdClamp(windowBytes(bytes), ClampSourceBandwidth, time.Time{})
 			return
@@ -801,6 +890,93 @@ func (m *Machine) applyStablePolicy() {
 		}
 	}
 	m.releaseClamp()
+}
+
+// newRamp returns the ramp of a handover from one data cell to another,
+// given what the source cell carried, or nil when the senders' window fits
+// in what the target is expected to carry: its buffer estimate, plus,
+// unless the handover goes from mmWave down to sub-6, the source's
+// bandwidth-delay product (a cell of the same band or a faster one
+// carries at least that much in flight). Released, such a window fills
+// the target without overflowing it, and a clamp would only slow it.
+//
+// A window beyond that starts at the target's expected carriage and falls
+// no lower than its buffer estimate. When nothing is known of the source
+// (no traffic, no RTT sample), the ramp starts at the buffer estimate.
+//
+// A mmWave target gets no ramp. The paper saw no overflow in handovers
+// to mmWave cells (section 4.3), whose buffers and rates dwarf a window
+// grown on sub-6; and a clamp there held CUBIC below the cell's
+// bandwidth-delay product, where a sender limited by the advertised
+// window does not grow its own: in the testbed, mmWave to mmWave
+// handovers lost 2.6 to 4.8 Mbit/s (of 22 to 41) to the ramp.
+//
+// Senders whose loss persists (Estimator.LossPersists) get no ramp: they
+// do not shrink on loss, so the window they keep through a handover is no
+// gain a clamp protects, and a clamp below their operating point only
+// slows them.
+func (m *Machine) newRamp(from, to diag.Cell, kept estimator.Carried, keptKnown bool) *postHandoverRamp {
+	if bandKey(to.Band) == diag.BandMmWave || m.est.LossPersists(m.now) {
+		return nil
+	}
+	buffer, source := m.est.TargetBuffer(to)
+	expected := buffer
+	if keptKnown && !(bandKey(from.Band) == diag.BandMmWave && bandKey(to.Band) == diag.BandSub6) {
+		expected += kept.BDP
+	}
+	if keptKnown && kept.Flight <= expected {
+		return nil
+	}
+	if expected > buffer {
+		source = ClampSourceRamp
+	}
+	return &postHandoverRamp{start: windowBytes(buffer), bytes: windowBytes(expected), source: source, executedAt: m.now}
+}
+
+// stepRamp holds the post-handover ramp and reports whether it still
+// does. At each round of the new cell the estimator completes, the ramp
+// becomes the Eq. 2 window (what the cell delivered in the peak round of
+// the last second, times lambda, capped at its bandwidth-delay product
+// plus its buffer), never below the target's buffer estimate: a window of
+// one buffer cannot overflow the buffer. While the
+// clamp holds the senders, each round delivers about the clamp, so with
+// lambda = 2 the ramp doubles per round, up to the cap. It ends when
+// rampSlackRounds rounds in a row carried less than rampSlackPercent of
+// it, which says the senders' windows no longer exceed what the clamp,
+// and so the cell, carries; or, without any round on the new cell (no
+// RTT sample, no traffic), after bandwidthWarmup.
+func (m *Machine) stepRamp() bool {
+	r := m.ramp
+	if m.est.LossPersists(m.now) {
+		m.ramp = nil
+		return false
+	}
+	round, ok := m.est.LastRound(m.now)
+	if !ok || !round.End.After(r.executedAt) {
+		if m.now.Sub(r.executedAt) >= bandwidthWarmup {
+			m.ramp = nil
+			return false
+		}
+		m.holdClamp(r.bytes, r.source, time.Time{})
+		return true
+	}
+	if round.End.After(r.lastRound) {
+		r.lastRound = round.End
+		if round.Flight*100 < uint64(r.bytes)*rampSlackPercent {
+			r.slackRounds++
+		} else {
+			r.slackRounds = 0
+		}
+		if bw, ok := m.est.BandwidthClamp(m.now); ok {
+			r.bytes, r.source = max(windowBytes(bw), r.start), ClampSourceRamp
+		}
+	}
+	if r.slackRounds >= rampSlackRounds {
+		m.ramp = nil
+		return false
+	}
+	m.holdClamp(r.bytes, r.source, time.Time{})
+	return true
 }
 
 // applyPreparationPolicy clamps the window for a handover to target until

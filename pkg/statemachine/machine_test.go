@@ -439,11 +439,15 @@ func TestPredictionFallbacks(t *testing.T) {
 			},
 			state:       Stable,
 			transitions: []string{commanded, "preparation>stable:execution_timeout"},
-			ops:         []string{"set_clamp(400000)", "set_clamp(400000)", "set_clamp(400000)", "clear_clamp"},
+			ops: []string{
+				"set_clamp(400000)", "start_suppression", "set_clamp(400000)", "set_clamp(400000)",
+				"stop_suppression", "clear_clamp",
+			},
 			check: func(t *testing.T, h *harness) {
 				assert.Equal(t, at(510), h.act.calls[0].deadline, "one lease")
-				assert.Equal(t, at(800), h.act.calls[1].deadline, "renewed by a lease")
-				assert.Equal(t, at(1010), h.act.calls[2].deadline, "bounded by the execution timeout")
+				assert.Equal(t, at(160), h.act.calls[1].deadline, "suppression from the command for SmoothingMax")
+				assert.Equal(t, at(800), h.act.calls[2].deadline, "renewed by a lease")
+				assert.Equal(t, at(1010), h.act.calls[3].deadline, "bounded by the execution timeout")
 				assert.Equal(t, lteA, h.m.Status().Serving, "no completion, no move")
 			},
 		},
@@ -452,7 +456,7 @@ func TestPredictionFallbacks(t *testing.T) {
 			steps:       []step{serve(0, lteA, diag.Cell{}), cmd(10, diag.HOPCell, lteA, lteB)},
 			state:       Preparation,
 			transitions: []string{commanded},
-			ops:         []string{"set_clamp(400000)"},
+			ops:         []string{"set_clamp(400000)", "start_suppression"},
 			check: func(t *testing.T, h *harness) {
 				st := h.m.Status()
 				require.NotNil(t, st.Command)
@@ -471,7 +475,7 @@ func TestPredictionFallbacks(t *testing.T) {
 			state:       Preparation,
 			transitions: []string{predicted},
 			predictions: []string{OutcomeConfirmed},
-			ops:         []string{"set_clamp(400000)", "set_clamp(200000)"},
+			ops:         []string{"set_clamp(400000)", "set_clamp(200000)", "start_suppression"},
 			check: func(t *testing.T, h *harness) {
 				assert.Equal(t, at(560), h.act.calls[1].deadline)
 				st := h.m.Status()
@@ -495,7 +499,7 @@ func TestPredictionFallbacks(t *testing.T) {
 			transitions: []string{predicted, executed, "smoothing>stable:failure"},
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"mmwave_mmwave"},
-			ops:         []string{"set_clamp(200000)", "set_clamp(200000)", "set_clamp(200000)", "start_suppression", "stop_suppression", "clear_clamp"},
+			ops:         []string{"set_clamp(200000)", "set_clamp(200000)", "start_suppression", "set_clamp(200000)", "start_suppression", "stop_suppression", "clear_clamp"},
 			check: func(t *testing.T, h *harness) {
 				st := h.m.Status()
 				assert.Nil(t, st.SCG)
@@ -571,24 +575,41 @@ func TestLateCommandTeachesT2(t *testing.T) {
 	}
 }
 
+// withoutRamp switches the post-handover ramp off in cases that describe
+// what Smoothing and the bandwidth hold do on their own (TestRamp has the
+// ramp's).
+func withoutRamp(cases []machineCase) []machineCase {
+	for i := range cases {
+		own := cases[i].cfg
+		cases[i].cfg = func(c *Config) {
+			if own != nil {
+				own(c)
+			}
+			c.Ramp = false
+		}
+	}
+	return cases
+}
+
 func TestSmoothing(t *testing.T) {
-	runMachineCases(t, []machineCase{
+	runMachineCases(t, withoutRamp([]machineCase{
 		{
-			name:        "suppression starts at execution and ends when the flows release",
+			name:        "suppression starts at the command, again at execution, and ends when the flows release",
 			steps:       append(handoverSteps(), released(160)),
 			state:       Stable,
 			transitions: []string{predicted, executed, releasedFlows},
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"sub6_sub6"},
 			ops: []string{
-				"set_clamp(400000)", "set_clamp(400000)", "set_clamp(400000)",
+				"set_clamp(400000)", "set_clamp(400000)", "start_suppression", "set_clamp(400000)",
 				"start_suppression", "stop_suppression", "clear_clamp",
 			},
 			check: func(t *testing.T, h *harness) {
 				assert.Equal(t, at(600), h.act.calls[1].deadline, "command: one lease")
-				assert.Equal(t, at(280), h.act.calls[2].deadline, "clamp held through Smoothing only")
-				assert.Equal(t, at(280), h.act.calls[3].deadline, "suppression ends by SmoothingMax")
-				assert.Equal(t, 1, h.act.epoch)
+				assert.Equal(t, at(250), h.act.calls[2].deadline, "suppression from the command for SmoothingMax")
+				assert.Equal(t, at(280), h.act.calls[3].deadline, "clamp held through Smoothing only")
+				assert.Equal(t, at(280), h.act.calls[4].deadline, "suppression ends by SmoothingMax")
+				assert.Equal(t, 2, h.act.epoch, "an epoch at the command, another at execution")
 				assert.Equal(t, lteB, h.m.Status().Serving)
 			},
 		},
@@ -676,7 +697,9 @@ func TestSmoothing(t *testing.T) {
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"sub6_sub6"},
 			check: func(t *testing.T, h *harness) {
-				assert.False(t, h.act.suppressing)
+				assert.True(t, h.act.suppressing, "armed by the new command")
+				assert.Equal(t, at(140+150), h.act.suppressDeadline)
+				assert.Equal(t, 3, h.act.epoch, "command, execution, next command")
 				assert.Equal(t, uint32(lteABuffer), h.act.clampBytes)
 			},
 		},
@@ -716,7 +739,7 @@ func TestSmoothing(t *testing.T) {
 				assert.Equal(t, uint64(1), st.Counters.UnannouncedCompletions)
 			},
 		},
-	})
+	}))
 }
 
 func TestHandoverKinds(t *testing.T) {
@@ -963,7 +986,7 @@ func TestAnchorHandoverReleasingTheSCG(t *testing.T) {
 }
 
 func TestBandwidthHold(t *testing.T) {
-	runMachineCases(t, []machineCase{
+	runMachineCases(t, withoutRamp([]machineCase{
 		{
 			name:        "mmWave to sub-6 keeps the handover clamp until the sub-6 cell has an estimate",
 			setup:       withBandwidth,
@@ -973,7 +996,7 @@ func TestBandwidthHold(t *testing.T) {
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"mmwave_sub6"},
 			ops: []string{
-				"set_clamp(300000)", "set_clamp(300000)", "set_clamp(300000)",
+				"set_clamp(300000)", "set_clamp(300000)", "start_suppression", "set_clamp(300000)",
 				"start_suppression", "stop_suppression", "set_clamp(300000)",
 			},
 			check: func(t *testing.T, h *harness) {
@@ -985,21 +1008,28 @@ func TestBandwidthHold(t *testing.T) {
 			},
 		},
 		{
-			name:  "Eq. 2 takes over once the sub-6 cell had a round, renewed by Tick and following the estimate",
+			name:  "Eq. 2 takes over once the sub-6 cell had a round, renewed by Tick and following the peak rate",
 			setup: withBandwidth,
 			steps: append(releaseToAnchor(),
 				sub6Link(110, 300, sub6Rate), tick(300), tick(400),
-				// Half the rate over the next rounds.
-				sub6LinkFrom(310, 500, sub6Rate/2, sub6Rate*190/1000), tick(500)),
+				func(h *harness) {
+					n := len(h.act.calls)
+					require.GreaterOrEqual(h.t, n, 2)
+					assert.Equal(h.t, actCall{op: OpSetClamp, bytes: sub6Window, deadline: at(800)}, h.act.calls[n-1], "Eq. 2 at 300")
+				},
+				// Half the rate over the next rounds: the peak of the
+				// last second holds the clamp, then leaves it.
+				sub6LinkFrom(310, 500, sub6Rate/2, sub6Rate*190/1000), tick(500),
+				func(h *harness) {
+					assert.Equal(h.t, uint32(sub6Window), h.act.clampBytes, "the peak round of the last second")
+				},
+				sub6LinkFrom(510, 1500, sub6Rate/2, sub6Rate*190/1000+sub6Rate/2*200/1000), tick(1500)),
 			state:       Stable,
 			transitions: []string{predicted, executed, releasedFlows},
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"mmwave_sub6"},
 			check: func(t *testing.T, h *harness) {
-				n := len(h.act.calls)
-				require.GreaterOrEqual(t, n, 3)
-				assert.Equal(t, actCall{op: OpSetClamp, bytes: sub6Window, deadline: at(800)}, h.act.calls[n-2], "Eq. 2 at 300")
-				assert.Equal(t, actCall{op: OpSetClamp, bytes: sub6Window / 2, deadline: at(1000)}, h.act.calls[n-1], "follows the slower rounds")
+				assert.Equal(t, uint32(sub6Window/2), h.act.clampBytes, "follows the slower rounds once the peak is a second old")
 				assert.Equal(t, ClampSourceBandwidth, h.m.Status().InForce.ClampSource)
 			},
 		},
@@ -1079,11 +1109,11 @@ func TestBandwidthHold(t *testing.T) {
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"mmwave_sub6"},
 			ops: []string{
-				"set_clamp(300000)", "set_clamp(300000)", "set_clamp(300000)",
+				"set_clamp(300000)", "set_clamp(300000)", "start_suppression", "set_clamp(300000)",
 				"start_suppression", "stop_suppression", "clear_clamp",
 			},
 		},
-	})
+	}))
 }
 
 func TestFreezePolicy(t *testing.T) {
@@ -1325,4 +1355,348 @@ func TestRBAllocNamesTheFirstServingCell(t *testing.T) {
 			assert.Equal(t, Stable, h.m.State())
 		})
 	}
+}
+
+// rampLink feeds the estimator bytesPerSecond over [fromMs, toMs] as
+// sub6Link does, with the counter at offset bytes, and ticks the machine
+// after every sample, as the daemon does.
+func rampLink(fromMs, toMs int, bytesPerSecond, offset uint64) step {
+	return func(h *harness) {
+		for ms := fromMs; ms <= toMs; ms += 10 {
+			if (ms-fromMs)%50 == 0 {
+				h.est.AddRTT(h.est.Path(), at(ms), 50*time.Millisecond)
+			}
+			h.est.AddBytes(at(ms), offset+bytesPerSecond*uint64(ms-fromMs)/1000)
+			h.m.Tick(at(ms))
+		}
+	}
+}
+
+func clampIs(bytes uint32, source, why string) step {
+	return func(h *harness) {
+		assert.Equal(h.t, bytes, h.act.clampBytes, why)
+		assert.Equal(h.t, source, h.m.Status().InForce.ClampSource, why)
+	}
+}
+
+// TestRamp: after a handover the clamp is not released when Smoothing
+// ends; it rises with what the new cell delivers and ends once the
+// senders no longer fill it.
+func TestRamp(t *testing.T) {
+	// A cell delivering 8 MB/s at a 50 ms RTT: 400 kB per round, lteB's
+	// buffer estimate, so the first round fills the ramp's start. Eq. 2
+	// then gives 2 x 400 kB, within the cap of 400 kB plus the buffer.
+	const fillingRate = 8_000_000
+	// A cell delivering 30 MB/s: 1.5 MB per round, over 75% of the cap
+	// of 1.5 MB plus lteB's 400 kB buffer.
+	const fastRate = 30_000_000
+	runMachineCases(t, []machineCase{
+		{
+			name: "the handover's clamp outlasts Smoothing as the ramp's start",
+			steps: append(handoverSteps(), released(160),
+				clampIs(lteBBuffer, estimator.SourceCell, "after Smoothing"),
+				tick(900), clampIs(lteBBuffer, estimator.SourceCell, "no round yet: the start holds")),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				d := h.m.Status().InForce.ClampDeadline
+				require.NotNil(t, d)
+				assert.Equal(t, at(900).Add(DefaultConfig().PolicyLease), *d, "renewed by Tick")
+			},
+		},
+		{
+			name: "without a round of the new cell the ramp ends after the warm-up",
+			steps: append(handoverSteps(), released(160), tick(1129),
+				clampIs(lteBBuffer, estimator.SourceCell, "within the warm-up"), tick(1130)),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Zero(t, h.act.clampBytes)
+				assert.Equal(t, "clear_clamp", h.act.ops()[len(h.act.calls)-1])
+			},
+		},
+		{
+			name: "a round that fills the ramp raises it to Eq. 2; rounds that leave it slack end it",
+			steps: append(handoverSteps(), released(160),
+				rampLink(170, 230, fillingRate, 0),
+				clampIs(2*lteBBuffer, ClampSourceRamp, "doubled after a full round"),
+				// The senders stay at 400 kB in flight: one slack round
+				// keeps the ramp, the second ends it.
+				rampLink(240, 280, fillingRate, fillingRate*70/1000),
+				clampIs(2*lteBBuffer, ClampSourceRamp, "one slack round"),
+				rampLink(290, 330, fillingRate, fillingRate*120/1000)),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Zero(t, h.act.clampBytes, "released")
+				assert.Nil(t, h.m.ramp)
+			},
+		},
+		{
+			name: "senders that fill what the cell carries stay clamped to its bandwidth-delay product plus its buffer",
+			steps: append(handoverSteps(), released(160),
+				rampLink(170, 2170, fastRate, 0)),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, uint32(fastRate*50/1000+lteBBuffer), h.act.clampBytes)
+				assert.Equal(t, ClampSourceRamp, h.m.Status().InForce.ClampSource)
+			},
+		},
+		{
+			name:  "without suppression the ramp starts at the execution",
+			cfg:   func(c *Config) { c.Suppression = false },
+			steps: append(handoverSteps(), clampIs(lteBBuffer, estimator.SourceCell, "at execution")),
+			state: Stable, transitions: []string{predicted, "preparation>stable:executed"},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+		},
+		{
+			name:  "ramp switched off: the clamp ends with Smoothing",
+			cfg:   func(c *Config) { c.Ramp = false },
+			steps: append(handoverSteps(), released(160)),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Zero(t, h.act.clampBytes)
+				assert.Nil(t, h.m.ramp)
+			},
+		},
+		{
+			name:  "after mmWave to sub-6 the bandwidth hold follows the ramp",
+			setup: withBandwidth,
+			steps: append(releaseToAnchor(),
+				clampIs(lteABuffer, estimator.SourceCell, "the ramp's start"),
+				rampLink(110, 160, fillingRate, 2*625_000),
+				rampLink(170, 260, fillingRate/4, 2*625_000+fillingRate*60/1000)),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"mmwave_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Nil(t, h.m.ramp, "slack rounds ended the ramp")
+				assert.True(t, h.m.Status().BandwidthHold)
+				assert.Equal(t, ClampSourceBandwidth, h.m.Status().InForce.ClampSource)
+				assert.Equal(t, uint32(fillingRate*50/1000+lteABuffer), h.act.clampBytes, "Eq. 2 on the peak round")
+			},
+		},
+		{
+			name:  "a kept window that fits the target's buffer and bandwidth-delay product needs no ramp",
+			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); sub6Link(-300, 0, sub6Rate)(h) },
+			steps: append(handoverSteps(), released(160)),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Nil(t, h.m.ramp)
+				assert.Zero(t, h.act.clampBytes, "released with Smoothing")
+			},
+		},
+		{
+			name:  "a kept window beyond them ramps from the buffer plus the source's bandwidth-delay product",
+			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); queuedLink(h) },
+			steps: append(handoverSteps(), released(160)),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				require.NotNil(t, h.m.ramp)
+				assert.Equal(t, uint32(lteBBuffer+queuedRate*50/1000), h.act.clampBytes)
+				assert.Equal(t, uint32(lteBBuffer), h.m.ramp.start, "the floor is the buffer estimate")
+			},
+		},
+		{
+			name:  "from mmWave down to sub-6 the target is expected to carry its buffer only",
+			setup: func(h *harness) { serve(-2000, lteA, mmA)(h); queuedLink(h) },
+			steps: []step{
+				serve(0, lteA, mmA), meas(10, diag.EventA2, mmA, diag.Cell{}),
+				cmd(50, diag.HOSCGRelease, mmA, diag.Cell{}), released(100),
+			},
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"mmwave_sub6"},
+			check: func(t *testing.T, h *harness) {
+				require.NotNil(t, h.m.ramp)
+				assert.Equal(t, uint32(lteABuffer), h.act.clampBytes)
+			},
+		},
+		{
+			name:  "a mmWave target gets no ramp",
+			setup: func(h *harness) { serve(-2000, lteA, mmA)(h); queuedLink(h) },
+			steps: []step{
+				serve(0, lteA, mmA), meas(10, diag.EventA3, mmA, mmB),
+				cmd(50, diag.HOSCGChange, mmA, mmB), done(80, mmB), released(100),
+			},
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"mmwave_mmwave"},
+			check: func(t *testing.T, h *harness) {
+				assert.Nil(t, h.m.ramp)
+				assert.Zero(t, h.act.clampBytes)
+			},
+		},
+		{
+			name:  "a failure drops the ramp",
+			steps: append(handoverSteps(), released(160), fail(200, diag.CauseRLF)),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Zero(t, h.act.clampBytes)
+				assert.Nil(t, h.m.ramp)
+			},
+		},
+	})
+}
+
+// TestSuppressionAtCommand: duplicate-ACK suppression starts with the
+// first command of a reconfiguration, bounded by SmoothingMax, and only
+// under the m2ho policy with suppression on.
+func TestSuppressionAtCommand(t *testing.T) {
+	runMachineCases(t, []machineCase{
+		{
+			name:        "the command starts an epoch, bounded by SmoothingMax",
+			steps:       []step{serve(0, lteA, diag.Cell{}), meas(0, diag.EventA3, lteA, lteB), cmd(100, diag.HOPCell, lteA, lteB)},
+			state:       Preparation,
+			transitions: []string{predicted},
+			predictions: []string{OutcomeConfirmed},
+			check: func(t *testing.T, h *harness) {
+				assert.True(t, h.act.suppressing)
+				assert.Equal(t, at(250), h.act.suppressDeadline)
+				assert.Equal(t, 1, h.act.epoch)
+				st := h.m.Status()
+				assert.True(t, st.InForce.Suppression)
+			},
+		},
+		{
+			name: "one reconfiguration's commands start one epoch",
+			steps: []step{
+				serve(0, lteA, mmA),
+				cmd(50, diag.HOSCGRelease, mmA, diag.Cell{}), cmd(52, diag.HOSCGAdd, lteA, mmB),
+			},
+			state:       Preparation,
+			transitions: []string{commanded},
+			check: func(t *testing.T, h *harness) {
+				assert.True(t, h.act.suppressing)
+				assert.Equal(t, 1, h.act.epoch)
+				assert.Equal(t, at(200), h.act.suppressDeadline, "from the first command")
+			},
+		},
+		{
+			name:        "past SmoothingMax before the execution the datapath ends it by itself",
+			steps:       []step{serve(0, lteA, diag.Cell{}), cmd(100, diag.HOPCell, lteA, lteB), tick(400)},
+			state:       Preparation,
+			transitions: []string{commanded},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, at(250), h.act.suppressDeadline, "written once, not renewed")
+				assert.Equal(t, []string{"set_clamp(400000)", "start_suppression", "set_clamp(400000)"}, h.act.ops())
+			},
+		},
+		{
+			name:        "suppression switched off: nothing at the command",
+			cfg:         func(c *Config) { c.Suppression = false },
+			steps:       []step{serve(0, lteA, diag.Cell{}), cmd(100, diag.HOPCell, lteA, lteB)},
+			state:       Preparation,
+			transitions: []string{commanded},
+			ops:         []string{"set_clamp(400000)"},
+		},
+		{
+			name:        "the freeze baseline suppresses nothing",
+			cfg:         func(c *Config) { c.Policy = PolicyFreeze },
+			steps:       []step{serve(0, lteA, diag.Cell{}), cmd(100, diag.HOPCell, lteA, lteB)},
+			state:       Preparation,
+			transitions: []string{commanded},
+			ops:         []string{OpSetFreeze},
+		},
+	})
+}
+
+// queuedRate is a cell delivering 12.5 MB/s whose queue holds twice its
+// bandwidth-delay product: RTT_min 50 ms, smoothed RTT 150 ms.
+const queuedRate = 12_500_000
+
+// queuedLink feeds the estimator queuedRate over the second before t0,
+// with RTT samples of 150 ms after a first one of 50 ms.
+func queuedLink(h *harness) {
+	for ms := -1000; ms <= 0; ms += 10 {
+		rtt := 150 * time.Millisecond
+		if ms == -1000 {
+			rtt = 50 * time.Millisecond
+		}
+		if ms%50 == 0 {
+			h.est.AddRTT(h.est.Path(), at(ms), rtt)
+		}
+		h.est.AddBytes(at(ms), uint64(ms+1000)*queuedRate/1000)
+	}
+}
+
+// lossyRounds reports retransmitted bytes in five samples of 100 ms from
+// fromMs: senders that keep losing without shrinking.
+func lossyRounds(fromMs int) step {
+	return func(h *harness) {
+		for ms := fromMs; ms < fromMs+500; ms += 100 {
+			h.est.AddRetransmitted(at(ms), 1448)
+		}
+	}
+}
+
+// TestSenderAwareClamps: senders whose loss persists (BBR) get neither
+// the ramp nor the bandwidth hold, which would only slow them; the
+// Preparation clamp, which keeps their handovers loss-free, stays.
+func TestSenderAwareClamps(t *testing.T) {
+	runMachineCases(t, []machineCase{
+		{
+			name:  "no ramp after a handover",
+			setup: lossyRounds(-600),
+			steps: append(handoverSteps()[:3], func(h *harness) {
+				assert.Equal(h.t, uint32(lteBBuffer), h.act.clampBytes, "Preparation still clamps")
+			}, done(130, lteB), released(160)),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Nil(t, h.m.ramp)
+				assert.Zero(t, h.act.clampBytes)
+				assert.True(t, h.m.Status().LossPersists)
+			},
+		},
+		{
+			name: "a ramp in progress ends once the loss persists",
+			steps: append(handoverSteps(), released(160),
+				clampIs(lteBBuffer, estimator.SourceCell, "the ramp holds"),
+				lossyRounds(200), tick(700)),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Nil(t, h.m.ramp)
+				assert.Zero(t, h.act.clampBytes)
+			},
+		},
+		{
+			name:  "no bandwidth hold on sub-6 after mmWave",
+			cfg:   func(c *Config) { c.Ramp = false },
+			setup: withBandwidth,
+			steps: append(releaseToAnchor(), sub6Link(110, 300, sub6Rate), tick(300),
+				clampIs(sub6Window, ClampSourceBandwidth, "held before the loss persists"),
+				lossyRounds(310), sub6LinkFrom(310, 900, sub6Rate, sub6Rate*190/1000), tick(900)),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"mmwave_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.True(t, h.m.Status().BandwidthHold, "the hold is kept for when the loss stops persisting")
+				assert.Zero(t, h.act.clampBytes)
+			},
+		},
+	})
 }

@@ -6,6 +6,9 @@ import "time"
 const (
 	ClampSourceBandwidth = "bandwidth"
 	ClampSourceFreeze    = "freeze"
+	// ClampSourceRamp: the post-handover ramp, raised from the target's
+	// buffer estimate by what the new cell delivered.
+	ClampSourceRamp = "ramp"
 )
 
 // Actuator operation names, as counted in Counters.ActuatorErrors and in

@@ -178,7 +178,8 @@ func checkState(t *testing.T, m *Machine, act *fakeActuator, cfg Config, reliabl
 	}
 	check(in.ClampBytes == 0 || !in.Freeze, "clamp and freeze at once")
 	check(!in.Freeze || cfg.Policy == PolicyFreeze, "freeze under the m2ho policy")
-	check(!in.Suppression || st.State == Smoothing, "suppression outside Smoothing")
+	check(!in.Suppression || st.State == Smoothing || (st.State == Preparation && st.Command != nil && cfg.Policy == PolicyM2HO),
+		"suppression outside Smoothing and a commanded handover")
 	check(!st.BandwidthHold || (cfg.Policy == PolicyM2HO && cfg.BandwidthClamp), "bandwidth hold while disabled")
 	switch st.State {
 	case Stable:
@@ -186,8 +187,10 @@ func checkState(t *testing.T, m *Machine, act *fakeActuator, cfg Config, reliabl
 		check(!in.Freeze, "freeze in Stable")
 		// Under a bandwidth hold the handover's clamp may wait for the
 		// new cell's estimate, for bandwidthWarmup.
+		// After a handover the ramp holds a clamp until the senders fit.
 		heldForWarmup := m.now.Before(m.warmup.until)
-		check(in.ClampBytes == 0 || (st.BandwidthHold && (in.ClampSource == ClampSourceBandwidth || heldForWarmup)), "clamp in Stable without bandwidth hold")
+		check(in.ClampBytes == 0 || m.ramp != nil || (st.BandwidthHold && (in.ClampSource == ClampSourceBandwidth || heldForWarmup)), "clamp in Stable without bandwidth hold or ramp")
+		check(m.ramp == nil || (cfg.Policy == PolicyM2HO && cfg.Ramp), "ramp while disabled")
 	case Preparation:
 		check((st.Prediction == nil) != (st.Command == nil), "Preparation needs exactly one of prediction and command")
 		check(in.ClampBytes > 0 || in.Freeze, "Preparation without clamp")
@@ -207,7 +210,12 @@ func checkState(t *testing.T, m *Machine, act *fakeActuator, cfg Config, reliabl
 		check(!in.ClampDeadline.After(m.now.Add(cfg.PolicyLease)), "clamp deadline beyond one lease")
 	}
 	if in.SuppressionDeadline != nil {
-		check(!in.SuppressionDeadline.After(m.executedAt.Add(cfg.SmoothingMax)), "suppression beyond SmoothingMax")
+		// From the command, or in Smoothing from the execution.
+		from := m.executedAt
+		if st.State == Preparation && st.Command != nil {
+			from = st.Command.ReceivedAt
+		}
+		check(!in.SuppressionDeadline.After(from.Add(cfg.SmoothingMax)), "suppression beyond SmoothingMax")
 	}
 	if reliable {
 		check(in.ClampDeadline != nil || (in.ClampBytes == 0 && !in.Freeze), "clamp in force without deadline")

@@ -51,8 +51,14 @@ type Status struct {
 	InForce    PolicyStatus      `json:"in_force"`
 	// BandwidthHold is on between a mmWave to sub-6 handover and the next
 	// handover to mmWave.
-	BandwidthHold bool       `json:"bandwidth_hold"`
-	T2            []T2Status `json:"t2"`
+	BandwidthHold bool `json:"bandwidth_hold"`
+	// Ramp is on while the clamp of the last handover ramps up on the new
+	// cell.
+	Ramp bool `json:"ramp"`
+	// LossPersists says the senders keep losing without shrinking
+	// (Estimator.LossPersists): no ramp or bandwidth clamp holds them.
+	LossPersists bool       `json:"loss_persists"`
+	T2           []T2Status `json:"t2"`
 	// LearntReportKinds counts the kinds of measurement report the
 	// learning predictor has counts of (see ReportStats).
 	LearntReportKinds int      `json:"learnt_report_kinds"`
@@ -86,7 +92,8 @@ type PolicyStatus struct {
 	// ClampBytes is the window clamp, 0 when none.
 	ClampBytes uint32 `json:"clamp_bytes"`
 	// ClampSource says where the clamp comes from: an estimator lookup
-	// rule (cell, band_min, sub6_min, default), bandwidth or freeze.
+	// rule (cell, band_min, sub6_min, default), bandwidth, ramp or
+	// freeze.
 	ClampSource         string     `json:"clamp_source,omitempty"`
 	ClampDeadline       *time.Time `json:"clamp_deadline,omitempty"`
 	Freeze              bool       `json:"freeze"`
@@ -134,6 +141,8 @@ func (m *Machine) Status() Status {
 		Serving:       m.dataCell(),
 		PCell:         m.pcell,
 		BandwidthHold: m.bandwidthHold,
+		Ramp:          m.ramp != nil,
+		LossPersists:  m.est.LossPersists(m.now),
 		InForce:       m.policyStatus(),
 		T2:            m.t2Status(),
 

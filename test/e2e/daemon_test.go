@@ -95,17 +95,25 @@ func TestCommandAndCompletionDriveSmoothing(t *testing.T) {
 
 	d.send(measReport(diag.EventA3, sub6A, sub6B))
 	d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
+	// The command starts suppression: the source cell's context release
+	// reorders data from then on.
+	st := d.waitStatus(time.Second, "suppressing from the command", func(s status) bool {
+		return s.State == "preparation" && s.InForce.Epoch == 1
+	})
+	assert.True(t, st.InForce.Suppressing)
 	dl.waitWindow(time.Second, "clamped", clampedTo(targetBuffer))
 	d.send(hoComplete(sub6B))
 
 	// Smoothing ends within SmoothingMax (150 ms) at the latest.
-	st := d.waitStatus(2*time.Second, "back to stable on the target", func(s status) bool {
+	st = d.waitStatus(2*time.Second, "back to stable on the target", func(s status) bool {
 		return s.State == "stable" && s.Serving == sub6B
 	})
-	assert.Equal(t, uint32(1), st.InForce.Epoch, "one handover epoch started")
+	assert.Equal(t, uint32(2), st.InForce.Epoch, "an epoch at the command, another at the execution")
 	assert.False(t, st.InForce.Suppressing, "suppression released")
-	assert.Zero(t, st.InForce.ClampBytes, "clamp released")
 	assert.Positive(t, st.Datapath.Counters["snapshots"], "the flow took its pre-handover snapshot")
+	// A ramp may hold the clamp a few rounds longer, until the sender's
+	// window fits under it.
+	st = d.waitStatus(2*time.Second, "clamp released", func(s status) bool { return s.InForce.ClampBytes == 0 })
 	assert.Equal(t, uint64(1), st.Machine.Counters.Predictions["confirmed"])
 	assert.Equal(t, 1.0, d.metric(`m2hod_state_transitions_total{from="preparation",to="smoothing"}`))
 	assert.Equal(t, 1.0, d.metric(`m2hod_state_transitions_total{from="smoothing",to="stable"}`))
