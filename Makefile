@@ -148,7 +148,7 @@ demo: deps build
 
 # eval runs the section 6 evaluation (docs/results.md): CUBIC scaled like
 # the testbed with and without m2ho over walking and driving corpora of at
-# least 75 handovers each on the shared Lumos5G traces, and the baselines
+# least 70 handovers each on the shared Lumos5G traces, and the baselines
 # and ablations on one scenario of each (about two hours); run it again to
 # resume. EVAL_OUT keeps the per-run results, small enough for the
 # repository, so a run stopped on one machine resumes on another.

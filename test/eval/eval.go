@@ -39,7 +39,7 @@ var (
 	// without m2ho, and the ablations of m2ho's components.
 	DefaultExtraVariants = []string{
 		"cubic", "cubic+m2ho", "scubic+freeze", "bbr", "bbr+m2ho",
-		"scubic+m2ho-no-prediction", "scubic+m2ho-no-suppression", "scubic+m2ho-no-bandwidth_clamp",
+		"scubic+m2ho-no-prediction", "scubic+m2ho-no-suppression", "scubic+m2ho-no-bandwidth_clamp", "scubic+m2ho-no-ramp",
 	}
 	DefaultMobilities = []string{scenario.MobilityWalking, scenario.MobilityDriving}
 )

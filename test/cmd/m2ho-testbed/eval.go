@@ -32,7 +32,7 @@ func splitList(s string) []string {
 func cmdEval(ctx context.Context, args []string, out io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	outDir := fs.String("out", "out/eval", "output directory (an earlier evaluation there resumes)")
-	handovers := fs.Int("handovers", 75, "minimum handovers of each mobility pattern's corpus")
+	handovers := fs.Int("handovers", 70, "minimum handovers of each mobility pattern's corpus")
 	seed := fs.Uint64("seed", 1, "seed of the first scenario of the corpus")
 	duration := fs.Duration("scenario-duration", 2*time.Minute, "length of each scenario")
 	mobility := fs.String("mobility", strings.Join(eval.DefaultMobilities, ","), "comma-separated mobility patterns: walking, driving")
