@@ -6,8 +6,9 @@ import (
 )
 
 // PolicySummary is what m2ho would have done to TCP over a replay: the
-// window clamps (Preparation, the Smoothing hold, the bandwidth hold
-// after mmWave) and the duplicate-ACK suppression windows (Smoothing).
+// window clamps (Preparation, the Smoothing hold, the ramp, the bandwidth
+// hold after mmWave) and the duplicate-ACK suppression windows (from the
+// handover command to the end of Smoothing).
 type PolicySummary struct {
 	// Clamps counts clamp episodes, from the first write to the release
 	// (or to the deadline it was last renewed to); ClampedFor is their
@@ -83,9 +84,17 @@ func (r *policyRecorder) ClearClamp() error {
 	return nil
 }
 
+// StartSuppression opens a suppression window, or extends the one in
+// force: the command and the execution of one handover each start an
+// epoch, and suppression runs from the first to the end of Smoothing.
 func (r *policyRecorder) StartSuppression(deadline time.Time) error {
-	r.endSuppression(r.now())
-	r.suppressing, r.suppressFrom, r.suppressTo = true, r.now(), deadline
+	now := r.now()
+	if r.suppressing && !now.After(r.suppressTo) {
+		r.suppressTo = deadline
+		return nil
+	}
+	r.endSuppression(now)
+	r.suppressing, r.suppressFrom, r.suppressTo = true, now, deadline
 	r.windows++
 	return nil
 }

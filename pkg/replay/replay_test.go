@@ -122,8 +122,9 @@ func TestJudgeAlgorithm1(t *testing.T) {
 
 	assert.Equal(t, map[string]int{statemachine.OutcomeConfirmed: 2, statemachine.OutcomeTimedOut: 1}, res.Outcomes)
 	pol := res.Policy
-	assert.Equal(t, 6, pol.Suppressions, "Smoothing after every executed handover")
-	assert.Equal(t, 6*statemachine.DefaultConfig().SmoothingMax, pol.SuppressedFor, "nothing ends Smoothing earlier here")
+	assert.Equal(t, 6, pol.Suppressions, "one window for every executed handover, its command's and its execution's epochs together")
+	assert.Equal(t, 6*(20*time.Millisecond+statemachine.DefaultConfig().SmoothingMax), pol.SuppressedFor,
+		"from the command, 20 ms before execution, to the end of Smoothing: nothing ends it earlier here")
 	assert.GreaterOrEqual(t, pol.Clamps, 7, "a clamp for every prediction and unpredicted command")
 	assert.Positive(t, pol.ClampedFor)
 	assert.Positive(t, pol.ClampBytesMedian)
