@@ -38,7 +38,7 @@ const namespace = "m2hod"
 // alerts built on its rate could not fire for the very failure they
 // watch; nor could an increase() see the first actuation error.
 var (
-	handoverKinds      = []string{"sub6_sub6", "sub6_mmwave", "mmwave_mmwave", "mmwave_sub6"}
+	handoverKinds      = diag.HandoverClasses
 	predictionOutcomes = []string{"confirmed", "cancelled_a1", "timed_out"}
 )
 

@@ -21,7 +21,7 @@ const ClassTotal = "total"
 // Classes lists the handover classes in the paper's table order, then
 // ClassTotal.
 func Classes() []string {
-	return []string{statemachine.KindSub6Sub6, statemachine.KindSub6MmWave, statemachine.KindMmWaveMmWave, statemachine.KindMmWaveSub6, ClassTotal}
+	return append(slices.Clone(diag.HandoverClasses), ClassTotal)
 }
 
 // Why an unpredicted handover was missed.
@@ -174,9 +174,9 @@ func (j *judge) play(ev diag.Event) error {
 		return nil
 	}
 	after := j.player.Machine().Status()
-	h := &handover{commandAt: ev.Time, class: statemachine.HandoverKind(before.Serving.Band, before.Serving.Band)}
+	h := &handover{commandAt: ev.Time, class: diag.HandoverClass(before.Serving.Band, before.Serving.Band)}
 	if after.Command != nil {
-		h.class = statemachine.HandoverKind(before.Serving.Band, after.Command.NewServing.Band)
+		h.class = diag.HandoverClass(before.Serving.Band, after.Command.NewServing.Band)
 	}
 	if j.confirmedNow && before.Prediction != nil {
 		h.predictedAt = before.Prediction.PredictedAt
@@ -192,7 +192,7 @@ func (j *judge) afterEvent(ev diag.Event) {
 		j.open = nil
 		st := j.player.Machine().Status()
 		j.handovers = append(j.handovers, &handover{commandAt: ev.Time, failure: true, miss: MissRadioLinkFailure,
-			class: statemachine.HandoverKind(st.Serving.Band, st.Serving.Band)})
+			class: diag.HandoverClass(st.Serving.Band, st.Serving.Band)})
 	}
 	j.tracker.observe(j.player.Machine().Status().Prediction, ev.Time)
 }
@@ -300,7 +300,7 @@ func (j *judge) classes() []ClassResult {
 			// replaced it.
 			continue
 		}
-		class := statemachine.HandoverKind(p.Source.Band, p.Target.Band)
+		class := diag.HandoverClass(p.Source.Band, p.Target.Band)
 		if p.Outcome == statemachine.OutcomeConfirmed {
 			if h := j.confirmedBy(p); h != nil {
 				class = h.class

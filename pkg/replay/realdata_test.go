@@ -288,7 +288,7 @@ func TestRealLTEMobilityLog(t *testing.T) {
 	path := filepath.Join(shareddata.DataDir(t, "diag"), "mobility_sample.mi2log")
 	r := replayFollowingAnchors(t, "qmdl:"+path)
 	st := r.player.Machine().Status()
-	assert.Positive(t, st.Counters.Handovers[statemachine.KindSub6Sub6])
+	assert.Positive(t, st.Counters.Handovers[diag.ClassSub6Sub6])
 	assert.Len(t, st.Counters.Handovers, 1, "an LTE-only log has only sub6_sub6 handovers")
 	assert.Positive(t, st.Counters.Predictions[statemachine.OutcomeConfirmed])
 	assert.Positive(t, r.anchorHandovers)

@@ -109,16 +109,16 @@ func TestJudgeAlgorithm1(t *testing.T) {
 	assert.Equal(t, 55*time.Millisecond, total.LeadMean, "60 and 50 ms")
 	assert.Equal(t, 75*time.Millisecond, total.EarlinessMean, "80 and 70 ms")
 
-	sub6, ok := res.Class(statemachine.KindSub6Sub6)
+	sub6, ok := res.Class(diag.ClassSub6Sub6)
 	require.True(t, ok)
 	assert.Equal(t, 5, sub6.Handovers)
 	assert.Equal(t, Ratio{Num: 1, Den: 2}, sub6.Precision)
-	up, ok := res.Class(statemachine.KindSub6MmWave)
+	up, ok := res.Class(diag.ClassSub6MmWave)
 	require.True(t, ok)
 	assert.Equal(t, 1, up.Handovers)
 	assert.Equal(t, Ratio{Num: 1, Den: 1}, up.Precision)
 	assert.Equal(t, Ratio{Num: 1, Den: 1}, up.RecallReported)
-	assert.Equal(t, []string{statemachine.KindSub6Sub6, statemachine.KindSub6MmWave, ClassTotal}, classNames(res.Classes))
+	assert.Equal(t, []string{diag.ClassSub6Sub6, diag.ClassSub6MmWave, ClassTotal}, classNames(res.Classes))
 
 	assert.Equal(t, map[string]int{statemachine.OutcomeConfirmed: 2, statemachine.OutcomeTimedOut: 1}, res.Outcomes)
 	pol := res.Policy

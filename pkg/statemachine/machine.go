@@ -778,7 +778,7 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	m.setCells(pcell, scg)
 	m.cmd, m.pred = nil, nil
 	to := m.dataCell()
-	kind := HandoverKind(from.Band, to.Band)
+	kind := diag.HandoverClass(from.Band, to.Band)
 	m.cnt.handovers[kind]++
 	m.obs.Handover(kind, m.now)
 	if m.cfg.Policy == PolicyM2HO && m.cfg.BandwidthClamp {
@@ -1001,28 +1001,6 @@ func (m *Machine) applyPreparationPolicy(target diag.Cell, limit time.Time) {
 // 0 or more than estimator.MaxWindowBytes.
 func windowBytes(b uint64) uint32 {
 	return uint32(min(max(b, 1), estimator.MaxWindowBytes))
-}
-
-// Handover kinds, by the bands of the data cells before and after.
-const (
-	KindSub6Sub6     = "sub6_sub6"
-	KindSub6MmWave   = "sub6_mmwave"
-	KindMmWaveMmWave = "mmwave_mmwave"
-	KindMmWaveSub6   = "mmwave_sub6"
-)
-
-// HandoverKind names a handover by the bands of the data cells before
-// and after.
-func HandoverKind(from, to diag.Band) string {
-	switch {
-	case bandKey(from) == diag.BandMmWave && bandKey(to) == diag.BandMmWave:
-		return KindMmWaveMmWave
-	case bandKey(from) == diag.BandMmWave:
-		return KindMmWaveSub6
-	case bandKey(to) == diag.BandMmWave:
-		return KindSub6MmWave
-	}
-	return KindSub6Sub6
 }
 
 // bandKey files a cell of unknown band (LTE without band, a cell no log

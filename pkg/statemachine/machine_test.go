@@ -881,7 +881,7 @@ func TestCommandsOfOneReconfiguration(t *testing.T) {
 			state:       Smoothing,
 			transitions: []string{predicted, executed},
 			predictions: []string{OutcomeConfirmed},
-			handovers:   []string{KindMmWaveSub6},
+			handovers:   []string{diag.ClassMmWaveSub6},
 			check: func(t *testing.T, h *harness) {
 				st := h.m.Status()
 				assert.Equal(t, diag.Cell{Band: diag.BandSub6}, st.Serving, "an unknown sub-6 cell")
@@ -960,7 +960,7 @@ func TestAnchorHandoverReleasingTheSCG(t *testing.T) {
 				steps:       append(steps, tick(20), done(30, lteB)),
 				state:       Smoothing,
 				transitions: []string{commanded, executed},
-				handovers:   []string{KindMmWaveSub6},
+				handovers:   []string{diag.ClassMmWaveSub6},
 				check:       onNewAnchor,
 			})
 		}
@@ -974,7 +974,7 @@ func TestAnchorHandoverReleasingTheSCG(t *testing.T) {
 		},
 		state:       Smoothing,
 		transitions: []string{commanded, executed},
-		handovers:   []string{KindSub6Sub6},
+		handovers:   []string{diag.ClassSub6Sub6},
 		check: func(t *testing.T, h *harness) {
 			st := h.m.Status()
 			assert.Equal(t, lteB, st.PCell)
@@ -1298,24 +1298,6 @@ func TestNoObserverAndFreshStatus(t *testing.T) {
 	assert.Equal(t, Smoothing, h.m.State(), "runs without an observer")
 	assert.Empty(t, h.obs.transitions, "the removed observer hears nothing")
 	assert.Equal(t, at(130), h.m.Status().Since)
-}
-
-func TestHandoverKindOfBands(t *testing.T) {
-	tests := []struct {
-		from, to diag.Band
-		kind     string
-	}{
-		{diag.BandSub6, diag.BandSub6, KindSub6Sub6},
-		{diag.BandSub6, diag.BandMmWave, KindSub6MmWave},
-		{diag.BandMmWave, diag.BandMmWave, KindMmWaveMmWave},
-		{diag.BandMmWave, diag.BandSub6, KindMmWaveSub6},
-		{"", diag.BandMmWave, KindSub6MmWave},
-		{diag.BandMmWave, "", KindMmWaveSub6},
-		{"", "", KindSub6Sub6},
-	}
-	for _, tc := range tests {
-		assert.Equal(t, tc.kind, HandoverKind(tc.from, tc.to), "%q to %q", tc.from, tc.to)
-	}
 }
 
 func TestRBAllocNamesTheFirstServingCell(t *testing.T) {

@@ -196,7 +196,7 @@ func (l *Link) compileTimeline() {
 			idx := len(l.truth.Handovers)
 			l.truth.Handovers = append(l.truth.Handovers, HandoverRecord{
 				Index: idx, Procedure: ProcedureHandover, Kind: e.Kind,
-				Class:  scenario.HandoverClass(l.cells[e.Source].spec.Band, l.cells[e.Target].spec.Band),
+				Class:  diag.HandoverClass(l.cells[e.Source].spec.Band, l.cells[e.Target].spec.Band),
 				Source: e.Source, Target: e.Target, MeasEvent: e.MeasEvent,
 				MeasAt: e.At - e.MeasLead, CommandAt: e.At - e.CommandLead,
 				ExecAt: e.At, CompleteAt: e.At + e.Interruption,
@@ -213,7 +213,7 @@ func (l *Link) compileTimeline() {
 			idx := len(l.truth.Handovers)
 			l.truth.Handovers = append(l.truth.Handovers, HandoverRecord{
 				Index: idx, Procedure: ProcedureRLF,
-				Class:  scenario.HandoverClass(l.cells[serving].spec.Band, l.cells[e.Target].spec.Band),
+				Class:  diag.HandoverClass(l.cells[serving].spec.Band, l.cells[e.Target].spec.Band),
 				Source: serving, Target: e.Target,
 				ExecAt: e.At, CompleteAt: e.At + e.Interruption,
 			})

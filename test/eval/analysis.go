@@ -403,12 +403,6 @@ func goals(a *Analysis) []Goal {
 	return out
 }
 
-// classNames are the paper's labels of the handover classes.
-var classNames = map[string]string{
-	"sub6_sub6": "sub6-sub6", "sub6_mmwave": "sub6-mmW", "mmwave_mmwave": "mmW-mmW",
-	"mmwave_sub6": "mmW-sub6", report.ClassOverall: "Overall",
-}
-
 // writeTable2 prints the paper's Table 2 for one m2ho variant against
 // baselines: throughput (Mbit/s) and convergence time t (s) per class over
 // the variant's runs, with eta0 = (m2ho - algo) / algo for throughput and
@@ -427,7 +421,7 @@ func writeTable2(w io.Writer, a *Analysis, m2ho string, baselines []string, pair
 		if !ok {
 			continue
 		}
-		fmt.Fprintf(w, "| %s (%d) | %.1f | %.1f |", classNames[class], x.Handovers, x.ThroughputBps/1e6, x.ConvergenceTime.Seconds())
+		fmt.Fprintf(w, "| %s (%d) | %.1f | %.1f |", report.ClassLabel(class), x.Handovers, x.ThroughputBps/1e6, x.ConvergenceTime.Seconds())
 		for _, b := range baselines {
 			s, ok := a.summary(b, class)
 			p, paired := pair(m2ho, b)
@@ -470,7 +464,7 @@ func writeOutcomes(w io.Writer, a *Analysis, variants []string) {
 func writeLossFree(w io.Writer, a *Analysis, variants []string) {
 	fmt.Fprint(w, "| variant |")
 	for _, c := range report.ClassOrder {
-		fmt.Fprintf(w, " %s |", classNames[c])
+		fmt.Fprintf(w, " %s |", report.ClassLabel(c))
 	}
 	fmt.Fprint(w, "\n|---|")
 	for range report.ClassOrder {

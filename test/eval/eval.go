@@ -20,6 +20,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/test/emu"
 	"github.com/m2ho/m2ho/test/report"
 	"github.com/m2ho/m2ho/test/scenario"
@@ -313,7 +314,7 @@ func generate(opts Options, mobility string, seed uint64, traces []scenario.Trac
 		switch e.Type {
 		case scenario.TypeHandover:
 			entry.Handovers++
-			entry.Classes[scenario.HandoverClass(cells[e.Source].Band, cells[e.Target].Band)]++
+			entry.Classes[diag.HandoverClass(cells[e.Source].Band, cells[e.Target].Band)]++
 			if e.ContextRelease != nil {
 				entry.Reordered++
 			}

@@ -379,10 +379,7 @@ func dupAckClassLabel(class string) string {
 	if class == ClassNoHandover {
 		return "No HO"
 	}
-	if label, ok := classLabels[class]; ok {
-		return label
-	}
-	return class
+	return ClassLabel(class)
 }
 
 // DupAckModelCheck compares the receiver model with the uplink in runs

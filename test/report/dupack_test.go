@@ -274,7 +274,7 @@ func TestWriteDupAckTable(t *testing.T) {
 	}))
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	want := []string{
-		"| Variant | Level | | sub6-sub6 | sub6-mmW | mmW-mmW | mmW-sub6 | No HO | Total |",
+		"| Variant | Level | | sub6-sub6 | sub6-mmW | mmW-mmW | mmW-sub6 | No HO | Overall |",
 		"|---|---|---|---|---|---|---|---|---|",
 		"| CUBIC + m2ho | events | Precis. | 75.0 (3/4) | - (0/0) | - (0/0) | - (0/0) | 0.0 (0/1) | 60.0 (3/5) |",
 		"| CUBIC + m2ho | events | Recall | 100.0 (3/3) | - (0/0) | - (0/0) | 0.0 (0/1) | - (0/0) | 75.0 (3/4) |",

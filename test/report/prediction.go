@@ -17,7 +17,6 @@ import (
 	"github.com/m2ho/m2ho/pkg/replay"
 	"github.com/m2ho/m2ho/pkg/statemachine"
 	"github.com/m2ho/m2ho/test/emu"
-	"github.com/m2ho/m2ho/test/scenario"
 )
 
 // Handover predictors compared in Tables 4 and 5 of the paper.
@@ -48,15 +47,6 @@ var predictorLabels = map[string]string{
 	PredictorM2HO:      "M2HO",
 	PredictorNaive:     "HO-Naive",
 	PredictorAtCommand: "No Pred.",
-}
-
-// classLabels are the column names of the paper's tables.
-var classLabels = map[string]string{
-	statemachine.KindSub6Sub6:     "sub6-sub6",
-	statemachine.KindSub6MmWave:   "sub6-mmW",
-	statemachine.KindMmWaveMmWave: "mmW-mmW",
-	statemachine.KindMmWaveSub6:   "mmW-sub6",
-	ClassOverall:                  "Total",
 }
 
 // NaiveWindow is how long after a measurement report a handover may
@@ -278,7 +268,7 @@ func scoreM2HO(truth *emu.GroundTruth, made []*replay.Prediction) []scoredPredic
 	for _, p := range made {
 		s := scoredPrediction{
 			at:       p.PredictedAt.Sub(truth.Start),
-			class:    bandClass(p.Source.Band, p.Target.Band),
+			class:    diag.HandoverClass(p.Source.Band, p.Target.Band),
 			handover: -1,
 		}
 		if p.Outcome == statemachine.OutcomeConfirmed {
@@ -300,7 +290,7 @@ func scoreNaive(truth *emu.GroundTruth, events []diag.Event) []scoredPrediction 
 		if ev.Neighbor.IsZero() {
 			target = ev.Serving.Band
 		}
-		s := scoredPrediction{at: ev.Time.Sub(truth.Start), class: bandClass(ev.Serving.Band, target), handover: -1}
+		s := scoredPrediction{at: ev.Time.Sub(truth.Start), class: diag.HandoverClass(ev.Serving.Band, target), handover: -1}
 		s.judge(truth, handoverWithin(truth, s.at, NaiveWindow))
 		out = append(out, s)
 	}
@@ -314,7 +304,7 @@ func scoreAtCommand(truth *emu.GroundTruth, events []diag.Event) []scoredPredict
 		if ev.Type != diag.TypeHOCommand {
 			continue
 		}
-		s := scoredPrediction{at: ev.Time.Sub(truth.Start), class: bandClass(ev.Source.Band, ev.Target.Band), handover: -1}
+		s := scoredPrediction{at: ev.Time.Sub(truth.Start), class: diag.HandoverClass(ev.Source.Band, ev.Target.Band), handover: -1}
 		s.judge(truth, handoverUnderWay(truth, s.at))
 		out = append(out, s)
 	}
@@ -344,20 +334,6 @@ func handoverWithin(truth *emu.GroundTruth, t, window time.Duration) int {
 	return slices.IndexFunc(truth.Handovers, func(h emu.HandoverRecord) bool {
 		return h.Procedure == emu.ProcedureHandover && t <= h.CommandAt+matchTolerance && h.ExecAt-t <= window
 	})
-}
-
-// bandClass names the class of a handover between cells of two bands; a
-// cell of unknown band (an LTE cell, a target Algorithm 1 only knows to be
-// some sub-6 cell) is sub-6, as the state machine files it.
-func bandClass(source, target diag.Band) string {
-	return scenario.HandoverClass(bandOrSub6(source), bandOrSub6(target))
-}
-
-func bandOrSub6(b diag.Band) diag.Band {
-	if b == diag.BandMmWave {
-		return b
-	}
-	return diag.BandSub6
 }
 
 // firstPredictions maps each correctly predicted handover to the time of
@@ -473,9 +449,9 @@ func WritePredictionTable(w io.Writer, res *PredictionResult) error {
 	var b strings.Builder
 	b.WriteString("| Predictor |")
 	for _, class := range ClassOrder {
-		fmt.Fprintf(&b, " %s p | %s r |", classLabels[class], classLabels[class])
+		fmt.Fprintf(&b, " %s p | %s r |", ClassLabel(class), ClassLabel(class))
 	}
-	b.WriteString(" Total r, handovers only |\n|---|")
+	b.WriteString(" Overall r, handovers only |\n|---|")
 	b.WriteString(strings.Repeat("---|", 2*len(ClassOrder)+1))
 	b.WriteString("\n")
 	for _, name := range predictorOrder {
@@ -516,7 +492,7 @@ func WriteEarlinessTable(w io.Writer, res *PredictionResult) error {
 	}
 	b.WriteString("\n|---|" + strings.Repeat("---|", len(columns)) + "\n")
 	for _, class := range ClassOrder {
-		fmt.Fprintf(&b, "| %s |", classLabels[class])
+		fmt.Fprintf(&b, "| %s |", ClassLabel(class))
 		for _, name := range columns {
 			b.WriteString(" " + earlinessCell(res, name, class) + " |")
 		}

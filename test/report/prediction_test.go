@@ -56,7 +56,7 @@ func (r *predRun) handover(ev diag.MeasEvent, kind diag.HOKind, source, target d
 		diag.Event{Type: diag.TypeHOComplete, Time: predStart.Add(msAt(execMs + 27)), Cell: target})
 	r.handovers = append(r.handovers, emu.HandoverRecord{
 		Index: len(r.handovers), Procedure: emu.ProcedureHandover, Kind: kind,
-		Class: scenario.HandoverClass(source.Band, target.Band), MeasEvent: ev,
+		Class: diag.HandoverClass(source.Band, target.Band), MeasEvent: ev,
 		MeasAt: msAt(measMs), CommandAt: msAt(cmdMs), ExecAt: msAt(execMs), CompleteAt: msAt(execMs + 27),
 	})
 	return r
@@ -70,7 +70,7 @@ func (r *predRun) rlf(source, target diag.Cell, ms int) *predRun {
 		diag.Event{Type: diag.TypeHOComplete, Time: predStart.Add(msAt(ms + 138)), Cell: target})
 	r.handovers = append(r.handovers, emu.HandoverRecord{
 		Index: len(r.handovers), Procedure: emu.ProcedureRLF,
-		Class: scenario.HandoverClass(source.Band, target.Band), ExecAt: msAt(ms), CompleteAt: msAt(ms + 138),
+		Class: diag.HandoverClass(source.Band, target.Band), ExecAt: msAt(ms), CompleteAt: msAt(ms + 138),
 	})
 	return r
 }
@@ -363,7 +363,7 @@ func TestPredictionEmptyRun(t *testing.T) {
 	}
 	var table bytes.Buffer
 	require.NoError(t, WriteEarlinessTable(&table, res))
-	assert.Contains(t, table.String(), "| Total | - (n=0) | - (n=0) | - (n=0) |")
+	assert.Contains(t, table.String(), "| Overall | - (n=0) | - (n=0) | - (n=0) |")
 }
 
 func TestPredictionRatio(t *testing.T) {
@@ -402,7 +402,7 @@ func TestPredictionTables(t *testing.T) {
 	require.NoError(t, WritePredictionTable(&table4, res))
 	lines := strings.Split(table4.String(), "\n")
 	require.GreaterOrEqual(t, len(lines), 6)
-	assert.Equal(t, "| Predictor | sub6-sub6 p | sub6-sub6 r | sub6-mmW p | sub6-mmW r | mmW-mmW p | mmW-mmW r | mmW-sub6 p | mmW-sub6 r | Total p | Total r | Total r, handovers only |", lines[0])
+	assert.Equal(t, "| Predictor | sub6-sub6 p | sub6-sub6 r | sub6-mmW p | sub6-mmW r | mmW-mmW p | mmW-mmW r | mmW-sub6 p | mmW-sub6 r | Overall p | Overall r | Overall r, handovers only |", lines[0])
 	assert.Equal(t, "| HO-Naive | 50.0 (1/2) | 50.0 (1/2) | - (0/0) | - (0/0) | - (0/0) | - (0/0) | - (0/0) | - (0/0) | 50.0 (1/2) | 50.0 (1/2) | 100.0 (1/1) |", lines[2])
 	assert.Equal(t, "| No Pred. | 100.0 (1/1) | 50.0 (1/2) | - (0/0) | - (0/0) | - (0/0) | - (0/0) | - (0/0) | - (0/0) | 100.0 (1/1) | 50.0 (1/2) | 100.0 (1/1) |", lines[3])
 	assert.Equal(t, "| M2HO | 50.0 (1/2) | 50.0 (1/2) | - (0/0) | - (0/0) | - (0/0) | - (0/0) | - (0/0) | - (0/0) | 50.0 (1/2) | 50.0 (1/2) | 100.0 (1/1) |", lines[4])
@@ -418,7 +418,7 @@ func TestPredictionTables(t *testing.T) {
 	assert.Equal(t, "| Handover | M2HO | No Pred. | HO-Naive |", lines[0])
 	assert.Equal(t, "| sub6-sub6 | 180.0 / 180.0 (n=1) | 33.0 / 33.0 (n=1) | 180.0 / 180.0 (n=1) |", lines[2])
 	assert.Equal(t, "| sub6-mmW | - (n=0) | - (n=0) | - (n=0) |", lines[3])
-	assert.Equal(t, "| Total | 180.0 / 180.0 (n=1) | 33.0 / 33.0 (n=1) | 180.0 / 180.0 (n=1) |", lines[6])
+	assert.Equal(t, "| Overall | 180.0 / 180.0 (n=1) | 33.0 / 33.0 (n=1) | 180.0 / 180.0 (n=1) |", lines[6])
 
 	raw, err := json.Marshal(res)
 	require.NoError(t, err)
@@ -521,7 +521,7 @@ func TestPredictionGeneratedScenarios(t *testing.T) {
 			}
 			source, _ := sc.Cell(e.Source)
 			target, _ := sc.Cell(e.Target)
-			class := scenario.HandoverClass(source.Band, target.Band)
+			class := diag.HandoverClass(source.Band, target.Band)
 			commandLeads[class] = append(commandLeads[class], e.CommandLead)
 			commandLeads[ClassOverall] = append(commandLeads[ClassOverall], e.CommandLead)
 		}

@@ -91,7 +91,7 @@ func SectionThree(runs []ObservedRun) ([]Observation, error) {
 				continue
 			}
 			all = append(all, h)
-			if h.Class == scenario.HandoverClass(diag.BandSub6, diag.BandMmWave) {
+			if h.Class == diag.ClassSub6MmWave {
 				sub6MmW = append(sub6MmW, h)
 			}
 			if h.Reordered {

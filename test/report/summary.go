@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/test/scaledcc"
 )
 
@@ -16,7 +17,16 @@ const ClassOverall = "overall"
 
 // ClassOrder is the paper's table order of the handover classes, with
 // the overall row last.
-var ClassOrder = []string{"sub6_sub6", "sub6_mmwave", "mmwave_mmwave", "mmwave_sub6", ClassOverall}
+var ClassOrder = append(slices.Clone(diag.HandoverClasses), ClassOverall)
+
+// ClassLabel is the name the paper's tables give a class, or the
+// overall row.
+func ClassLabel(class string) string {
+	if class == ClassOverall {
+		return diag.AllClassesLabel
+	}
+	return diag.ClassLabel(class)
+}
 
 // Summary aggregates the handovers of one class in one variant.
 type Summary struct {

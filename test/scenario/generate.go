@@ -246,10 +246,10 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 
 // measuredMix is the handover count of each class in the measurements.
 var measuredMix = map[string]int{
-	HandoverClass(diag.BandSub6, diag.BandSub6):     countSub6Sub6,
-	HandoverClass(diag.BandSub6, diag.BandMmWave):   countSub6MmWave,
-	HandoverClass(diag.BandMmWave, diag.BandSub6):   countMmWaveSub6,
-	HandoverClass(diag.BandMmWave, diag.BandMmWave): countMmWaveMmWave,
+	diag.HandoverClass(diag.BandSub6, diag.BandSub6):     countSub6Sub6,
+	diag.HandoverClass(diag.BandSub6, diag.BandMmWave):   countSub6MmWave,
+	diag.HandoverClass(diag.BandMmWave, diag.BandSub6):   countMmWaveSub6,
+	diag.HandoverClass(diag.BandMmWave, diag.BandMmWave): countMmWaveMmWave,
 }
 
 // mixTracker steers the handover types towards the measured mix: from
@@ -263,7 +263,7 @@ type mixTracker struct {
 func (m *mixTracker) next(serving diag.Band, drawn bool) (toMmWave bool) {
 	n := float64(m.total + 1)
 	lag := func(target diag.Band) float64 {
-		class := HandoverClass(serving, target)
+		class := diag.HandoverClass(serving, target)
 		return n*float64(measuredMix[class])/countHandovers - float64(m.counts[class])
 	}
 	toMmWaveLag, toSub6Lag := lag(diag.BandMmWave), lag(diag.BandSub6)
@@ -275,7 +275,7 @@ func (m *mixTracker) count(source, target diag.Band) {
 	if m.counts == nil {
 		m.counts = map[string]int{}
 	}
-	m.counts[HandoverClass(source, target)]++
+	m.counts[diag.HandoverClass(source, target)]++
 	m.total++
 }
 

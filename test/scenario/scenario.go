@@ -481,12 +481,6 @@ func (c Cell) DiagCell() diag.Cell {
 	return diag.Cell{RAT: c.RAT, Band: c.Band, PCI: c.PCI, ARFCN: c.ARFCN}
 }
 
-// HandoverClass is the paper's handover type: sub6_sub6, sub6_mmwave,
-// mmwave_mmwave or mmwave_sub6 (the label of m2hod_handovers_total).
-func HandoverClass(source, target diag.Band) string {
-	return string(source) + "_" + string(target)
-}
-
 // ResolvePath resolves a trace path of the scenario.
 func (s *Scenario) ResolvePath(p string) string {
 	if filepath.IsAbs(p) || s.Dir == "" {

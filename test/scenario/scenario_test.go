@@ -140,7 +140,7 @@ func TestDemoScenarioHasThePaperHandovers(t *testing.T) {
 		}
 		src, _ := sc.Cell(e.Source)
 		dst, _ := sc.Cell(e.Target)
-		classes = append(classes, HandoverClass(src.Band, dst.Band))
+		classes = append(classes, diag.HandoverClass(src.Band, dst.Band))
 	}
 	assert.Equal(t, []string{"sub6_mmwave", "mmwave_mmwave", "mmwave_sub6"}, classes)
 }
@@ -235,7 +235,7 @@ func TestGenerateFollowsTheStatistics(t *testing.T) {
 					handovers++
 					src, _ := sc.Cell(e.Source)
 					dst, _ := sc.Cell(e.Target)
-					counts[HandoverClass(src.Band, dst.Band)]++
+					counts[diag.HandoverClass(src.Band, dst.Band)]++
 					measLead += e.MeasLead
 					cmdLead += e.CommandLead
 					interruption += e.Interruption
@@ -278,7 +278,7 @@ func TestGenerateMatchMixKeepsTheMeasuredHandoverMix(t *testing.T) {
 		}
 		for _, e := range sc.Timeline {
 			if e.Type == TypeHandover {
-				counts[HandoverClass(cells[e.Source].Band, cells[e.Target].Band)]++
+				counts[diag.HandoverClass(cells[e.Source].Band, cells[e.Target].Band)]++
 				total++
 			}
 		}
