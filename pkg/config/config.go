@@ -18,9 +18,9 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
-	"github.com/m2ho/m2ho/pkg/datapath"
+	"github.com/m2ho/m2ho/pkg/datapath/limits"
 	"github.com/m2ho/m2ho/pkg/diag/rrc"
 	"github.com/m2ho/m2ho/pkg/estimator"
 )
@@ -127,7 +127,7 @@ const (
 	maxDrainBurst = 64 << 20
 	maxIfaceName  = 15 // IFNAMSIZ - 1
 	// maxFlows is the largest flow table the datapath builds.
-	maxFlows = datapath.MaxFlowsLimit
+	maxFlows = limits.MaxFlows
 )
 
 // minDefaultBuffer is the smallest default buffer estimate: the estimator

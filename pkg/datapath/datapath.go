@@ -21,6 +21,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/vishvananda/netlink"
+
+	"github.com/m2ho/m2ho/pkg/datapath/limits"
 )
 
 var (
@@ -50,11 +52,8 @@ const DefaultBurstGap = time.Millisecond
 // DefaultMaxFlows bounds the tracked flows when Options.MaxFlows is 0.
 const DefaultMaxFlows = 65536
 
-// MaxFlowsLimit is the largest Options.MaxFlows: 16 Mi flows, a flow table
-// of 6.25 GiB (400 bytes per flow: two slots of a 192-byte entry and its
-// share of the bucket's tags), besides 112 bytes per flow for each of the
-// flow index and the handshake store.
-const MaxFlowsLimit = 1 << 24
+// MaxFlowsLimit is the largest Options.MaxFlows (limits.MaxFlows).
+const MaxFlowsLimit = limits.MaxFlows
 
 // AttachMode names how the programs are hooked to the interface.
 const (

@@ -13,7 +13,7 @@ import (
 	"sort"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/m2ho/m2ho/pkg/diag"
 )
