@@ -26,10 +26,9 @@ const nameMax = 15
 
 // CC is one registration of similarity-scaled CUBIC.
 type CC struct {
-	name  string
-	scale float64
-	objs  scubicObjects
-	link  link.Link
+	name string
+	objs scubicObjects
+	link link.Link
 }
 
 // Register loads similarity-scaled CUBIC for scale s (0 < s <= 1) and
@@ -55,7 +54,7 @@ func Register(s float64) (*CC, error) {
 	if err := setName(spec.Maps["scubic"], name); err != nil {
 		return nil, err
 	}
-	cc := &CC{name: name, scale: s}
+	cc := &CC{name: name}
 	if err := spec.LoadAndAssign(&cc.objs, nil); err != nil {
 		return nil, fmt.Errorf("loading scaled CUBIC (needs BPF struct_ops for TCP congestion control, Linux 5.6 or newer): %w", err)
 	}
@@ -69,9 +68,6 @@ func Register(s float64) (*CC, error) {
 
 // Name is the congestion control's name for TCP_CONGESTION.
 func (c *CC) Name() string { return c.name }
-
-// Scale is the scale the window follows.
-func (c *CC) Scale() float64 { return c.scale }
 
 // Close unregisters the congestion control.
 func (c *CC) Close() error {
