@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The policy m2hod writes and what it does to a flow: epochs and their
+ * snapshots, the advertised window clamp, duplicate-ACK suppression.
+ *
+ * Part of m2ho.c, which includes it after its maps and helpers.
+ */
+#ifndef M2HO_LIB_POLICY_H
+#define M2HO_LIB_POLICY_H
+
+/*
+ * enter_epoch snapshots the highest received sequence the first time a flow
+ * is seen in a new handover epoch, before the packet is accounted. A flow
+ * that had received nothing has nothing to protect and starts released.
+ */
+static __always_inline void enter_epoch(struct flow_state *flow, const struct policy *pol)
+{
+	if (flow->epoch == pol->epoch)
+		return;
+	flow->epoch = pol->epoch;
+	/* The flag before the sequence: a first data segment arriving on
+	 * another CPU in between would otherwise leave a snapshot of 0 on a
+	 * flow held in suppression. */
+	bool received = flow_flags(flow) & FLOW_RX_SEQ_VALID;
+	flow->snapshot_rx_seq = READ_ONCE(flow->highest_rx_seq);
+	if (received)
+		flow_clear(flow, FLOW_RELEASED);
+	else
+		flow_set(flow, FLOW_RELEASED);
+	count(CNT_SNAPSHOTS);
+}
+
+/*
+ * policy_live says whether a policy part is in force. The first packet to
+ * see a deadline pass counts the expiry, by moving the part's expiry mark
+ * to that deadline. A zero deadline is no expiry: it is a part user space
+ * is clearing, read halfway through the write.
+ */
+static __always_inline bool policy_live(__u64 deadline_ns, bool clamp, __u64 now)
+{
+	if (now <= deadline_ns)
+		return true;
+	__u32 zero = 0;
+	struct policy_expiry *expiry = bpf_map_lookup_elem(&policy_expiry, &zero);
+	if (!deadline_ns || !expiry)
+		return false;
+	__u64 *mark = clamp ? &expiry->clamp_deadline_ns : &expiry->suppress_deadline_ns;
+	__u64 counted = READ_ONCE(*mark);
+	if (counted != deadline_ns && __sync_val_compare_and_swap(mark, counted, deadline_ns) == counted)
+		count(clamp ? CNT_CLAMP_EXPIRED : CNT_SUPPRESS_EXPIRED);
+	return false;
+}
+
+/*
+ * suppress_dupack decides whether an egress ACK is a duplicate to drop. The
+ * window is not compared, although RFC 5681 counts a window update as no
+ * duplicate: during a hole, such an ACK carries the same SACK blocks as the
+ * duplicates around it, and SACK-based loss detection (RACK) at the sender
+ * would mark the hole lost from them alone.
+ */
+static __always_inline bool suppress_dupack(struct flow_state *flow, const struct packet *pkt,
+					    struct policy *pol, __u64 now)
+{
+	if (!pol->suppress_active ||
+	    !policy_live(pol->suppress_deadline_ns, false, now))
+		return false;
+	if (flow->flags & FLOW_RELEASED)
+		return false;
+	/* Everything received before the handover is acknowledged, and
+	 * either more besides, or nothing arrived above it. An ACK that
+	 * only reaches the snapshot while data above it waits is the hole
+	 * of a context release that began after the snapshot: the epoch
+	 * starts at the handover command, and the source cell may release
+	 * the data behind the hole just after it. */
+	__u32 snapshot = flow->snapshot_rx_seq;
+	if (seq_after(pkt->ack, snapshot) ||
+	    (pkt->ack == snapshot && seq_after_eq(pkt->ack, READ_ONCE(flow->highest_rx_seq)))) {
+		flow_set(flow, FLOW_RELEASED);
+		count(CNT_FLOW_RELEASED);
+		return false;
+	}
+	bool pure = pkt->payload_len == 0 && !(pkt->tcp_flags & (TCPF_SYN | TCPF_FIN | TCPF_RST));
+	if (!pure || !(flow->flags & FLOW_ACK_VALID) || pkt->ack != flow->last_ack)
+		return false;
+	/* The hold counts from the ACK that last moved the acknowledgement,
+	 * which restarted the sender's retransmission timer: a hole from
+	 * the handover command on is held through execution and Smoothing,
+	 * one epoch after the other, and never long enough for that timer. */
+	__s64 hold = (__s64)DUPACK_HOLD_MS * 1000000;
+	__u64 srtt = READ_ONCE(flow->srtt_ns);
+	if (srtt && (__s64)(2 * srtt) < hold)
+		hold = 2 * srtt;
+	__s32 held = stamp_time(now) - flow->ack_moved;
+	if ((__s64)held << TS_STAMP_SHIFT >= hold) {
+		count(CNT_DUPACK_HOLD_EXPIRED);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * clamped_window returns the window field to advertise: min(own, clamp)
+ * in units of the flow's scale, never below one MSS (rounded up so the
+ * scaled window still holds a full segment) unless freezing.
+ */
+static __always_inline __u16 clamped_window(__u16 own, __u8 shift, __u32 clamp_bytes, __u16 mss, bool freeze)
+{
+	if (freeze)
+		return 0;
+	__u32 limit = clamp_bytes >> shift;
+	__u32 floor = ((__u32)mss + (1U << shift) - 1) >> shift;
+	if (limit < floor)
+		limit = floor;
+	return own <= limit ? own : (__u16)limit;
+}
+
+static __always_inline void apply_clamp(struct __sk_buff *skb, struct flow_state *flow, const struct packet *pkt,
+					struct policy *pol, __u64 now)
+{
+	if (pol->clamp_mode == CLAMP_OFF ||
+	    !policy_live(pol->clamp_deadline_ns, true, now))
+		return;
+	bool freeze = pol->clamp_mode == CLAMP_FREEZE;
+	/* a zero window is zero at any scale */
+	if (!freeze && !(flow->flags & FLOW_WSCALE_KNOWN) && !adopt_handshake(flow, pkt)) {
+		count(CNT_NO_WSCALE);
+		return;
+	}
+	__u16 window = clamped_window(pkt->window, flow->wscale, pol->clamp_bytes, flow->mss, freeze);
+	if (window == pkt->window) {
+		count(CNT_CLAMP_NOT_NEEDED);
+		return;
+	}
+	if (rewrite_tcp_window(skb, pkt->l4_off, pkt->window, window))
+		count(CNT_REWRITE_FAILED);
+	else
+		count(CNT_CLAMP_APPLIED);
+}
+
+static __always_inline struct policy *current_policy(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&policy_map, &zero);
+}
+
+#endif
