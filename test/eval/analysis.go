@@ -520,8 +520,8 @@ func writeMarkdown(w io.Writer, m *Manifest, a *Analysis) error {
 	fmt.Fprintf(w, "Corpus: %d of %d scenarios finished by the reference (%d handovers; %s mobility, %v per scenario, scale %g, seeds from %d, traces %s, %s leads); %d of %d units finished. %s run on every scenario, the other variants on the first %d of each mobility pattern.\n\n",
 		len(a.Scenarios), len(m.Corpus), total, strings.Join(m.Mobilities, " and "), m.ScenarioDuration, m.Scale, m.Seed,
 		cmp.Or(m.Traces, "none (synthetic)"), cmp.Or(m.Leads, scenario.LeadsPaper), a.UnitsFinished, a.UnitsTotal, strings.Join(m.Variants, " and "), m.ExtraScenarios)
-	fmt.Fprintf(w, "The finished units ran for %v in all (first finished %s, last %s); m2hod SHA-256 %s.\n\n",
-		a.RunTime.Round(time.Second), a.First.Format(time.RFC3339), a.Last.Format(time.RFC3339), cmp.Or(m.M2hodSHA256, "-"))
+	fmt.Fprintf(w, "The finished units ran for %v in all (first finished %s, last %s); m2hod %s, SHA-256 %s.\n\n",
+		a.RunTime.Round(time.Second), a.First.Format(time.RFC3339), a.Last.Format(time.RFC3339), cmp.Or(m.M2hodVersion, "-"), cmp.Or(m.M2hodSHA256, "-"))
 	fmt.Fprintln(w, "Throughput is the mean goodput over [-5 s, +5 s] of execution in scaled Mbit/s; convergence is capped at the next handover. Comparisons are paired (the same scenarios and handovers) with 95% bootstrap intervals over scenarios; a goal is met when its whole interval is.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "## Goals")

@@ -6,6 +6,7 @@
 package eval
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/m2ho/m2ho/pkg/diag"
@@ -105,9 +107,12 @@ type Manifest struct {
 	// M2hodSHA256 is the SHA-256 of the m2hod binary the m2ho variants
 	// run, empty without such variants: a resumed evaluation must run the
 	// same daemon, or one table would mix versions.
-	M2hodSHA256 string        `json:"m2hod_sha256,omitempty"`
-	Corpus      []CorpusEntry `json:"corpus"`
-	Created     time.Time     `json:"created"`
+	M2hodSHA256 string `json:"m2hod_sha256,omitempty"`
+	// M2hodVersion is what that binary's --version says, its commit
+	// among it: the build to make again to resume on another machine.
+	M2hodVersion string        `json:"m2hod_version,omitempty"`
+	Corpus       []CorpusEntry `json:"corpus"`
+	Created      time.Time     `json:"created"`
 }
 
 // CorpusEntry is one generated scenario.
@@ -234,10 +239,24 @@ func Prepare(opts Options) (*Manifest, error) {
 		}
 	}
 	want.Created = time.Now().UTC()
+	if want.M2hodSHA256 != "" {
+		want.M2hodVersion = m2hodVersion(opts.M2hod)
+	}
 	if err := testbed.WriteJSON(path, &want); err != nil {
 		return nil, err
 	}
 	return &want, nil
+}
+
+// m2hodVersion is the first line m2hod --version prints, or empty for a
+// binary that cannot say (the SHA-256 still tells builds apart).
+func m2hodVersion(binary string) string {
+	out, err := exec.Command(binary, "--version").Output()
+	if err != nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return line
 }
 
 // m2hodDigest returns the hex SHA-256 of the m2hod binary, found as the
@@ -273,8 +292,8 @@ func m2hodDigest(opts Options) (string, error) {
 // neither a resume nor a unit run after a rebuild may use another.
 func sameM2hod(opts Options, m *Manifest, digest string) error {
 	if digest != m.M2hodSHA256 {
-		return fmt.Errorf("%s holds an evaluation run with another m2hod binary (SHA-256 %q, while %s has %q): resume it with that binary, or use another --out",
-			opts.Out, m.M2hodSHA256, opts.M2hod, digest)
+		return fmt.Errorf("%s holds an evaluation run with another m2hod binary (SHA-256 %q, %s; %s has %q): resume it with that build, or use another --out",
+			opts.Out, m.M2hodSHA256, cmp.Or(m.M2hodVersion, "version not recorded"), opts.M2hod, digest)
 	}
 	return nil
 }
