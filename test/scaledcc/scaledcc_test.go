@@ -11,14 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
-)
 
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("registering a congestion control needs root (CAP_BPF and CAP_NET_ADMIN)")
-	}
-}
+	"github.com/m2ho/m2ho/internal/nstest"
+)
 
 func TestRegisterRejectsScales(t *testing.T) {
 	for _, s := range []float64{0, -0.1, 1.5} {
@@ -43,7 +38,7 @@ func TestUniqueNameFitsTheKernel(t *testing.T) {
 // one on a loopback connection and moves data through it: the kernel
 // accepted the struct_ops, the verifier the programs, and TCP runs them.
 func TestRegisterServesADownload(t *testing.T) {
-	requireRoot(t)
+	nstest.RequireRoot(t)
 	full, err := Register(1)
 	require.NoError(t, err)
 	defer full.Close()
