@@ -47,11 +47,8 @@ var (
 	DefaultMobilities = []string{scenario.MobilityWalking, scenario.MobilityDriving}
 )
 
-// Options are one evaluation's parameters. Everything but Out, Log and
-// Progress is recorded in the manifest and must match when a run resumes:
-// M2hod by the SHA-256 of the binary it names.
-type Options struct {
-	Out string
+// Corpus is how an evaluation's scenarios are generated.
+type Corpus struct {
 	// Handovers is the minimum number of handovers (radio link failures
 	// not counted) of each mobility pattern's corpus.
 	Handovers int
@@ -65,6 +62,16 @@ type Options struct {
 	// Traces is the folder whose traces give the mmWave cells their
 	// capacity; empty for synthetic cells.
 	Traces string
+	// Leads is the lead model (scenario.LeadsPaper when empty).
+	Leads string
+}
+
+// Options are one evaluation's parameters. Everything but Out, Log and
+// Progress is recorded in the manifest and must match when a run resumes:
+// M2hod by the SHA-256 of the binary it names.
+type Options struct {
+	Out string
+	Corpus
 	// Variants run on every scenario. The first is the reference every
 	// other variant is compared with, the second the headline m2ho
 	// variant.
@@ -73,10 +80,8 @@ type Options struct {
 	// mobility pattern.
 	ExtraVariants  []string
 	ExtraScenarios int
-	// Leads is the corpus's lead model (scenario.LeadsPaper when empty).
-	Leads string
-	M2hod string
-	Log   *slog.Logger
+	M2hod          string
+	Log            *slog.Logger
 	// Progress receives a line per unit started and finished.
 	Progress io.Writer
 }

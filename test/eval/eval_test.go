@@ -30,7 +30,7 @@ func TestPrepareGeneratesEnoughHandoversAndResumes(t *testing.T) {
 	out := t.TempDir()
 	daemon := filepath.Join(t.TempDir(), "m2hod")
 	require.NoError(t, os.WriteFile(daemon, []byte("one build"), 0o755))
-	opts := Options{Out: out, Handovers: 30, Seed: 5, ScenarioDuration: time.Minute, Mobilities: []string{"driving"}, Scale: 0.1,
+	opts := Options{Out: out, Corpus: Corpus{Handovers: 30, Seed: 5, ScenarioDuration: time.Minute, Mobilities: []string{"driving"}, Scale: 0.1},
 		Variants: []string{"cubic", "cubic+m2ho"}, M2hod: daemon}
 	m, err := Prepare(opts)
 	require.NoError(t, err)
@@ -104,8 +104,8 @@ func TestRunRefusesAnM2hodRebuiltMidway(t *testing.T) {
 			break
 		}
 	}
-	opts := Options{Out: t.TempDir(), Handovers: 1, Seed: seed, ScenarioDuration: 10 * time.Second, Mobilities: []string{"driving"},
-		Scale: 0.1, Variants: variants, M2hod: daemon, Progress: progress}
+	opts := Options{Out: t.TempDir(), Corpus: Corpus{Handovers: 1, Seed: seed, ScenarioDuration: 10 * time.Second, Mobilities: []string{"driving"},
+		Scale: 0.1}, Variants: variants, M2hod: daemon, Progress: progress}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	m, err := Run(ctx, opts)
@@ -119,7 +119,7 @@ func TestRunRefusesAnM2hodRebuiltMidway(t *testing.T) {
 }
 
 func TestOptionsAreValidated(t *testing.T) {
-	base := Options{Out: "x", Handovers: 4, ScenarioDuration: time.Minute, Mobilities: []string{"walking"}, Variants: []string{"cubic", "bbr"}}
+	base := Options{Out: "x", Corpus: Corpus{Handovers: 4, ScenarioDuration: time.Minute, Mobilities: []string{"walking"}}, Variants: []string{"cubic", "bbr"}}
 	tests := []struct {
 		name    string
 		edit    func(*Options)
@@ -284,8 +284,8 @@ func TestSmokeEvaluation(t *testing.T) {
 
 	out := t.TempDir()
 	var progress bytes.Buffer
-	opts := Options{Out: out, Handovers: 3, Seed: 1, ScenarioDuration: 30 * time.Second, Mobilities: []string{"driving"},
-		Scale: 0.1, Variants: []string{"cubic", "cubic+m2ho"}, ExtraVariants: []string{"bbr"}, ExtraScenarios: 1,
+	opts := Options{Out: out, Corpus: Corpus{Handovers: 3, Seed: 1, ScenarioDuration: 30 * time.Second, Mobilities: []string{"driving"},
+		Scale: 0.1}, Variants: []string{"cubic", "cubic+m2ho"}, ExtraVariants: []string{"bbr"}, ExtraScenarios: 1,
 		M2hod: m2hod, Progress: &progress}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

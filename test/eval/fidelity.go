@@ -27,13 +27,9 @@ type PaperFidelityOptions struct {
 	// kernel's, whose dynamics shrink with the scale) and "scubic"
 	// (scaled like the testbed).
 	Senders []string
-	// The handover corpus, as the evaluation's (when From is empty).
-	Handovers        int
-	Seed             uint64
-	ScenarioDuration time.Duration
-	Mobilities       []string
-	Scale            float64
-	Traces           string
+	// Corpus is the handover corpus, as the evaluation's (when From is
+	// empty).
+	Corpus
 	// StaticRuns static mmWave runs of StaticDuration per sender.
 	StaticRuns     int
 	StaticDuration time.Duration
@@ -64,11 +60,7 @@ func PaperFidelity(ctx context.Context, o PaperFidelityOptions) (string, error) 
 	corpus := o.From
 	if corpus == "" {
 		corpus = filepath.Join(o.Out, "handovers")
-		_, err := Run(ctx, Options{
-			Out: corpus, Handovers: o.Handovers, Seed: o.Seed, ScenarioDuration: o.ScenarioDuration,
-			Mobilities: o.Mobilities, Scale: o.Scale, Traces: o.Traces, Variants: o.Senders,
-			Log: o.Log, Progress: o.Progress,
-		})
+		_, err := Run(ctx, Options{Out: corpus, Corpus: o.Corpus, Variants: o.Senders, Log: o.Log, Progress: o.Progress})
 		if err != nil {
 			return "", err
 		}

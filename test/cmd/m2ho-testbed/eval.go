@@ -48,9 +48,11 @@ func cmdEval(ctx context.Context, args []string, out io.Writer, log *slog.Logger
 		return err
 	}
 	opts := eval.Options{
-		Out: *outDir, Handovers: *handovers, Seed: *seed, ScenarioDuration: *duration, Mobilities: splitList(*mobility),
-		Scale: *scale, Traces: *traces, Variants: splitList(*variants), ExtraVariants: splitList(*extra),
-		ExtraScenarios: *extraScenarios, Leads: *leads, M2hod: *m2hod, Log: log, Progress: out,
+		Out: *outDir,
+		Corpus: eval.Corpus{Handovers: *handovers, Seed: *seed, ScenarioDuration: *duration, Mobilities: splitList(*mobility),
+			Scale: *scale, Traces: *traces, Leads: *leads},
+		Variants: splitList(*variants), ExtraVariants: splitList(*extra), ExtraScenarios: *extraScenarios,
+		M2hod: *m2hod, Log: log, Progress: out,
 	}
 	var runErr error
 	if !*reportOnly {

@@ -102,8 +102,9 @@ func cmdFidelity(ctx context.Context, args []string, out io.Writer, log *slog.Lo
 	}
 	if *paper {
 		path, err := eval.PaperFidelity(ctx, eval.PaperFidelityOptions{
-			Out: *outDir, From: *from, Senders: splitList(*senders), Handovers: *handovers, Seed: *seed,
-			ScenarioDuration: *duration, Mobilities: splitList(*mobility), Scale: *scale, Traces: *traces,
+			Out: *outDir, From: *from, Senders: splitList(*senders),
+			Corpus: eval.Corpus{Handovers: *handovers, Seed: *seed, ScenarioDuration: *duration,
+				Mobilities: splitList(*mobility), Scale: *scale, Traces: *traces},
 			StaticRuns: *staticRuns, StaticDuration: *staticDuration, Log: log, Progress: out,
 		})
 		if err != nil {
