@@ -74,5 +74,5 @@ func TestCaptureLeadsAreCurrent(t *testing.T) {
 	require.NoError(t, cmdLeads(context.Background(), uris, &out, slog.New(slog.DiscardHandler)))
 	committed, err := os.ReadFile(filepath.Join("..", "..", "scenario", "leads-captures.csv"))
 	require.NoError(t, err)
-	assert.Equal(t, string(committed), out.String(), "regenerate with: bin/m2ho-testbed leads --out test/scenario/leads-captures.csv qmdl:../shared/data/diag/*.mi2log pcap:../shared/data/gsmtap/*")
+	assert.Equal(t, string(committed), out.String(), "regenerate with (docs/testbed.md): bin/m2ho-testbed leads --out test/scenario/leads-captures.csv and each capture as qmdl:PATH or pcap:PATH")
 }
