@@ -147,6 +147,24 @@ func fail(stderr io.Writer, logger *slog.Logger, err error) int {
 	return exitFailure
 }
 
+// parseSubcommand parses a subcommand's flags. Help asked for is the
+// output (on stdout, exit 0); a mistake gets a one-line reason on stderr
+// and the usage status. done says the command ends here with code.
+func parseSubcommand(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, done bool) {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return 0, false
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintln(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0, true
+	}
+	fmt.Fprintf(stderr, "%s: %v (%s -h lists the flags)\n", fs.Name(), err, fs.Name())
+	return exitUsage, true
+}
+
 // decode prints the events of a diag input as version-1 JSON lines, or
 // its DIAG log packets with --raw, and a summary of what was skipped.
 func decode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -161,15 +179,8 @@ func decode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		follow, err = rrc.ParseFollow(s)
 		return err
 	})
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, usage)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		fmt.Fprintf(stderr, "m2hod decode: %v (m2hod decode -h lists the flags)\n", err)
-		return exitUsage
+	if code, done := parseSubcommand(fs, args, usage, stdout, stderr); done {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, usage)

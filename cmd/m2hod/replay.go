@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,15 +22,8 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.Usage = func() {}
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	carry := fs.Bool("carry", false, "the learning predictor goes on from one input to the next, in the order given, as m2hod keeps what it learnt in its cell store (default: each input starts from nothing)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stderr, usage)
-			fs.SetOutput(stderr)
-			fs.PrintDefaults()
-			return 0
-		}
-		fmt.Fprintf(stderr, "m2hod replay: %v (m2hod replay -h lists the flags)\n", err)
-		return exitUsage
+	if code, done := parseSubcommand(fs, args, usage, stdout, stderr); done {
+		return code
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, usage)

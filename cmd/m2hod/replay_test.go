@@ -39,7 +39,7 @@ func TestReplayCommand(t *testing.T) {
 		{name: "no input", args: []string{"replay"}, wantCode: exitUsage, wantStderr: "usage: m2hod replay [--json] [--carry] URI..."},
 		{name: "unknown flag", args: []string{"replay", "--bogus", "jsonl:" + path}, wantCode: exitUsage,
 			wantStderr: "m2hod replay: flag provided but not defined: -bogus (m2hod replay -h lists the flags)"},
-		{name: "help", args: []string{"replay", "-h"}, wantStderr: "usage: m2hod replay"},
+		{name: "help", args: []string{"replay", "-h"}, wantStdout: []string{"usage: m2hod replay", "-carry"}},
 		{name: "live input", args: []string{"replay", "udp://127.0.0.1:0"}, wantCode: exitFailure, wantStderr: "not a live input"},
 		{name: "missing file", args: []string{"replay", "qmdl:/nonexistent.qmdl"}, wantCode: exitFailure, wantStderr: "m2hod replay:"},
 	}
