@@ -285,8 +285,11 @@ func TestDeleteFlowsSkipsAFlowThatMoved(t *testing.T) {
 			d := loadDetached(t, true, 0)
 			s := freshPorts(segment{})
 			handshake(t, d, s, 7, 7)
-			// past the millisecond within which last-seen times stay
-			time.Sleep(5 * time.Millisecond)
+			// Past the millisecond within which last-seen times stay,
+			// as egress reads it: its coarse clock may lag the precise
+			// one ingress stamped the handshake with by two ticks, 20 ms
+			// at the lowest tick rate (100 Hz).
+			time.Sleep(25 * time.Millisecond)
 			deleted, err := d.walkFlows(flowBatch, func(*m2hoFlowKey, *m2hoFlowState) bool {
 				tc.move(t, d, s)
 				return true
