@@ -3,13 +3,15 @@
 // policy the datapath enforces around each handover.
 //
 //   - Stable: no handover pending. After a handover to a sub-6 cell whose
-//     kept window exceeds what the target is expected to carry, a ramp takes the
-//     handover's clamp over: it starts at the target's buffer estimate
-//     (plus the bandwidth-delay product it is expected to carry) and rises
-//     each round with what the new cell delivered (Eq. 2), until the
-//     senders' windows fit under it, so the window kept through the
-//     handover enters the new cell at the cell's pace instead of
-//     overflowing it. After a handover from mmWave to sub-6 the window is
+//     senders the handover's clamp held back, or whose kept window exceeds
+//     what the target is expected to carry, a ramp takes the handover's
+//     clamp over: it starts at that clamp (or, with none, at the target's
+//     buffer estimate plus the bandwidth-delay product it is expected to
+//     carry) and rises each round with what the new cell delivered (Eq. 2),
+//     at most doubling, until the senders' windows fit under it, so the
+//     window kept through the handover enters the new cell at the cell's
+//     pace instead of overflowing it. A Preparation clamp that no handover
+//     followed reopens the same way. After a handover from mmWave to sub-6 the window is
 //     then held at the bandwidth estimate until the UE is back on mmWave,
 //     so the sender keeps a mmWave-sized cwnd (section 4.5).
 //   - Preparation: a handover is predicted (Algorithm 1, section 4.2) or
@@ -153,6 +155,13 @@ const (
 	rampSlackPercent = 75
 	rampSlackRounds  = 2
 )
+
+// rampGrowth bounds the ramp's rise per round: the ACK clock of slow
+// start, two segments out for each one delivered, which a cell's buffer
+// absorbs. Eq. 2 (lambda = 2) grows as fast from a round the clamp filled
+// but, on the peak round of the last second, would jump back at once to
+// the rate before a clamp that held the senders in the same cell.
+const rampGrowth = 2
 
 // postHandoverRamp is the clamp that follows a handover (see
 // applyStablePolicy).
@@ -775,6 +784,8 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	// What the source cell carried, read before the estimator restarts
 	// on the new cell.
 	kept, keptKnown := m.est.Carried(m.now)
+	// The clamp of the handover, which held the senders up to now.
+	held := m.pol.clampBytes
 	m.setCells(pcell, scg)
 	m.cmd, m.pred = nil, nil
 	to := m.dataCell()
@@ -796,7 +807,7 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	switch {
 	case m.cfg.Policy != PolicyM2HO:
 	case m.cfg.Ramp:
-		m.ramp = m.newRamp(from, to, kept, keptKnown)
+		m.ramp = m.newRamp(from, to, kept, keptKnown, held)
 	case m.bandwidthHold && m.pol.clampBytes > 0:
 		m.warmup = warmupClamp{bytes: m.pol.clampBytes, source: m.pol.clampSource, until: m.now.Add(bandwidthWarmup)}
 	}
@@ -850,7 +861,12 @@ func (m *Machine) endSmoothing(reason string) {
 }
 
 // enterStable releases the handover policies and installs the Stable one.
+// Leaving Preparation without a handover, a clamp that held the senders
+// back reopens through a ramp (newReopening).
 func (m *Machine) enterStable(reason string) {
+	if m.state == Preparation && reason != ReasonExecuted {
+		m.ramp = m.newReopening()
+	}
 	m.stopSuppression()
 	m.transition(Stable, reason)
 	m.applyStablePolicy()
@@ -893,16 +909,29 @@ func (m *Machine) applyStablePolicy() {
 }
 
 // newRamp returns the ramp of a handover from one data cell to another,
-// given what the source cell carried, or nil when the senders' window fits
-// in what the target is expected to carry: its buffer estimate, plus,
-// unless the handover goes from mmWave down to sub-6, the source's
-// bandwidth-delay product (a cell of the same band or a faster one
-// carries at least that much in flight). Released, such a window fills
-// the target without overflowing it, and a clamp would only slow it.
+// given what the source cell carried and the clamp in force when the
+// handover executed (held, 0 when none), or nil when no ramp is needed.
 //
-// A window beyond that starts at the target's expected carriage and falls
-// no lower than its buffer estimate. When nothing is known of the source
-// (no traffic, no RTT sample), the ramp starts at the buffer estimate.
+// A clamp that held the senders back (they carried more than it lets
+// through) is never lifted at once. Their windows stayed as they were
+// while the clamp shrank their flight, so lifting it lets the difference
+// out in one burst at the server's line rate, on top of the data the
+// source cell forwards: in the testbed such bursts overflowed the target
+// in sub-6 handovers that plain CUBIC went through without a loss, and
+// cost a window cut CUBIC never took. The ramp starts at that clamp
+// (never below the target's buffer estimate, never above what the target
+// is expected to carry, see below) and at most doubles per round
+// (stepRamp), the ACK-clocked growth of slow start, which a cell absorbs.
+//
+// Otherwise, the senders' window needs no ramp when it fits in what the
+// target is expected to carry: its buffer estimate, plus, unless the
+// handover goes from mmWave down to sub-6, the source's bandwidth-delay
+// product (a cell of the same band or a faster one carries at least that
+// much in flight). Released, such a window fills the target without
+// overflowing it, and a clamp would only slow it. A window beyond that
+// starts at the target's expected carriage. When nothing is known of the
+// source (no traffic, no RTT sample), the ramp starts at the buffer
+// estimate.
 //
 // A mmWave target gets no ramp. The paper saw no overflow in handovers
 // to mmWave cells (section 4.3), whose buffers and rates dwarf a window
@@ -915,7 +944,7 @@ func (m *Machine) applyStablePolicy() {
 // do not shrink on loss, so the window they keep through a handover is no
 // gain a clamp protects, and a clamp below their operating point only
 // slows them.
-func (m *Machine) newRamp(from, to diag.Cell, kept estimator.Carried, keptKnown bool) *postHandoverRamp {
+func (m *Machine) newRamp(from, to diag.Cell, kept estimator.Carried, keptKnown bool, held uint32) *postHandoverRamp {
 	if bandKey(to.Band) == diag.BandMmWave || m.est.LossPersists(m.now) {
 		return nil
 	}
@@ -924,23 +953,46 @@ func (m *Machine) newRamp(from, to diag.Cell, kept estimator.Carried, keptKnown 
 	if keptKnown && !(bandKey(from.Band) == diag.BandMmWave && bandKey(to.Band) == diag.BandSub6) {
 		expected += kept.BDP
 	}
-	if keptKnown && kept.Flight <= expected {
+	heldBack := held > 0 && keptKnown && kept.Flight > uint64(held)
+	if !heldBack && keptKnown && kept.Flight <= expected {
 		return nil
 	}
-	if expected > buffer {
+	start := expected
+	if heldBack {
+		start = max(min(uint64(held), expected), buffer)
+	}
+	if start > buffer {
 		source = ClampSourceRamp
 	}
-	return &postHandoverRamp{start: windowBytes(buffer), bytes: windowBytes(expected), source: source, executedAt: m.now}
+	return &postHandoverRamp{start: windowBytes(buffer), bytes: windowBytes(start), source: source, executedAt: m.now}
 }
 
-// stepRamp holds the post-handover ramp and reports whether it still
-// does. At each round of the new cell the estimator completes, the ramp
-// becomes the Eq. 2 window (what the cell delivered in the peak round of
-// the last second, times lambda, capped at its bandwidth-delay product
-// plus its buffer), never below the target's buffer estimate: a window of
-// one buffer cannot overflow the buffer. While the
-// clamp holds the senders, each round delivers about the clamp, so with
-// lambda = 2 the ramp doubles per round, up to the cap. It ends when
+// newReopening returns the ramp that lifts a Preparation clamp which no
+// handover followed (a prediction that timed out or was cancelled, a
+// command that never executed), or nil when the clamp did not hold the
+// senders back. Lifted at once, the windows the clamp held back would
+// leave in one burst into the serving cell, whose queue drained while
+// they waited (see newRamp); the ramp reopens from the clamp instead.
+func (m *Machine) newReopening() *postHandoverRamp {
+	held := m.pol.clampBytes
+	if m.cfg.Policy != PolicyM2HO || !m.cfg.Ramp || held == 0 || m.est.LossPersists(m.now) {
+		return nil
+	}
+	kept, ok := m.est.Carried(m.now)
+	if !ok || kept.Flight <= uint64(held) {
+		return nil
+	}
+	return &postHandoverRamp{start: held, bytes: held, source: ClampSourceRamp, executedAt: m.now}
+}
+
+// stepRamp holds the ramp and reports whether it still does. At each
+// round of the new cell the estimator completes, the ramp becomes the
+// Eq. 2 window (what the cell delivered in the peak round of the last
+// second, times lambda, capped at its bandwidth-delay product plus its
+// buffer), at most rampGrowth times the ramp and never below its start
+// (a window of one buffer cannot overflow the buffer). While the clamp
+// holds the senders, each round delivers about the clamp, so the ramp
+// doubles per round, up to the cap. It ends when
 // rampSlackRounds rounds in a row carried less than rampSlackPercent of
 // it, which says the senders' windows no longer exceed what the clamp,
 // and so the cell, carries; or, without any round on the new cell (no
@@ -968,7 +1020,8 @@ func (m *Machine) stepRamp() bool {
 			r.slackRounds = 0
 		}
 		if bw, ok := m.est.BandwidthClamp(m.now); ok {
-			r.bytes, r.source = max(windowBytes(bw), r.start), ClampSourceRamp
+			next := min(uint64(windowBytes(bw)), rampGrowth*uint64(r.bytes))
+			r.bytes, r.source = max(windowBytes(next), r.start), ClampSourceRamp
 		}
 	}
 	if r.slackRounds >= rampSlackRounds {

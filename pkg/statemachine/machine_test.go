@@ -1484,7 +1484,7 @@ func TestRamp(t *testing.T) {
 			},
 		},
 		{
-			name:  "a kept window beyond them ramps from the buffer plus the source's bandwidth-delay product",
+			name:  "senders the handover's clamp held back ramp from that clamp, not from what the target carries",
 			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); queuedLink(h) },
 			steps: append(handoverSteps(), released(160)),
 			state: Stable, transitions: []string{predicted, executed, releasedFlows},
@@ -1492,8 +1492,79 @@ func TestRamp(t *testing.T) {
 			handovers:   []string{"sub6_sub6"},
 			check: func(t *testing.T, h *harness) {
 				require.NotNil(t, h.m.ramp)
-				assert.Equal(t, uint32(lteBBuffer+queuedRate*50/1000), h.act.clampBytes)
+				assert.Equal(t, uint32(lteBBuffer), h.act.clampBytes, "the clamp of the handover")
 				assert.Equal(t, uint32(lteBBuffer), h.m.ramp.start, "the floor is the buffer estimate")
+			},
+		},
+		{
+			name:  "without a clamp at execution a kept window beyond what the target carries ramps from that",
+			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); queuedLink(h) },
+			// A completion no report or command announced: nothing
+			// clamped before it.
+			steps: []step{serve(0, lteA, diag.Cell{}), done(130, lteB), released(160)},
+			state: Stable, transitions: []string{"stable>smoothing:executed", releasedFlows},
+			handovers: []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				require.NotNil(t, h.m.ramp)
+				assert.Equal(t, uint32(lteBBuffer+queuedRate*50/1000), h.act.clampBytes)
+				assert.Equal(t, ClampSourceRamp, h.m.Status().InForce.ClampSource)
+			},
+		},
+		{
+			name:  "the ramp at most doubles per round, though Eq. 2 on the source's peak allows more",
+			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); queuedLink(h) },
+			steps: append(handoverSteps(), released(160),
+				rampLink(170, 230, fastRate, 0),
+				clampIs(2*lteBBuffer, ClampSourceRamp, "one round: doubled, below Eq. 2's cap"),
+				rampLink(240, 280, fastRate, fastRate*70/1000),
+				clampIs(4*lteBBuffer, ClampSourceRamp, "two rounds: doubled twice")),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+		},
+		{
+			name: "a prediction that times out reopens a clamp that held the senders back through a ramp",
+			setup: func(h *harness) {
+				serve(-2000, lteA, diag.Cell{})(h)
+				queuedLink(h)
+			},
+			steps: []step{
+				serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB), tick(301), tick(302),
+				clampIs(lteBBuffer, ClampSourceRamp, "the clamp stays as the ramp's start"),
+				rampLink(310, 370, fillingRate, queuedRate),
+				clampIs(2*lteBBuffer, ClampSourceRamp, "doubled after a full round"),
+			},
+			state:       Stable,
+			transitions: []string{predicted, "preparation>stable:prediction_timeout"},
+			predictions: []string{OutcomeTimedOut},
+		},
+		{
+			name:  "a prediction that times out releases a clamp the senders did not reach",
+			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); sub6Link(-300, 0, sub6Rate)(h) },
+			steps: []step{
+				serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB), tick(301), tick(302),
+			},
+			state:       Stable,
+			transitions: []string{predicted, "preparation>stable:prediction_timeout"},
+			predictions: []string{OutcomeTimedOut},
+			check: func(t *testing.T, h *harness) {
+				assert.Nil(t, h.m.ramp)
+				assert.Zero(t, h.act.clampBytes)
+			},
+		},
+		{
+			name:  "ramp switched off: a timed-out prediction's clamp is released at once",
+			cfg:   func(c *Config) { c.Ramp = false },
+			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); queuedLink(h) },
+			steps: []step{
+				serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB), tick(301), tick(302),
+			},
+			state:       Stable,
+			transitions: []string{predicted, "preparation>stable:prediction_timeout"},
+			predictions: []string{OutcomeTimedOut},
+			check: func(t *testing.T, h *harness) {
+				assert.Nil(t, h.m.ramp)
+				assert.Zero(t, h.act.clampBytes)
 			},
 		},
 		{
