@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/diag/rrc"
 	"github.com/m2ho/m2ho/pkg/statemachine"
 )
 
@@ -265,14 +266,14 @@ func TestReadRecordings(t *testing.T) {
 		`{"v":1,"type":"ho_complete","t":"2026-03-04T05:06:07.080Z","cell":{"rat":"lte","pci":2,"arfcn":1850}}`,
 	}
 	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
-	rec, err := Read(context.Background(), "jsonl:"+path)
+	rec, err := Read(context.Background(), "jsonl:"+path, rrc.FollowAuto)
 	require.NoError(t, err)
 	assert.Len(t, rec.Events, 3)
 	require.Len(t, rec.Reports, 1, "a JSON input's reports are its meas_report events")
 	assert.Equal(t, diag.EventA3, rec.Reports[0].Event)
 	assert.Equal(t, uint64(1), rec.Skipped[diag.ReasonJSONSyntax])
 
-	res, err := Replay(context.Background(), "jsonl:"+path, nil)
+	res, err := Replay(context.Background(), "jsonl:"+path, rrc.FollowAuto, nil)
 	require.NoError(t, err)
 	require.Len(t, res.Predictors, 2)
 	for _, p := range res.Predictors {
@@ -281,9 +282,9 @@ func TestReadRecordings(t *testing.T) {
 	}
 	assert.Equal(t, 80*time.Millisecond, res.Span)
 
-	_, err = Read(context.Background(), "udp://127.0.0.1:0")
+	_, err = Read(context.Background(), "udp://127.0.0.1:0", rrc.FollowAuto)
 	assert.ErrorContains(t, err, "not a live input")
-	_, err = Read(context.Background(), "qmdl:"+filepath.Join(dir, "missing.qmdl"))
+	_, err = Read(context.Background(), "qmdl:"+filepath.Join(dir, "missing.qmdl"), rrc.FollowAuto)
 	assert.Error(t, err)
 }
 
