@@ -351,3 +351,40 @@ func TestJudgeSessions(t *testing.T) {
 	assert.Equal(t, OutcomeUnresolved, made[0].Outcome)
 	assert.Equal(t, statemachine.OutcomeConfirmed, made[1].Outcome)
 }
+
+// TestJudgeConditionalHandover: a conditional handover's command is its
+// stored configuration, which predicts it; the UE's execution completes
+// it. A configuration removed unexecuted is a wrong prediction.
+func TestJudgeConditionalHandover(t *testing.T) {
+	cho := func(ms int, serving diag.Cell, candidates ...diag.Cell) diag.Event {
+		return diag.Event{Type: diag.TypeCHOConfig, Time: at(ms), Serving: serving, Candidates: candidates}
+	}
+	executed := command(1500, diag.HOPCell, lteA, lteC)
+	executed.Conditional = true
+	rec := recordingOf([]diag.Event{
+		report(0, diag.EventA4, lteA, diag.Cell{}),
+		report(900, diag.EventA4, lteA, lteC),
+		cho(1000, lteA, lteC, lteB),
+		cho(1200, lteA, lteC), // lteB removed, lteC stored since 1000
+		executed,
+		complete(1500, lteC),
+		cho(5000, lteC, lteA),
+		cho(5400, lteC), // removed unexecuted
+	})
+	for _, predictor := range Predictors() {
+		t.Run(predictor, func(t *testing.T) {
+			res, err := Judge(rec, predictor, nil)
+			require.NoError(t, err)
+			total, ok := res.Class(ClassTotal)
+			require.True(t, ok)
+			assert.Equal(t, 1, total.Handovers)
+			assert.Equal(t, 1, total.Conditional)
+			assert.Equal(t, 1, total.Reported, "the A4 came within a second of the configuration")
+			assert.Equal(t, Ratio{Num: 1, Den: 1}, total.RecallReported)
+			assert.Equal(t, Ratio{Num: 1, Den: 2}, total.Precision)
+			assert.Equal(t, time.Duration(0), total.LeadMean, "predicted with its command, the configuration")
+			assert.Equal(t, 500*time.Millisecond, total.EarlinessMean, "from the configuration to the execution")
+			assert.Equal(t, map[string]int{statemachine.OutcomeConfirmed: 1, statemachine.OutcomeCHORemoved: 1}, res.Outcomes)
+		})
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/m2ho/m2ho/pkg/diag"
@@ -111,6 +112,9 @@ const (
 	OutcomeConfirmed   = "confirmed"
 	OutcomeCancelledA1 = "cancelled_a1"
 	OutcomeTimedOut    = "timed_out"
+	// OutcomeCHORemoved: the conditional handover configurations it was
+	// made from were removed (or the connection released) unexecuted.
+	OutcomeCHORemoved = "cho_removed"
 )
 
 // Transition reasons.
@@ -120,6 +124,7 @@ const (
 	ReasonUnpredictedCommand = "command_unpredicted"
 	ReasonExecuted           = "executed"
 	ReasonCancelledA1        = "cancelled_a1"
+	ReasonCHORemoved         = "cho_removed"
 	ReasonPredictionTimeout  = "prediction_timeout"
 	ReasonExecutionTimeout   = "execution_timeout"
 	ReasonFailure            = "failure"
@@ -173,9 +178,11 @@ type postHandoverRamp struct {
 	slackRounds int
 }
 
-// prediction is a handover expected from a measurement report.
+// prediction is a handover expected from a measurement report, or from
+// a conditional handover configuration (conditional).
 type prediction struct {
-	event diag.MeasEvent
+	event       diag.MeasEvent
+	conditional bool
 	// source is the serving cell of the report: an A1 of that cell
 	// cancels the prediction, and T2 is learnt for its band.
 	source   diag.Cell
@@ -337,6 +344,8 @@ func (m *Machine) HandleEvent(ev diag.Event) {
 		m.onComplete(ev)
 	case diag.TypeHOFailure:
 		m.onFailure(ev.Cause)
+	case diag.TypeCHOConfig:
+		m.onConditional(ev)
 	case diag.TypeRBAlloc:
 		if m.state == Smoothing {
 			m.onSmoothingSlots(ev)
@@ -550,7 +559,43 @@ func (m *Machine) onMeasReport(ev diag.Event) {
 	if !m.cfg.Prediction || !predicts {
 		return
 	}
-	m.predict(ev.Meas, serving, m.predictedTarget(ev.Meas, serving, neighbor))
+	m.predict(ev.Meas, serving, m.predictedTarget(ev.Meas, serving, neighbor), false)
+}
+
+// onConditional follows the conditional handover configurations in
+// force. The network has decided: the UE hands over to a candidate by
+// itself once that candidate's condition holds, with no further command.
+// That predicts the handover to the first candidate (the candidates of
+// one configuration are the neighbours the network prepared, and m2ho's
+// policy needs one target) for as long as the configurations stand, up
+// to ConditionalHold; a change that keeps its target keeps it, and their
+// removal cancels it.
+func (m *Machine) onConditional(ev diag.Event) {
+	serving := ev.Serving.Normalized()
+	m.learnServing(serving)
+	if serving.IsZero() {
+		serving = m.dataCell()
+	}
+	if m.pred != nil && m.pred.conditional && slices.ContainsFunc(ev.Candidates, func(c diag.Cell) bool {
+		return c.Normalized().Key() == m.pred.target.Key()
+	}) {
+		return
+	}
+	if len(ev.Candidates) > 0 {
+		if m.cfg.Prediction {
+			m.predict("", serving, ev.Candidates[0].Normalized(), true)
+		}
+		return
+	}
+	if m.pred == nil || !m.pred.conditional {
+		return
+	}
+	m.pred = nil
+	m.obs.Prediction(OutcomeCHORemoved, m.now)
+	m.cnt.predictions[OutcomeCHORemoved]++
+	if m.state == Preparation && m.cmd == nil {
+		m.enterStable(ReasonCHORemoved)
+	}
 }
 
 // predictedTarget is the cell a predicted handover leads to: the measured
@@ -567,24 +612,33 @@ func (m *Machine) predictedTarget(ev diag.MeasEvent, serving, neighbor diag.Cell
 	return diag.Cell{Band: diag.BandSub6}
 }
 
-func (m *Machine) predict(ev diag.MeasEvent, serving, target diag.Cell) {
+func (m *Machine) predict(ev diag.MeasEvent, serving, target diag.Cell, conditional bool) {
 	switch {
 	case m.cmd != nil:
 		// The network already decided.
 		return
-	case m.pred != nil && m.pred.target == target:
+	case m.pred != nil && m.pred.conditional && !conditional:
+		// So it did with a conditional handover: a report changes
+		// nothing of it.
+		return
+	case m.pred != nil && m.pred.target == target && m.pred.conditional == conditional:
 		// A periodic repeat of the same report: the interval to the
 		// command counts from the first one.
 		return
 	}
 	retarget := m.pred != nil
 	m.expired = nil
+	window := m.predictionWindow(serving.Band)
+	if conditional {
+		window = m.cfg.ConditionalHold
+	}
 	m.pred = &prediction{
-		event:    ev,
-		source:   serving,
-		target:   target,
-		at:       m.now,
-		deadline: m.now.Add(m.predictionWindow(serving.Band)),
+		event:       ev,
+		conditional: conditional,
+		source:      serving,
+		target:      target,
+		at:          m.now,
+		deadline:    m.now.Add(window),
 	}
 	m.cnt.predictionsMade++
 	if m.state == Smoothing {
@@ -593,7 +647,7 @@ func (m *Machine) predict(ev diag.MeasEvent, serving, target diag.Cell) {
 	}
 	m.applyPreparationPolicy(target, m.pred.deadline)
 	if m.logger.Enabled(context.Background(), slog.LevelDebug) {
-		m.logger.Debug("handover predicted", "event", ev, "serving", serving, "target", target, "retarget", retarget)
+		m.logger.Debug("handover predicted", "event", ev, "conditional", conditional, "serving", serving, "target", target, "retarget", retarget)
 	}
 	m.transition(Preparation, ReasonPredicted)
 }
@@ -605,7 +659,7 @@ func (m *Machine) predict(ev diag.MeasEvent, serving, target diag.Cell) {
 // or a prediction made before the serving cell was known) the A1 is taken
 // as the predicting cell's: the prediction must stay cancellable.
 func (m *Machine) onA1(serving diag.Cell) {
-	if m.pred == nil || (!serving.IsZero() && !m.pred.source.IsZero() && serving.Key() != m.pred.source.Key()) {
+	if m.pred == nil || m.pred.conditional || (!serving.IsZero() && !m.pred.source.IsZero() && serving.Key() != m.pred.source.Key()) {
 		return
 	}
 	m.pred = nil
@@ -623,7 +677,11 @@ func (m *Machine) onCommand(ev diag.Event) {
 	case m.pred != nil:
 		m.obs.Prediction(OutcomeConfirmed, m.now)
 		m.cnt.predictions[OutcomeConfirmed]++
-		m.learnT2(m.pred.source.Band, m.now.Sub(m.pred.at))
+		if !m.pred.conditional {
+			// T2 is the report's lead; a conditional handover's
+			// configuration waits for the radio instead.
+			m.learnT2(m.pred.source.Band, m.now.Sub(m.pred.at))
+		}
 	case m.cmd == nil:
 		reason = ReasonUnpredictedCommand
 		m.cnt.unpredictedCommands++
