@@ -85,8 +85,8 @@ func TestReplaySharedCaptures(t *testing.T) {
 
 // TestReplayCarriesLearning replays the EN-DC logs of one network in time
 // order, the learning predictor going on from one to the next as m2hod's
-// cell store lets it across drives: it must predict more of them than
-// when each log starts from nothing.
+// cell store lets it across drives: it must do at least as well on
+// every figure as when each log starts from nothing, and better on one.
 func TestReplayCarriesLearning(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(shareddata.DataDir(t, "diag"), "20201116_*_Xiaomi-Mi10_46000.mi2log"))
 	require.NoError(t, err)
@@ -118,8 +118,11 @@ func TestReplayCarriesLearning(t *testing.T) {
 	t.Logf("each log from nothing: precision %v, recall (reported) %v; learning carried over: precision %v, recall (reported) %v",
 		Ratio{fresh.confirmed, fresh.predictions}, Ratio{fresh.predicted, fresh.reported},
 		Ratio{carried.confirmed, carried.predictions}, Ratio{carried.predicted, carried.reported})
-	assert.Greater(t, carried.predicted, fresh.predicted)
+	assert.GreaterOrEqual(t, carried.predicted, fresh.predicted)
 	assert.Equal(t, fresh.reported, carried.reported)
+	precision := func(s sums) float64 { return float64(s.confirmed) / float64(s.predictions) }
+	assert.GreaterOrEqual(t, precision(carried), precision(fresh))
+	assert.True(t, carried.predicted > fresh.predicted || precision(carried) > precision(fresh), "what was learnt helps")
 }
 
 // TestSharedCapturesDecodeAsBefore pins what every shared capture
