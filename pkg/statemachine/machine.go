@@ -217,6 +217,10 @@ type command struct {
 	// deadline is the execution timeout.
 	deadline time.Time
 	at       time.Time
+	// standing is the prediction the set confirmed: once the set
+	// executed, it predicts again if the set reached neither its target
+	// nor another primary cell (see rearm).
+	standing *prediction
 }
 
 // dataCell is the cell data will flow through once the set executed.
@@ -673,6 +677,7 @@ func (m *Machine) onA1(serving diag.Cell) {
 func (m *Machine) onCommand(ev diag.Event) {
 	m.reportsFollowed()
 	reason := ReasonCommand
+	standing := m.pred
 	switch {
 	case m.pred != nil:
 		m.obs.Prediction(OutcomeConfirmed, m.now)
@@ -698,6 +703,9 @@ func (m *Machine) onCommand(ev diag.Event) {
 		m.stopSuppression()
 	}
 	m.cmd = m.mergeCommand(ev)
+	if standing != nil {
+		m.cmd.standing = standing
+	}
 	m.applyPreparationPolicy(m.cmd.dataCell(), m.cmd.deadline)
 	if arm {
 		m.armSuppression()
@@ -834,6 +842,10 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	// on the new cell.
 	kept, keptKnown := m.est.Carried(m.now)
 	m.setCells(pcell, scg)
+	var standing *prediction
+	if m.cmd != nil && !m.cmd.pcellDecided {
+		standing = m.cmd.standing
+	}
 	m.cmd, m.pred = nil, nil
 	to := m.dataCell()
 	kind := diag.HandoverClass(from.Band, to.Band)
@@ -858,8 +870,13 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	case m.bandwidthHold && m.pol.clampBytes > 0:
 		m.warmup = warmupClamp{bytes: m.pol.clampBytes, source: m.pol.clampSource, until: m.now.Add(bandwidthWarmup)}
 	}
+	m.rearm(standing)
 	if m.cfg.Policy == PolicyFreeze || !m.cfg.Suppression {
 		m.enterStable(ReasonExecuted)
+		if m.pred != nil {
+			m.applyPreparationPolicy(m.pred.target, m.pred.deadline)
+			m.transition(Preparation, ReasonPredicted)
+		}
 		return
 	}
 	m.executedAt = m.now
@@ -876,6 +893,31 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	}
 	m.startSuppression(end)
 	m.transition(Smoothing, ReasonExecuted)
+}
+
+// rearm predicts again from the report of a prediction that an executed
+// command set of secondary cell group procedures alone confirmed without
+// reaching its target, while the report's serving cell is still the
+// primary cell: an EN-DC network that releases
+// or changes the secondary cell group on an LTE neighbour's report, then
+// hands the anchor over to that neighbour in a second reconfiguration
+// once the first completed. The report still stands: without a handover
+// the UE keeps its measurement configuration and does not report the
+// same neighbour again (TS 36.331 5.5.4.1, the cells already triggered),
+// and the network sends one reconfiguration at a time. The new prediction
+// counts from the execution, with a window of its own. A set with a
+// primary cell handover (an intra-cell one included) ends it: the
+// network decided on the primary cell otherwise.
+func (m *Machine) rearm(p *prediction) {
+	if p == nil || p.conditional || !m.cfg.Prediction || p.target.RAT == "" || p.source.IsZero() {
+		return
+	}
+	if p.source.Key() != m.pcell.Key() || p.target.Key() == m.pcell.Key() || p.target.Key() == m.scg.Key() {
+		return
+	}
+	m.pred = &prediction{event: p.event, source: p.source, target: p.target, at: m.now,
+		deadline: m.now.Add(m.predictionWindow(p.source.Band))}
+	m.cnt.predictionsMade++
 }
 
 // onFailure releases every policy at once: after a radio link failure or
