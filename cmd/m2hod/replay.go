@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/m2ho/m2ho/pkg/diag/rrc"
 	"github.com/m2ho/m2ho/pkg/replay"
 	"github.com/m2ho/m2ho/pkg/statemachine"
 )
@@ -16,12 +17,17 @@ import (
 // applied: a table, or JSON with --json. With --carry the learning
 // predictor learns across the inputs, as the daemon does across drives.
 func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	const usage = "usage: m2hod replay [--json] [--carry] URI...   (qmdl:PATH, pcap:PATH, jsonl:PATH)"
+	const usage = "usage: m2hod replay [--json] [--carry] [--subscription auto|N] URI...   (qmdl:PATH, pcap:PATH, jsonl:PATH)"
 	fs := flag.NewFlagSet("m2hod replay", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	carry := fs.Bool("carry", false, "the learning predictor goes on from one input to the next, in the order given, as m2hod keeps what it learnt in its cell store (default: each input starts from nothing)")
+	follow := rrc.FollowAuto
+	fs.Func("subscription", "SIM subscription of a multi-SIM modem to replay, as the daemon's --diag-subscription: auto (the one carrying data, else 0) or an index from 0", func(s string) (err error) {
+		follow, err = rrc.ParseFollow(s)
+		return err
+	})
 	if code, done := parseSubcommand(fs, args, usage, stdout, stderr); done {
 		return code
 	}
@@ -32,7 +38,7 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var results []*replay.Result
 	var learnt []statemachine.ReportStats
 	for _, uri := range fs.Args() {
-		res, err := replay.Replay(ctx, uri, learnt)
+		res, err := replay.Replay(ctx, uri, follow, learnt)
 		if err != nil {
 			fmt.Fprintf(stderr, "m2hod replay: %v\n", err)
 			return exitFailure

@@ -36,10 +36,11 @@ func TestReplayCommand(t *testing.T) {
 			wantStdout: []string{"jsonl:" + path + ": 3 events"}},
 		{name: "learning carried over", args: []string{"replay", "--carry", "jsonl:" + path, "jsonl:" + path},
 			wantStdout: []string{"learning    total"}},
-		{name: "no input", args: []string{"replay"}, wantCode: exitUsage, wantStderr: "usage: m2hod replay [--json] [--carry] URI..."},
+		{name: "no input", args: []string{"replay"}, wantCode: exitUsage, wantStderr: "usage: m2hod replay [--json] [--carry] [--subscription auto|N] URI..."},
 		{name: "unknown flag", args: []string{"replay", "--bogus", "jsonl:" + path}, wantCode: exitUsage,
 			wantStderr: "m2hod replay: flag provided but not defined: -bogus (m2hod replay -h lists the flags)"},
-		{name: "help", args: []string{"replay", "-h"}, wantStdout: []string{"usage: m2hod replay", "-carry"}},
+		{name: "help", args: []string{"replay", "-h"}, wantStdout: []string{"usage: m2hod replay", "-carry", "-subscription"}},
+		{name: "bad subscription", args: []string{"replay", "--subscription", "sim2", "jsonl:" + path}, wantCode: exitUsage, wantStderr: "want auto or an index"},
 		{name: "live input", args: []string{"replay", "udp://127.0.0.1:0"}, wantCode: exitFailure, wantStderr: "not a live input"},
 		{name: "missing file", args: []string{"replay", "qmdl:/nonexistent.qmdl"}, wantCode: exitFailure, wantStderr: "m2hod replay:"},
 	}

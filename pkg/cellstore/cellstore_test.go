@@ -253,10 +253,14 @@ func TestReportStatsPersistAcrossRestarts(t *testing.T) {
 	pair := cell
 	pair.Neighbor, pair.Reports, pair.Followed = diag.Cell{RAT: diag.RATLTE, PCI: 302, ARFCN: 5110}.Normalized(), 2, 0
 	a2 := statemachine.ReportStats{Cell: nrSub6, RAT: diag.RATNR, Band: diag.BandSub6, Event: diag.EventA2, Reports: 3, Followed: 3}
+	// The same trigger on another carrier is another kind.
+	inter := band
+	inter.Carrier, inter.Reports, inter.Followed = statemachine.CarrierInterFrequency, 6, 6
+	band.Carrier = statemachine.CarrierIntraFrequency
 
 	dir := t.TempDir()
 	s := openStore(t, dir)
-	for _, r := range []statemachine.ReportStats{band, cell, pair, a2} {
+	for _, r := range []statemachine.ReportStats{band, cell, pair, a2, inter} {
 		require.NoError(t, s.SaveReportStats(r))
 	}
 	updated := cell
@@ -265,14 +269,14 @@ func TestReportStatsPersistAcrossRestarts(t *testing.T) {
 	require.NoError(t, s.SaveCell(rec(lte, 150000, 10)))
 	before, err := s.LoadReportStats()
 	require.NoError(t, err)
-	assert.ElementsMatch(t, []statemachine.ReportStats{band, updated, pair, a2}, before, "before the flush, pending updates are visible")
+	assert.ElementsMatch(t, []statemachine.ReportStats{band, updated, pair, a2, inter}, before, "before the flush, pending updates are visible")
 	require.NoError(t, s.Close())
 
 	s = openStore(t, dir)
 	defer func() { require.NoError(t, s.Close()) }()
 	after, err := s.LoadReportStats()
 	require.NoError(t, err)
-	assert.ElementsMatch(t, []statemachine.ReportStats{band, updated, pair, a2}, after, "after a restart")
+	assert.ElementsMatch(t, []statemachine.ReportStats{band, updated, pair, a2, inter}, after, "after a restart")
 	cells, err := s.LoadCells()
 	require.NoError(t, err)
 	assertCells(t, []estimator.CellRecord{rec(lte, 150000, 10)}, cells, "cells and reports share the file")
@@ -281,7 +285,7 @@ func TestReportStatsPersistAcrossRestarts(t *testing.T) {
 	}))
 	after, err = s.LoadReportStats()
 	require.NoError(t, err)
-	assert.Len(t, after, 4, "an unreadable record is skipped")
+	assert.Len(t, after, 5, "an unreadable record is skipped")
 	assert.Equal(t, 1, s.Skipped())
 }
 

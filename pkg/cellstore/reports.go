@@ -27,13 +27,14 @@ type reportRecord struct {
 	Band     diag.Band      `json:"band"`
 	Event    diag.MeasEvent `json:"event"`
 	Measured diag.Band      `json:"measured,omitempty"`
+	Carrier  string         `json:"carrier,omitempty"`
 	Reports  uint32         `json:"reports"`
 	Followed uint32         `json:"followed"`
 }
 
 func toReportRecord(r statemachine.ReportStats) reportRecord {
 	rec := reportRecord{Version: recordVersion, RAT: r.RAT, Band: r.Band, Event: r.Event, Measured: r.Measured,
-		Reports: r.Reports, Followed: r.Followed}
+		Carrier: r.Carrier, Reports: r.Reports, Followed: r.Followed}
 	if !r.Cell.IsZero() {
 		c := r.Cell
 		rec.Cell = &c
@@ -46,7 +47,8 @@ func toReportRecord(r statemachine.ReportStats) reportRecord {
 }
 
 func (r reportRecord) stats() statemachine.ReportStats {
-	s := statemachine.ReportStats{RAT: r.RAT, Band: r.Band, Event: r.Event, Measured: r.Measured, Reports: r.Reports, Followed: r.Followed}
+	s := statemachine.ReportStats{RAT: r.RAT, Band: r.Band, Event: r.Event, Measured: r.Measured, Carrier: r.Carrier,
+		Reports: r.Reports, Followed: r.Followed}
 	if r.Cell != nil {
 		s.Cell = r.Cell.Normalized()
 	}
@@ -59,7 +61,7 @@ func (r reportRecord) stats() statemachine.ReportStats {
 // reportKey is the database key of a kind of report: its scope and
 // trigger.
 func reportKey(r statemachine.ReportStats) string {
-	return fmt.Sprintf("%s/%s/%s/%s/%s/%s", r.RAT, r.Band, r.Event, r.Measured, cellKey(r.Cell), cellKey(r.Neighbor))
+	return fmt.Sprintf("%s/%s/%s/%s/%s/%s/%s", r.RAT, r.Band, r.Event, r.Measured, r.Carrier, cellKey(r.Cell), cellKey(r.Neighbor))
 }
 
 // LoadReportStats returns what the learning predictor stored, including

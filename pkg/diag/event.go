@@ -83,11 +83,17 @@ const (
 	TypeHOComplete Type = "ho_complete"
 	TypeHOFailure  Type = "ho_failure"
 	TypeRBAlloc    Type = "rb_alloc"
+	// TypeCHOConfig: the conditional handover configurations (Rel-16
+	// CHO) the UE stores changed. The network prepared the candidate
+	// cells and the UE hands over by itself, without a further command,
+	// once a candidate's execution condition holds: the configuration is
+	// the command, known ahead of the handover.
+	TypeCHOConfig Type = "cho_config"
 )
 
 // Types returns every event type of the JSON v1 contract.
 func Types() []Type {
-	return []Type{TypeMeasReport, TypeHOCommand, TypeHOComplete, TypeHOFailure, TypeRBAlloc}
+	return []Type{TypeMeasReport, TypeHOCommand, TypeHOComplete, TypeHOFailure, TypeRBAlloc, TypeCHOConfig}
 }
 
 // MeasEvent is the 3GPP measurement event that triggered a report.
@@ -137,10 +143,11 @@ type Slot struct {
 
 // Event is one diagnostic event. Which fields are set depends on Type:
 //   - meas_report: Meas, Serving, Neighbor (either cell may be zero: unknown)
-//   - ho_command:  Kind, Source (may be zero), Target
+//   - ho_command:  Kind, Source (may be zero), Target, Conditional
 //   - ho_complete: Cell (may be zero when the log does not say)
 //   - ho_failure:  Cause
 //   - rb_alloc:    Cell, SlotDuration, Slots
+//   - cho_config:  Serving (may be zero), Candidates (empty: none left)
 type Event struct {
 	Type Type
 	// Time is the modem's timestamp, or the receive time when the input
@@ -154,6 +161,15 @@ type Event struct {
 	Kind   HOKind
 	Source Cell
 	Target Cell
+	// Conditional: the UE executed a conditional handover configuration
+	// it stored (cho_config) towards Target; the command came with the
+	// configuration, and the handover completes with this event's
+	// ho_complete.
+	Conditional bool
+
+	// Candidates are the target cells of the conditional handover
+	// configurations in force, in the order of their identities.
+	Candidates []Cell
 
 	Cell Cell
 

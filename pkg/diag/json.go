@@ -77,10 +77,13 @@ type wireEvent struct {
 	Kind     HOKind          `json:"kind,omitempty"`
 	Source   *wireCell       `json:"source,omitempty"`
 	Target   *wireCell       `json:"target,omitempty"`
-	Cell     *wireCell       `json:"cell,omitempty"`
-	Cause    FailureCause    `json:"cause,omitempty"`
-	SlotUS   *int64          `json:"slot_us,omitempty"`
-	Slots    [][]int64       `json:"slots,omitempty"`
+	// Conditional and Candidates: see Event.
+	Conditional bool         `json:"conditional,omitempty"`
+	Candidates  []wireCell   `json:"candidates,omitempty"`
+	Cell        *wireCell    `json:"cell,omitempty"`
+	Cause       FailureCause `json:"cause,omitempty"`
+	SlotUS      *int64       `json:"slot_us,omitempty"`
+	Slots       [][]int64    `json:"slots,omitempty"`
 }
 
 // ParseJSON decodes one version-1 diag event (one line or datagram). The
@@ -121,6 +124,8 @@ func ParseJSON(line []byte) (Event, error) {
 		}
 	case TypeRBAlloc:
 		err = w.rbAlloc(&ev)
+	case TypeCHOConfig:
+		err = w.choConfig(&ev)
 	default:
 		err = parseErrorf(ReasonJSONType, "unknown type %q", w.Type)
 	}
@@ -162,7 +167,7 @@ func (w *wireEvent) measReport(ev *Event) error {
 }
 
 func (w *wireEvent) hoCommand(ev *Event) error {
-	ev.Kind = w.Kind
+	ev.Kind, ev.Conditional = w.Kind, w.Conditional
 	switch w.Kind {
 	case HOPCell, HOSCGAdd, HOSCGRelease, HOSCGChange:
 	default:
@@ -183,6 +188,25 @@ func (w *wireEvent) hoCommand(ev *Event) error {
 	}
 	ev.Target, err = w.Target.cell("target")
 	return err
+}
+
+// choConfig reads a cho_config: the candidates in force, none when the
+// configurations were removed, and the serving cell when known.
+func (w *wireEvent) choConfig(ev *Event) error {
+	var err error
+	if w.Serving != nil {
+		if ev.Serving, err = w.Serving.cell("serving"); err != nil {
+			return err
+		}
+	}
+	for i := range w.Candidates {
+		c, err := w.Candidates[i].cell(fmt.Sprintf("candidates[%d]", i))
+		if err != nil {
+			return err
+		}
+		ev.Candidates = append(ev.Candidates, c)
+	}
+	return nil
 }
 
 func (w *wireEvent) rbAlloc(ev *Event) error {
@@ -281,6 +305,7 @@ func MarshalJSON(ev Event) ([]byte, error) {
 		w.Kind = ev.Kind
 		w.Source = toWireCell(ev.Source)
 		w.Target = toWireCell(ev.Target)
+		w.Conditional = ev.Conditional
 	case TypeHOComplete:
 		w.Cell = toWireCell(ev.Cell)
 	case TypeHOFailure:
@@ -292,6 +317,13 @@ func MarshalJSON(ev Event) ([]byte, error) {
 		w.Slots = make([][]int64, len(ev.Slots))
 		for i, s := range ev.Slots {
 			w.Slots[i] = []int64{int64(s.Given), int64(s.Total)}
+		}
+	case TypeCHOConfig:
+		w.Serving = toWireCell(ev.Serving)
+		for _, c := range ev.Candidates {
+			if wc := toWireCell(c); wc != nil {
+				w.Candidates = append(w.Candidates, *wc)
+			}
 		}
 	default:
 		return nil, fmt.Errorf("marshal diag event: unknown type %q", ev.Type)

@@ -56,6 +56,13 @@ func TestParseJSON(t *testing.T) {
 		{name: "rb_alloc", in: `{"v":1,"type":"rb_alloc","cell":{"rat":"nr","band":"sub6","pci":7,"arfcn":640704},"slot_us":500,"slots":[[100,106],[0,106]]}`,
 			want: diag.Event{Type: diag.TypeRBAlloc, Cell: diag.Cell{RAT: diag.RATNR, Band: diag.BandSub6, PCI: 7, ARFCN: 640704},
 				SlotDuration: 500 * time.Microsecond, Slots: []diag.Slot{{Given: 100, Total: 106}, {Given: 0, Total: 106}}}},
+		{name: "cho_config", in: `{"v":1,"type":"cho_config","serving":{"rat":"nr","pci":123,"arfcn":2079167},
+			"candidates":[{"rat":"nr","pci":456,"arfcn":2079167},{"rat":"lte","pci":7,"arfcn":66486}]}`,
+			want: diag.Event{Type: diag.TypeCHOConfig, Serving: mmwaveA, Candidates: []diag.Cell{mmwaveB, lteCell}}},
+		{name: "cho_config without candidates", in: `{"v":1,"type":"cho_config"}`, want: diag.Event{Type: diag.TypeCHOConfig}},
+		{name: "conditional ho_command", in: `{"v":1,"type":"ho_command","kind":"pcell","conditional":true,"target":{"rat":"nr","pci":456,"arfcn":2079167}}`,
+			want: diag.Event{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Target: mmwaveB, Conditional: true}},
+		{name: "cho_config with a bad candidate", in: `{"v":1,"type":"cho_config","candidates":[{"rat":"umts","pci":1,"arfcn":1}]}`, reason: diag.ReasonJSONCell},
 		{name: "syntax", in: `{"v":1,"type":`, reason: diag.ReasonJSONSyntax},
 		{name: "not an object", in: `[1,2]`, reason: diag.ReasonJSONField},
 		{name: "missing version", in: `{"type":"ho_failure","cause":"rlf"}`, reason: diag.ReasonJSONVersion},
@@ -120,6 +127,9 @@ func TestMarshalJSONRoundTrip(t *testing.T) {
 		{Type: diag.TypeHOComplete, Time: at, Cell: mmwaveB},
 		{Type: diag.TypeHOFailure, Time: at, Cause: diag.CauseNASRecovery},
 		{Type: diag.TypeRBAlloc, Time: at, Cell: lteCell, SlotDuration: time.Millisecond, Slots: []diag.Slot{{Given: 50, Total: 100}}},
+		{Type: diag.TypeCHOConfig, Time: at, Serving: lteCell, Candidates: []diag.Cell{mmwaveA, mmwaveB}},
+		{Type: diag.TypeCHOConfig, Time: at, Serving: lteCell},
+		{Type: diag.TypeHOCommand, Time: at, Kind: diag.HOPCell, Source: mmwaveA, Target: mmwaveB, Conditional: true},
 	}
 	for i, ev := range events {
 		t.Run(fmt.Sprintf("%d_%s_%s%s", i, ev.Type, ev.Meas, ev.Kind), func(t *testing.T) {

@@ -35,12 +35,19 @@ type Recording struct {
 	Reports []Report
 	// Skipped counts what the input could not use, by reason.
 	Skipped map[string]uint64
+	// Subscriptions says which SIM subscription of a multi-SIM modem the
+	// events and reports are those of; nil when the input had one.
+	Subscriptions *rrc.SubscriptionStatus
 }
 
 // Read decodes a recorded diag input to its end: qmdl:PATH (.qmdl,
 // .mi2log), pcap:PATH (GSMTAP, QCSuper NR RRC) or jsonl:PATH. Malformed
-// records are counted in Skipped, as the daemon counts them.
-func Read(ctx context.Context, uri string) (*Recording, error) {
+// records are counted in Skipped, as the daemon counts them. The RRC
+// messages of a multi-SIM modem are decoded per subscription, and only
+// those of the subscription follow selects are kept, as the daemon's
+// --diag-subscription does: the other SIM's connections are not the
+// data's, and their handovers are not the ones m2hod acts on.
+func Read(ctx context.Context, uri string, follow rrc.Follow) (*Recording, error) {
 	scheme, _, _ := strings.Cut(uri, ":")
 	switch scheme {
 	case "qmdl", "pcap", "jsonl":
@@ -48,7 +55,7 @@ func Read(ctx context.Context, uri string) (*Recording, error) {
 		return nil, fmt.Errorf("replay %s: want a recording (qmdl:PATH, pcap:PATH or jsonl:PATH), not a live input", uri)
 	}
 	logger := slog.New(slog.DiscardHandler)
-	decoder := rrc.NewDecoder(logger)
+	decoder := rrc.NewSubscriptions(logger, follow)
 	rec := &Recording{Input: uri, Skipped: map[string]uint64{}}
 	decoder.ObserveReports(func(r rrc.ReportSeen) {
 		rec.Reports = append(rec.Reports, Report{Time: r.Time, Resolved: r.Resolved, Event: r.Event})
@@ -82,6 +89,9 @@ func Read(ctx context.Context, uri string) (*Recording, error) {
 	_, errs := stats.Snapshot()
 	for _, c := range errs {
 		rec.Skipped[c.Label] += uint64(c.Value)
+	}
+	if st := decoder.Status(); len(st.Seen) > 1 {
+		rec.Subscriptions = &st
 	}
 	return rec, nil
 }
@@ -178,6 +188,9 @@ type Result struct {
 	Reports int               `json:"reports"`
 	Span    time.Duration     `json:"span_ns"`
 	Skipped map[string]uint64 `json:"skipped,omitempty"`
+	// Subscriptions, for a multi-SIM modem, is the subscription replayed
+	// and what each one sent.
+	Subscriptions *rrc.SubscriptionStatus `json:"subscriptions,omitempty"`
 	// Predictors are in the order of Predictors().
 	Predictors []PredictorResult `json:"predictors"`
 }
@@ -192,14 +205,15 @@ func (r *Result) Predictor(name string) (*PredictorResult, bool) {
 	return nil, false
 }
 
-// Replay reads a recording and judges every predictor on it, the
-// learning predictor knowing learnt at the start (nil: nothing).
-func Replay(ctx context.Context, uri string, learnt []statemachine.ReportStats) (*Result, error) {
-	rec, err := Read(ctx, uri)
+// Replay reads a recording, following the SIM subscription follow
+// selects, and judges every predictor on it, the learning predictor
+// knowing learnt at the start (nil: nothing).
+func Replay(ctx context.Context, uri string, follow rrc.Follow, learnt []statemachine.ReportStats) (*Result, error) {
+	rec, err := Read(ctx, uri, follow)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Input: uri, Events: len(rec.Events), Reports: len(rec.Reports), Skipped: rec.Skipped}
+	res := &Result{Input: uri, Events: len(rec.Events), Reports: len(rec.Reports), Skipped: rec.Skipped, Subscriptions: rec.Subscriptions}
 	if len(rec.Skipped) == 0 {
 		res.Skipped = nil
 	}

@@ -75,9 +75,12 @@ func (r Ratio) Value() (v float64, ok bool) {
 type ClassResult struct {
 	Class string `json:"class"`
 	// Handovers counts handover command sets (the commands of one
-	// reconfiguration); Failures connection failures.
-	Handovers int `json:"handovers"`
-	Failures  int `json:"failures"`
+	// reconfiguration); Failures connection failures. Conditional counts
+	// the handovers that were conditional handovers the UE executed:
+	// their command is the configuration that stored the candidate.
+	Handovers   int `json:"handovers"`
+	Failures    int `json:"failures"`
+	Conditional int `json:"conditional"`
 	// Reported counts the handovers with a measurement report within
 	// ReportWindow before their command.
 	Reported int `json:"reported"`
@@ -110,6 +113,9 @@ type ClassResult struct {
 type handover struct {
 	class     string
 	commandAt time.Time
+	// conditional: a stored conditional configuration the UE executed;
+	// commandAt is when the network stored it.
+	conditional bool
 	// executedAt is zero when it did not execute (timed out, failed).
 	executedAt time.Time
 	// predictedAt is when the prediction it confirmed was made; zero when
@@ -134,6 +140,9 @@ type judge struct {
 	// confirmedNow is set when the machine confirms a prediction while
 	// it handles a command.
 	confirmedNow bool
+	// storedAt is when the conditional handover configurations in force
+	// first named each candidate.
+	storedAt map[diag.CellKey]time.Time
 }
 
 func (j *judge) Transition(statemachine.State, statemachine.State, string, time.Time) {}
@@ -155,6 +164,9 @@ func (j *judge) Prediction(outcome string, at time.Time) {
 
 // play runs one event and follows what it did.
 func (j *judge) play(ev diag.Event) error {
+	if ev.Type == diag.TypeCHOConfig {
+		j.noteStored(ev)
+	}
 	if ev.Type != diag.TypeHOCommand {
 		if err := j.player.Play(ev); err != nil {
 			return err
@@ -175,6 +187,13 @@ func (j *judge) play(ev diag.Event) error {
 	}
 	after := j.player.Machine().Status()
 	h := &handover{commandAt: ev.Time, class: diag.HandoverClass(before.Serving.Band, before.Serving.Band)}
+	if ev.Conditional {
+		h.conditional = true
+		if stored, ok := j.storedAt[ev.Target.Normalized().Key()]; ok {
+			h.commandAt = stored
+		}
+		j.storedAt = nil // executing one releases them all
+	}
 	if after.Command != nil {
 		h.class = diag.HandoverClass(before.Serving.Band, after.Command.NewServing.Band)
 	}
@@ -185,6 +204,20 @@ func (j *judge) play(ev diag.Event) error {
 	j.open = h
 	j.afterEvent(ev)
 	return nil
+}
+
+// noteStored follows the candidates of the conditional handover
+// configurations in force, and since when each is.
+func (j *judge) noteStored(ev diag.Event) {
+	stored := map[diag.CellKey]time.Time{}
+	for _, c := range ev.Candidates {
+		key := c.Normalized().Key()
+		stored[key] = ev.Time
+		if at, ok := j.storedAt[key]; ok {
+			stored[key] = at
+		}
+	}
+	j.storedAt = stored
 }
 
 func (j *judge) afterEvent(ev diag.Event) {
@@ -276,6 +309,9 @@ func (j *judge) classes() []ClassResult {
 				continue
 			}
 			a.Handovers++
+			if h.conditional {
+				a.Conditional++
+			}
 			if h.reported {
 				a.Reported++
 			}

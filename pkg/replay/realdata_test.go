@@ -15,6 +15,7 @@ import (
 
 	"github.com/m2ho/m2ho/internal/shareddata"
 	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/diag/rrc"
 	"github.com/m2ho/m2ho/pkg/statemachine"
 )
 
@@ -48,7 +49,7 @@ func TestReplaySharedCaptures(t *testing.T) {
 	}
 	t.Logf("%-42s %-10s %5s %5s %8s %15s %15s %15s", "capture", "predictor", "HOs", "RLFs", "reported", "precision", "recall", "recall (rep.)")
 	for _, uri := range sharedCaptures(t) {
-		res, err := Replay(context.Background(), uri, nil)
+		res, err := Replay(context.Background(), uri, rrc.FollowAuto, nil)
 		require.NoError(t, err)
 		for _, p := range res.Predictors {
 			total, ok := p.Class(ClassTotal)
@@ -84,8 +85,8 @@ func TestReplaySharedCaptures(t *testing.T) {
 
 // TestReplayCarriesLearning replays the EN-DC logs of one network in time
 // order, the learning predictor going on from one to the next as m2hod's
-// cell store lets it across drives: it must predict more of them than
-// when each log starts from nothing.
+// cell store lets it across drives: it must do at least as well on
+// every figure as when each log starts from nothing, and better on one.
 func TestReplayCarriesLearning(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(shareddata.DataDir(t, "diag"), "20201116_*_Xiaomi-Mi10_46000.mi2log"))
 	require.NoError(t, err)
@@ -98,7 +99,7 @@ func TestReplayCarriesLearning(t *testing.T) {
 		var s sums
 		var learnt []statemachine.ReportStats
 		for _, f := range files {
-			res, err := Replay(context.Background(), "qmdl:"+f, learnt)
+			res, err := Replay(context.Background(), "qmdl:"+f, rrc.FollowAuto, learnt)
 			require.NoError(t, err)
 			p, ok := res.Predictor(PredictorLearning)
 			require.True(t, ok)
@@ -117,19 +118,25 @@ func TestReplayCarriesLearning(t *testing.T) {
 	t.Logf("each log from nothing: precision %v, recall (reported) %v; learning carried over: precision %v, recall (reported) %v",
 		Ratio{fresh.confirmed, fresh.predictions}, Ratio{fresh.predicted, fresh.reported},
 		Ratio{carried.confirmed, carried.predictions}, Ratio{carried.predicted, carried.reported})
-	assert.Greater(t, carried.predicted, fresh.predicted)
+	assert.GreaterOrEqual(t, carried.predicted, fresh.predicted)
 	assert.Equal(t, fresh.reported, carried.reported)
+	precision := func(s sums) float64 { return float64(s.confirmed) / float64(s.predictions) }
+	assert.GreaterOrEqual(t, precision(carried), precision(fresh))
+	assert.True(t, carried.predicted > fresh.predicted || precision(carried) > precision(fresh), "what was learnt helps")
 }
 
 // TestSharedCapturesDecodeAsBefore pins what every shared capture
 // decodes to: events by type, measurement reports and skipped records.
-// A decoder change that loses or adds anything shows here.
+// A decoder change that loses or adds anything shows here. The Xiaomi
+// logs of 16 November are dual-SIM: the events and reports are those of
+// subscription 0, the one in a data session (the second SIM's handful
+// of messages hold one handover and 13 reports in 123302).
 func TestSharedCapturesDecodeAsBefore(t *testing.T) {
 	want := map[string]string{
 		"20201115_181637_Xiaomi-Mi10_46000.mi2log": "events ho_command=1 ho_complete=1 | reports 1 | skipped none",
 		"20201115_181751_Xiaomi-Mi10_46000.mi2log": "events none | reports 1 | skipped rrc_unresolved_meas_id=1",
 		"20201115_181843_Xiaomi-Mi10_46000.mi2log": "events ho_command=2 ho_complete=2 | reports 5 | skipped rrc_unresolved_meas_id=2",
-		"20201116_123302_Xiaomi-Mi10_46000.mi2log": "events ho_command=22 ho_complete=19 meas_report=34 | reports 139 | skipped truncated_frame=1",
+		"20201116_123302_Xiaomi-Mi10_46000.mi2log": "events ho_command=21 ho_complete=18 meas_report=31 | reports 126 | skipped truncated_frame=1",
 		"20201116_123435_Xiaomi-Mi10_46000.mi2log": "events ho_command=39 ho_complete=30 meas_report=41 | reports 101 | skipped rrc_unresolved_meas_id=6 truncated_frame=3",
 		"20201116_123611_Xiaomi-Mi10_46000.mi2log": "events ho_command=37 ho_complete=29 ho_failure=1 meas_report=50 | reports 114 | skipped rrc_unresolved_meas_id=2 truncated_frame=3",
 		"20201116_124000_Xiaomi-Mi10_46000.mi2log": "events ho_command=36 ho_complete=23 meas_report=43 | reports 191 | skipped rrc_unresolved_meas_id=4",
@@ -142,7 +149,7 @@ func TestSharedCapturesDecodeAsBefore(t *testing.T) {
 	}
 	for _, uri := range sharedCaptures(t) {
 		name := filepath.Base(uri)
-		rec, err := Read(context.Background(), uri)
+		rec, err := Read(context.Background(), uri, rrc.FollowAuto)
 		require.NoError(t, err)
 		byType := map[string]int{}
 		for _, ev := range rec.Events {
@@ -247,7 +254,7 @@ func replayFollowingAnchors(t *testing.T, uris ...string) *anchorReplay {
 	t.Helper()
 	var events []diag.Event
 	for _, uri := range uris {
-		rec, err := Read(context.Background(), uri)
+		rec, err := Read(context.Background(), uri, rrc.FollowAuto)
 		require.NoError(t, err)
 		events = append(events, rec.Events...)
 	}
@@ -332,10 +339,31 @@ func BenchmarkReplaySharedCaptures(b *testing.B) {
 		require.NoError(b, err)
 		b.Run(fmt.Sprintf("%s/%dKB", filepath.Base(path), st.Size()>>10), func(b *testing.B) {
 			for b.Loop() {
-				if _, err := Replay(context.Background(), uri, nil); err != nil {
+				if _, err := Replay(context.Background(), uri, rrc.FollowAuto, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 	}
+}
+
+// TestReplayFollowsOneSubscription: a dual-SIM log replays one
+// subscription, the one the daemon's --diag-subscription would follow,
+// and the two subscriptions' events add up to what the log holds.
+func TestReplayFollowsOneSubscription(t *testing.T) {
+	uri := "qmdl:" + filepath.Join(shareddata.DataDir(t, "diag"), "20201116_123302_Xiaomi-Mi10_46000.mi2log")
+	results := map[string]*Result{}
+	for _, follow := range []rrc.Follow{rrc.FollowAuto, {Subscription: 0}, {Subscription: 1}} {
+		res, err := Replay(context.Background(), uri, follow, nil)
+		require.NoError(t, err)
+		require.NotNil(t, res.Subscriptions, "the log is dual-SIM")
+		assert.Equal(t, follow.Subscription, res.Subscriptions.Followed, follow.String())
+		require.Len(t, res.Subscriptions.Seen, 2)
+		seen := res.Subscriptions.Seen[follow.Subscription]
+		assert.Equal(t, uint64(res.Events), seen.Events, "the events replayed are the followed subscription's")
+		results[follow.String()] = res
+	}
+	assert.Equal(t, results["0"].Predictors, results["auto"].Predictors, "auto follows the SIM in a data session, the first")
+	assert.Less(t, results["1"].Events, results["0"].Events, "the second SIM only signals briefly")
+	assert.Equal(t, results["0"].Subscriptions.Seen[1].DroppedEvents, uint64(results["1"].Events))
 }

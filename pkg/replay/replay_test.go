@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/diag/rrc"
 	"github.com/m2ho/m2ho/pkg/statemachine"
 )
 
@@ -265,14 +266,14 @@ func TestReadRecordings(t *testing.T) {
 		`{"v":1,"type":"ho_complete","t":"2026-03-04T05:06:07.080Z","cell":{"rat":"lte","pci":2,"arfcn":1850}}`,
 	}
 	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
-	rec, err := Read(context.Background(), "jsonl:"+path)
+	rec, err := Read(context.Background(), "jsonl:"+path, rrc.FollowAuto)
 	require.NoError(t, err)
 	assert.Len(t, rec.Events, 3)
 	require.Len(t, rec.Reports, 1, "a JSON input's reports are its meas_report events")
 	assert.Equal(t, diag.EventA3, rec.Reports[0].Event)
 	assert.Equal(t, uint64(1), rec.Skipped[diag.ReasonJSONSyntax])
 
-	res, err := Replay(context.Background(), "jsonl:"+path, nil)
+	res, err := Replay(context.Background(), "jsonl:"+path, rrc.FollowAuto, nil)
 	require.NoError(t, err)
 	require.Len(t, res.Predictors, 2)
 	for _, p := range res.Predictors {
@@ -281,9 +282,9 @@ func TestReadRecordings(t *testing.T) {
 	}
 	assert.Equal(t, 80*time.Millisecond, res.Span)
 
-	_, err = Read(context.Background(), "udp://127.0.0.1:0")
+	_, err = Read(context.Background(), "udp://127.0.0.1:0", rrc.FollowAuto)
 	assert.ErrorContains(t, err, "not a live input")
-	_, err = Read(context.Background(), "qmdl:"+filepath.Join(dir, "missing.qmdl"))
+	_, err = Read(context.Background(), "qmdl:"+filepath.Join(dir, "missing.qmdl"), rrc.FollowAuto)
 	assert.Error(t, err)
 }
 
@@ -349,4 +350,41 @@ func TestJudgeSessions(t *testing.T) {
 	require.Len(t, made, 2)
 	assert.Equal(t, OutcomeUnresolved, made[0].Outcome)
 	assert.Equal(t, statemachine.OutcomeConfirmed, made[1].Outcome)
+}
+
+// TestJudgeConditionalHandover: a conditional handover's command is its
+// stored configuration, which predicts it; the UE's execution completes
+// it. A configuration removed unexecuted is a wrong prediction.
+func TestJudgeConditionalHandover(t *testing.T) {
+	cho := func(ms int, serving diag.Cell, candidates ...diag.Cell) diag.Event {
+		return diag.Event{Type: diag.TypeCHOConfig, Time: at(ms), Serving: serving, Candidates: candidates}
+	}
+	executed := command(1500, diag.HOPCell, lteA, lteC)
+	executed.Conditional = true
+	rec := recordingOf([]diag.Event{
+		report(0, diag.EventA4, lteA, diag.Cell{}),
+		report(900, diag.EventA4, lteA, lteC),
+		cho(1000, lteA, lteC, lteB),
+		cho(1200, lteA, lteC), // lteB removed, lteC stored since 1000
+		executed,
+		complete(1500, lteC),
+		cho(5000, lteC, lteA),
+		cho(5400, lteC), // removed unexecuted
+	})
+	for _, predictor := range Predictors() {
+		t.Run(predictor, func(t *testing.T) {
+			res, err := Judge(rec, predictor, nil)
+			require.NoError(t, err)
+			total, ok := res.Class(ClassTotal)
+			require.True(t, ok)
+			assert.Equal(t, 1, total.Handovers)
+			assert.Equal(t, 1, total.Conditional)
+			assert.Equal(t, 1, total.Reported, "the A4 came within a second of the configuration")
+			assert.Equal(t, Ratio{Num: 1, Den: 1}, total.RecallReported)
+			assert.Equal(t, Ratio{Num: 1, Den: 2}, total.Precision)
+			assert.Equal(t, time.Duration(0), total.LeadMean, "predicted with its command, the configuration")
+			assert.Equal(t, 500*time.Millisecond, total.EarlinessMean, "from the configuration to the execution")
+			assert.Equal(t, map[string]int{statemachine.OutcomeConfirmed: 1, statemachine.OutcomeCHORemoved: 1}, res.Outcomes)
+		})
+	}
 }

@@ -71,6 +71,10 @@ type Config struct {
 	// completion that does not come means the log missed it or the
 	// handover failed, and the window must not stay clamped.
 	ExecutionTimeout time.Duration
+	// ConditionalHold bounds a prediction made from a conditional
+	// handover configuration (cho_config): the UE executes it whenever a
+	// candidate's condition holds, which may be never.
+	ConditionalHold time.Duration
 }
 
 // DefaultConfig returns the defaults.
@@ -81,6 +85,13 @@ type Config struct {
 // ms, also covers the longest report-to-command interval the paper saw
 // (310.2 - 32.7 = 277.5 ms). ExecutionTimeout is 1 s, the common T304
 // timer after which the UE itself declares the handover failed.
+// ConditionalHold is 2 s, twice the longest report-to-command lead the
+// machine learns from (maxCommandLead): a network configures a
+// conditional handover on a report that would otherwise have been
+// followed by a command, with an execution condition a few dB short of
+// it, so the UE meets it within the time a report leads its command,
+// or the radio turned away; beyond that the clamp would only cost
+// throughput.
 // PolicyLease of 500 ms bounds what a crashed daemon leaves behind while
 // needing a renewal only every 250 ms.
 //
@@ -116,6 +127,7 @@ func DefaultConfig() Config {
 		MinT2Samples:     5,
 		PolicyLease:      500 * time.Millisecond,
 		ExecutionTimeout: time.Second,
+		ConditionalHold:  2 * time.Second,
 
 		Learning:           true,
 		LearnFollowedShare: 0.5,
@@ -143,6 +155,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("statemachine: policy lease %v: must be at least the smoothing max %v", c.PolicyLease, c.SmoothingMax)
 	case c.ExecutionTimeout <= 0:
 		return errors.New("statemachine: execution timeout must be positive")
+	case c.ConditionalHold <= 0:
+		return errors.New("statemachine: conditional handover hold must be positive")
 	case c.Learning && !(c.LearnPriorWeight > 0):
 		return fmt.Errorf("statemachine: learning prior weight %v: must be positive", c.LearnPriorWeight)
 	case c.Learning && (c.LearnFollowedShare <= 0 || c.LearnFollowedShare > 1):

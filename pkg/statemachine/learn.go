@@ -24,11 +24,19 @@ import (
 // comes while its prediction is pending.
 //
 // A kind is the report's trigger, the band of the measured neighbour
-// (none for an A2), and where it was measured, from the widest scope to
+// (none for an A2) and its carrier's relation to the serving cell's
+// (intra-frequency, inter-frequency, inter-RAT), and where it was
+// measured, from the widest scope to
 // the narrowest: any serving cell of one RAT and band, one serving cell,
 // one serving cell and neighbour. Cells of one
 // band of one network are configured alike; a neighbour relation is where
-// operators tune offsets and blacklists. Each scope's share is shrunk
+// operators tune offsets and blacklists. The carrier relation is part of
+// the kind because networks configure measurements per carrier (a measId
+// joins a measurement object, one carrier, with a report configuration,
+// TS 36.331 and 38.331 5.5.1), and for different ends: the same trigger
+// on the serving carrier and on another one is not the same decision (an
+// LTE A5 on another carrier is the usual inter-frequency handover
+// trigger, one on the serving carrier rarely leads anywhere). Each scope's share is shrunk
 // towards the wider one's, which for the widest is Algorithm 1's verdict
 // (1 or 0): with w = Config.LearnPriorWeight,
 //
@@ -52,8 +60,10 @@ type ReportStats struct {
 	// neighbour (and for reports naming none).
 	Neighbor diag.Cell `json:"neighbor"`
 	// Measured is the band of the reported neighbour, empty when the
-	// report names none.
+	// report names none; Carrier the relation of its carrier to the
+	// serving cell's (the Carrier constants), empty when unknown.
 	Measured diag.Band `json:"measured,omitempty"`
+	Carrier  string    `json:"carrier,omitempty"`
 	// Reports counts the reports whose outcome is known, Followed those a
 	// handover command followed within a second. A report repeating one
 	// that is still waiting for its outcome is not counted again.
@@ -69,6 +79,30 @@ type LearntStore interface {
 	SaveReportStats(ReportStats) error
 }
 
+// Relations of a reported neighbour's carrier to the serving cell's.
+const (
+	CarrierIntraFrequency = "intra_frequency"
+	CarrierInterFrequency = "inter_frequency"
+	CarrierInterRAT       = "inter_rat"
+)
+
+// carrierRelation is how the measured neighbour's carrier relates to the
+// serving cell's; empty when the report names no neighbour or a carrier
+// is unknown.
+func carrierRelation(serving, measured diag.Cell) string {
+	switch {
+	case measured.IsZero() || serving.RAT == "" || measured.RAT == "":
+		return ""
+	case serving.RAT != measured.RAT:
+		return CarrierInterRAT
+	case serving.ARFCN == 0 || measured.ARFCN == 0:
+		return ""
+	case serving.ARFCN == measured.ARFCN:
+		return CarrierIntraFrequency
+	}
+	return CarrierInterFrequency
+}
+
 // reportKey identifies a kind of report (see ReportStats).
 type reportKey struct {
 	cell, neighbor diag.CellKey
@@ -76,6 +110,7 @@ type reportKey struct {
 	band           diag.Band
 	event          diag.MeasEvent
 	measured       diag.Band
+	carrier        string
 }
 
 // reportCount is the counts of one kind.
@@ -110,7 +145,7 @@ func newLearner() learner {
 // reportKeys are the kinds of a report, from the widest scope (band) to
 // the narrowest (serving cell and neighbour, when it names one).
 func reportKeys(ev diag.MeasEvent, serving, measured diag.Cell) []reportKey {
-	band := reportKey{rat: serving.RAT, band: bandKey(serving.Band), event: ev}
+	band := reportKey{rat: serving.RAT, band: bandKey(serving.Band), event: ev, carrier: carrierRelation(serving, measured)}
 	if !measured.IsZero() {
 		band.measured = bandKey(measured.Band)
 	}
@@ -149,6 +184,7 @@ func (m *Machine) observeReport(ev diag.MeasEvent, serving, measured diag.Cell) 
 		// A report of a cell nothing named cannot be told apart.
 		return prior
 	}
+	prior = prior || interFrequencyTrigger(ev, serving, measured)
 	m.expireReports()
 	keys := reportKeys(ev, serving, measured)
 	threshold := m.cfg.LearnFollowedShare
@@ -166,6 +202,19 @@ func (m *Machine) observeReport(ev diag.MeasEvent, serving, measured diag.Cell) 
 	}
 	m.learn.pending = append(m.learn.pending, pendingReport{keys: keys, at: m.now, until: m.now.Add(m.predictionWindow(serving.Band))})
 	return predict
+}
+
+// interFrequencyTrigger: an A4 or A5 towards another carrier of the
+// serving cell's RAT. These are the triggers 3GPP defines for handover
+// between carriers (TS 36.331 and 38.331 5.5.4.5, 5.5.4.6: a neighbour
+// better than a threshold, with the serving cell worse than another for
+// A5), which networks configure on the measurement objects of the
+// carriers they hand over to; the learning predictor starts from
+// predicting on them, as on an A3, and learns where a network does not
+// act on them.
+func interFrequencyTrigger(ev diag.MeasEvent, serving, measured diag.Cell) bool {
+	return (ev == diag.EventA4 || ev == diag.EventA5) && carrierRelation(serving, measured) == CarrierInterFrequency &&
+		bandKey(serving.Band) == bandKey(measured.Band)
 }
 
 // reportsFollowed credits every waiting report with the command that
@@ -257,7 +306,7 @@ func (l *learner) save(k reportKey, c *reportCount) {
 
 func statsOf(k reportKey, c *reportCount) ReportStats {
 	return ReportStats{Cell: c.cell, Neighbor: c.neighbor, RAT: k.rat, Band: k.band, Event: k.event, Measured: k.measured,
-		Reports: c.reports, Followed: c.followed}
+		Carrier: k.carrier, Reports: c.reports, Followed: c.followed}
 }
 
 // Learnt returns what the learning predictor learnt, cells first, in a
@@ -271,7 +320,7 @@ func (m *Machine) Learnt() []ReportStats {
 		return cmp.Or(
 			cmp.Compare(a.Cell.String(), b.Cell.String()), cmp.Compare(a.Neighbor.String(), b.Neighbor.String()),
 			cmp.Compare(a.RAT, b.RAT), cmp.Compare(a.Band, b.Band),
-			cmp.Compare(a.Event, b.Event), cmp.Compare(a.Measured, b.Measured))
+			cmp.Compare(a.Event, b.Event), cmp.Compare(a.Measured, b.Measured), cmp.Compare(a.Carrier, b.Carrier))
 	})
 	return out
 }
@@ -286,7 +335,7 @@ func (m *Machine) RestoreLearnt(stats []ReportStats) {
 			m.cnt.ignored["learnt_invalid"]++
 			continue
 		}
-		k := reportKey{rat: s.RAT, band: bandKey(s.Band), event: s.Event, measured: s.Measured}
+		k := reportKey{rat: s.RAT, band: bandKey(s.Band), event: s.Event, measured: s.Measured, carrier: s.Carrier}
 		cell, neighbor := s.Cell.Normalized(), s.Neighbor.Normalized()
 		if !cell.IsZero() {
 			k.cell = cell.Key()
@@ -306,6 +355,8 @@ func validStats(s ReportStats) bool {
 	case !validBand(s.Band) || (s.Measured != "" && !validBand(s.Measured)):
 		return false
 	case s.Event == "" || s.Followed > s.Reports:
+		return false
+	case !slices.Contains([]string{"", CarrierIntraFrequency, CarrierInterFrequency, CarrierInterRAT}, s.Carrier):
 		return false
 	case !s.Neighbor.IsZero() && s.Cell.IsZero():
 		return false

@@ -31,6 +31,7 @@ func predictsNow(h *harness, ms int, ev diag.MeasEvent, serving, neighbor diag.C
 
 func TestLearningPredictor(t *testing.T) {
 	lteC := diag.Cell{RAT: diag.RATLTE, Band: diag.BandSub6, PCI: 3, ARFCN: 1850}
+	lteOther := diag.Cell{RAT: diag.RATLTE, Band: diag.BandSub6, PCI: 4, ARFCN: 2175}
 	tests := []struct {
 		name string
 		cfg  func(*Config)
@@ -55,6 +56,16 @@ func TestLearningPredictor(t *testing.T) {
 			commandsAfter: []int{0, 0, 0, 0, 0}, probe: diag.EventA3, probeNeighbor: lteB, want: false},
 		{name: "a few unfollowed A3 do not overrule Algorithm 1", ev: diag.EventA3, neighbor: lteB,
 			commandsAfter: []int{0, 60, 0, 60, 60}, probe: diag.EventA3, probeNeighbor: lteB, want: true},
+		{name: "an LTE A5 towards another carrier predicts before anything is learnt", ev: diag.EventA5, neighbor: lteOther,
+			probe: diag.EventA5, probeNeighbor: lteOther, want: true},
+		{name: "so does an A4 towards another carrier", ev: diag.EventA4, neighbor: lteOther,
+			probe: diag.EventA4, probeNeighbor: lteOther, want: true},
+		{name: "an inter-frequency A5 the network never follows stops predicting", ev: diag.EventA5, neighbor: lteOther,
+			commandsAfter: []int{0, 0, 0, 0, 0}, probe: diag.EventA5, probeNeighbor: lteOther, want: false},
+		{name: "what the serving carrier's A5 taught does not reach another carrier", ev: diag.EventA5, neighbor: lteB,
+			commandsAfter: []int{0, 0, 0, 0, 0, 0, 0, 0}, probe: diag.EventA5, probeNeighbor: lteOther, want: true},
+		{name: "Algorithm 1 alone ignores an inter-frequency A5", cfg: func(c *Config) { c.Learning = false },
+			ev: diag.EventA5, neighbor: lteOther, probe: diag.EventA5, probeNeighbor: lteOther, want: false},
 		{name: "without learning Algorithm 1 alone decides", cfg: func(c *Config) { c.Learning = false },
 			ev: diag.EventA5, neighbor: lteB, commandsAfter: []int{60, 70, 50, 80, 65, 60, 60, 60},
 			probe: diag.EventA5, probeNeighbor: lteB, want: false},
@@ -127,6 +138,23 @@ func TestLearningCounts(t *testing.T) {
 	assert.Zero(t, pendingA2, "not counted while a command may still answer it")
 }
 
+func TestCarrierRelation(t *testing.T) {
+	tests := []struct {
+		name              string
+		serving, measured diag.Cell
+		want              string
+	}{
+		{"same carrier", lteA, lteB, CarrierIntraFrequency},
+		{"another carrier", lteA, diag.Cell{RAT: diag.RATLTE, Band: diag.BandSub6, PCI: 4, ARFCN: 2175}, CarrierInterFrequency},
+		{"another RAT", lteA, nrA, CarrierInterRAT},
+		{"no neighbour", lteA, diag.Cell{}, ""},
+		{"carrier unknown", diag.Cell{RAT: diag.RATLTE, Band: diag.BandSub6}, lteB, ""},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, carrierRelation(tt.serving, tt.measured), tt.name)
+	}
+}
+
 func countOf(stats []ReportStats, ev diag.MeasEvent) uint32 {
 	var n uint32
 	for _, s := range stats {
@@ -197,8 +225,10 @@ func (s *memoryLearntStore) SaveReportStats(r ReportStats) error {
 }
 
 func TestLearntStore(t *testing.T) {
-	followed := ReportStats{RAT: diag.RATLTE, Band: diag.BandSub6, Event: diag.EventA5, Measured: diag.BandSub6, Reports: 40, Followed: 38}
+	followed := ReportStats{RAT: diag.RATLTE, Band: diag.BandSub6, Event: diag.EventA5, Measured: diag.BandSub6,
+		Carrier: CarrierIntraFrequency, Reports: 40, Followed: 38}
 	invalid := []ReportStats{
+		{RAT: diag.RATLTE, Band: diag.BandSub6, Event: diag.EventA3, Carrier: "same", Reports: 1},
 		{RAT: "gsm", Band: diag.BandSub6, Event: diag.EventA3, Reports: 1},
 		{RAT: diag.RATLTE, Band: "cmwave", Event: diag.EventA3, Reports: 1},
 		{RAT: diag.RATLTE, Band: diag.BandSub6, Event: diag.EventA3, Reports: 1, Followed: 2},

@@ -39,6 +39,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/m2ho/m2ho/pkg/diag"
@@ -113,6 +114,9 @@ const (
 	OutcomeConfirmed   = "confirmed"
 	OutcomeCancelledA1 = "cancelled_a1"
 	OutcomeTimedOut    = "timed_out"
+	// OutcomeCHORemoved: the conditional handover configurations it was
+	// made from were removed (or the connection released) unexecuted.
+	OutcomeCHORemoved = "cho_removed"
 )
 
 // Transition reasons.
@@ -122,6 +126,7 @@ const (
 	ReasonUnpredictedCommand = "command_unpredicted"
 	ReasonExecuted           = "executed"
 	ReasonCancelledA1        = "cancelled_a1"
+	ReasonCHORemoved         = "cho_removed"
 	ReasonPredictionTimeout  = "prediction_timeout"
 	ReasonExecutionTimeout   = "execution_timeout"
 	ReasonFailure            = "failure"
@@ -182,9 +187,11 @@ type postHandoverRamp struct {
 	slackRounds int
 }
 
-// prediction is a handover expected from a measurement report.
+// prediction is a handover expected from a measurement report, or from
+// a conditional handover configuration (conditional).
 type prediction struct {
-	event diag.MeasEvent
+	event       diag.MeasEvent
+	conditional bool
 	// source is the serving cell of the report: an A1 of that cell
 	// cancels the prediction, and T2 is learnt for its band.
 	source   diag.Cell
@@ -219,6 +226,10 @@ type command struct {
 	// deadline is the execution timeout.
 	deadline time.Time
 	at       time.Time
+	// standing is the prediction the set confirmed: once the set
+	// executed, it predicts again if the set reached neither its target
+	// nor another primary cell (see rearm).
+	standing *prediction
 }
 
 // dataCell is the cell data will flow through once the set executed.
@@ -346,6 +357,8 @@ func (m *Machine) HandleEvent(ev diag.Event) {
 		m.onComplete(ev)
 	case diag.TypeHOFailure:
 		m.onFailure(ev.Cause)
+	case diag.TypeCHOConfig:
+		m.onConditional(ev)
 	case diag.TypeRBAlloc:
 		if m.state == Smoothing {
 			m.onSmoothingSlots(ev)
@@ -559,7 +572,43 @@ func (m *Machine) onMeasReport(ev diag.Event) {
 	if !m.cfg.Prediction || !predicts {
 		return
 	}
-	m.predict(ev.Meas, serving, m.predictedTarget(ev.Meas, serving, neighbor))
+	m.predict(ev.Meas, serving, m.predictedTarget(ev.Meas, serving, neighbor), false)
+}
+
+// onConditional follows the conditional handover configurations in
+// force. The network has decided: the UE hands over to a candidate by
+// itself once that candidate's condition holds, with no further command.
+// That predicts the handover to the first candidate (the candidates of
+// one configuration are the neighbours the network prepared, and m2ho's
+// policy needs one target) for as long as the configurations stand, up
+// to ConditionalHold; a change that keeps its target keeps it, and their
+// removal cancels it.
+func (m *Machine) onConditional(ev diag.Event) {
+	serving := ev.Serving.Normalized()
+	m.learnServing(serving)
+	if serving.IsZero() {
+		serving = m.dataCell()
+	}
+	if m.pred != nil && m.pred.conditional && slices.ContainsFunc(ev.Candidates, func(c diag.Cell) bool {
+		return c.Normalized().Key() == m.pred.target.Key()
+	}) {
+		return
+	}
+	if len(ev.Candidates) > 0 {
+		if m.cfg.Prediction {
+			m.predict("", serving, ev.Candidates[0].Normalized(), true)
+		}
+		return
+	}
+	if m.pred == nil || !m.pred.conditional {
+		return
+	}
+	m.pred = nil
+	m.obs.Prediction(OutcomeCHORemoved, m.now)
+	m.cnt.predictions[OutcomeCHORemoved]++
+	if m.state == Preparation && m.cmd == nil {
+		m.enterStable(ReasonCHORemoved)
+	}
 }
 
 // predictedTarget is the cell a predicted handover leads to: the measured
@@ -576,24 +625,33 @@ func (m *Machine) predictedTarget(ev diag.MeasEvent, serving, neighbor diag.Cell
 	return diag.Cell{Band: diag.BandSub6}
 }
 
-func (m *Machine) predict(ev diag.MeasEvent, serving, target diag.Cell) {
+func (m *Machine) predict(ev diag.MeasEvent, serving, target diag.Cell, conditional bool) {
 	switch {
 	case m.cmd != nil:
 		// The network already decided.
 		return
-	case m.pred != nil && m.pred.target == target:
+	case m.pred != nil && m.pred.conditional && !conditional:
+		// So it did with a conditional handover: a report changes
+		// nothing of it.
+		return
+	case m.pred != nil && m.pred.target == target && m.pred.conditional == conditional:
 		// A periodic repeat of the same report: the interval to the
 		// command counts from the first one.
 		return
 	}
 	retarget := m.pred != nil
 	m.expired = nil
+	window := m.predictionWindow(serving.Band)
+	if conditional {
+		window = m.cfg.ConditionalHold
+	}
 	m.pred = &prediction{
-		event:    ev,
-		source:   serving,
-		target:   target,
-		at:       m.now,
-		deadline: m.now.Add(m.predictionWindow(serving.Band)),
+		event:       ev,
+		conditional: conditional,
+		source:      serving,
+		target:      target,
+		at:          m.now,
+		deadline:    m.now.Add(window),
 	}
 	m.cnt.predictionsMade++
 	if m.state == Smoothing {
@@ -602,7 +660,7 @@ func (m *Machine) predict(ev diag.MeasEvent, serving, target diag.Cell) {
 	}
 	m.applyPreparationPolicy(target, m.pred.deadline)
 	if m.logger.Enabled(context.Background(), slog.LevelDebug) {
-		m.logger.Debug("handover predicted", "event", ev, "serving", serving, "target", target, "retarget", retarget)
+		m.logger.Debug("handover predicted", "event", ev, "conditional", conditional, "serving", serving, "target", target, "retarget", retarget)
 	}
 	m.transition(Preparation, ReasonPredicted)
 }
@@ -614,7 +672,7 @@ func (m *Machine) predict(ev diag.MeasEvent, serving, target diag.Cell) {
 // or a prediction made before the serving cell was known) the A1 is taken
 // as the predicting cell's: the prediction must stay cancellable.
 func (m *Machine) onA1(serving diag.Cell) {
-	if m.pred == nil || (!serving.IsZero() && !m.pred.source.IsZero() && serving.Key() != m.pred.source.Key()) {
+	if m.pred == nil || m.pred.conditional || (!serving.IsZero() && !m.pred.source.IsZero() && serving.Key() != m.pred.source.Key()) {
 		return
 	}
 	m.pred = nil
@@ -628,11 +686,16 @@ func (m *Machine) onA1(serving diag.Cell) {
 func (m *Machine) onCommand(ev diag.Event) {
 	m.reportsFollowed()
 	reason := ReasonCommand
+	standing := m.pred
 	switch {
 	case m.pred != nil:
 		m.obs.Prediction(OutcomeConfirmed, m.now)
 		m.cnt.predictions[OutcomeConfirmed]++
-		m.learnT2(m.pred.source.Band, m.now.Sub(m.pred.at))
+		if !m.pred.conditional {
+			// T2 is the report's lead; a conditional handover's
+			// configuration waits for the radio instead.
+			m.learnT2(m.pred.source.Band, m.now.Sub(m.pred.at))
+		}
 	case m.cmd == nil:
 		reason = ReasonUnpredictedCommand
 		m.cnt.unpredictedCommands++
@@ -649,6 +712,9 @@ func (m *Machine) onCommand(ev diag.Event) {
 		m.stopSuppression()
 	}
 	m.cmd = m.mergeCommand(ev)
+	if standing != nil {
+		m.cmd.standing = standing
+	}
 	m.applyPreparationPolicy(m.cmd.dataCell(), m.cmd.deadline)
 	if arm {
 		m.armSuppression()
@@ -787,6 +853,10 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	// The clamp of the handover, which held the senders up to now.
 	held := m.pol.clampBytes
 	m.setCells(pcell, scg)
+	var standing *prediction
+	if m.cmd != nil && !m.cmd.pcellDecided {
+		standing = m.cmd.standing
+	}
 	m.cmd, m.pred = nil, nil
 	to := m.dataCell()
 	kind := diag.HandoverClass(from.Band, to.Band)
@@ -811,8 +881,13 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	case m.bandwidthHold && m.pol.clampBytes > 0:
 		m.warmup = warmupClamp{bytes: m.pol.clampBytes, source: m.pol.clampSource, until: m.now.Add(bandwidthWarmup)}
 	}
+	m.rearm(standing)
 	if m.cfg.Policy == PolicyFreeze || !m.cfg.Suppression {
 		m.enterStable(ReasonExecuted)
+		if m.pred != nil {
+			m.applyPreparationPolicy(m.pred.target, m.pred.deadline)
+			m.transition(Preparation, ReasonPredicted)
+		}
 		return
 	}
 	m.executedAt = m.now
@@ -829,6 +904,31 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	}
 	m.startSuppression(end)
 	m.transition(Smoothing, ReasonExecuted)
+}
+
+// rearm predicts again from the report of a prediction that an executed
+// command set of secondary cell group procedures alone confirmed without
+// reaching its target, while the report's serving cell is still the
+// primary cell: an EN-DC network that releases
+// or changes the secondary cell group on an LTE neighbour's report, then
+// hands the anchor over to that neighbour in a second reconfiguration
+// once the first completed. The report still stands: without a handover
+// the UE keeps its measurement configuration and does not report the
+// same neighbour again (TS 36.331 5.5.4.1, the cells already triggered),
+// and the network sends one reconfiguration at a time. The new prediction
+// counts from the execution, with a window of its own. A set with a
+// primary cell handover (an intra-cell one included) ends it: the
+// network decided on the primary cell otherwise.
+func (m *Machine) rearm(p *prediction) {
+	if p == nil || p.conditional || !m.cfg.Prediction || p.target.RAT == "" || p.source.IsZero() {
+		return
+	}
+	if p.source.Key() != m.pcell.Key() || p.target.Key() == m.pcell.Key() || p.target.Key() == m.scg.Key() {
+		return
+	}
+	m.pred = &prediction{event: p.event, source: p.source, target: p.target, at: m.now,
+		deadline: m.now.Add(m.predictionWindow(p.source.Band))}
+	m.cnt.predictionsMade++
 }
 
 // onFailure releases every policy at once: after a radio link failure or

@@ -67,11 +67,14 @@ type Status struct {
 
 // PredictionStatus is the pending prediction.
 type PredictionStatus struct {
-	Event       diag.MeasEvent `json:"event"`
-	Source      diag.Cell      `json:"source"`
-	Target      diag.Cell      `json:"target"`
-	PredictedAt time.Time      `json:"predicted_at"`
-	Deadline    time.Time      `json:"deadline"`
+	Event diag.MeasEvent `json:"event"`
+	// Conditional: made from a conditional handover configuration, not
+	// from a report (Event is empty).
+	Conditional bool      `json:"conditional,omitempty"`
+	Source      diag.Cell `json:"source"`
+	Target      diag.Cell `json:"target"`
+	PredictedAt time.Time `json:"predicted_at"`
+	Deadline    time.Time `json:"deadline"`
 }
 
 // CommandStatus is the handover being executed: the latest command of
@@ -168,7 +171,7 @@ func (m *Machine) Status() Status {
 		st.SCG = &scg
 	}
 	if p := m.pred; p != nil {
-		st.Prediction = &PredictionStatus{Event: p.event, Source: p.source, Target: p.target, PredictedAt: p.at, Deadline: p.deadline}
+		st.Prediction = &PredictionStatus{Event: p.event, Conditional: p.conditional, Source: p.source, Target: p.target, PredictedAt: p.at, Deadline: p.deadline}
 	}
 	if c := m.cmd; c != nil {
 		st.Command = &CommandStatus{Kind: c.kind, Source: c.source, Target: c.target, NewServing: c.dataCell(), ReceivedAt: c.at, Deadline: c.deadline}

@@ -17,7 +17,8 @@ from pycrate_asn1dir import RRCLTE, RRCNR
 
 ROOTS = {
     "lte": (RRCLTE.EUTRA_RRC_Definitions,
-            ["DL-DCCH-Message", "UL-DCCH-Message", "UL-CCCH-Message"]),
+            ["DL-DCCH-Message", "UL-DCCH-Message", "UL-CCCH-Message",
+             "RRCConnectionReconfiguration"]),
     "nr": (RRCNR.NR_RRC_Definitions,
            ["DL-DCCH-Message", "UL-DCCH-Message", "UL-CCCH-Message",
             "RRCReconfiguration", "RRCReconfigurationComplete", "CellGroupConfig"]),

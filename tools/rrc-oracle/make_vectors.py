@@ -2,7 +2,8 @@
 """Write pkg/diag/rrc/testdata/crafted.txt: RRC PDUs for procedures the
 real captures lack (an NR primary cell handover to mmWave, NR and LTE
 re-establishment requests with each cause, LTE measIds and measurement
-objects beyond 32, EARFCNs beyond 65535), encoded with pycrate.
+objects beyond 32, EARFCNs beyond 65535, NR and LTE Rel-16 conditional
+handover configurations), encoded with pycrate.
 
 The NR cell group is derived from the real EN-DC secondary cell group in
 testdata/mobileinsight.txt (vector nr_rrc_reconfiguration_scg), with its
@@ -20,6 +21,8 @@ NR = RRCNR.NR_RRC_Definitions
 
 MMWAVE_SSB_ARFCN = 2079167  # n261, FR2
 MMWAVE_PCI = 77
+
+testdata_dir = None
 
 
 def real_vector(testdata, name):
@@ -52,6 +55,66 @@ def nr_pcell_handover(testdata):
         "criticalExtensions": ("rrcReconfiguration", {
             "nonCriticalExtension": {"masterCellGroup": master},
         }),
+    }))})
+
+
+def nr_master_group(pci, ssb_arfcn, band):
+    """The real EN-DC secondary cell group as a master cell group whose
+    reconfigurationWithSync targets cell pci on ssb_arfcn."""
+    NR.RRCReconfiguration.from_uper(real_vector(testdata_dir, "nr_rrc_reconfiguration_scg"))
+    ies = NR.RRCReconfiguration.get_val()["criticalExtensions"][1]
+    group = ies["secondaryCellGroup"][1]
+    common = group["spCellConfig"]["reconfigurationWithSync"]["spCellConfigCommon"]
+    common["physCellId"] = pci
+    freq = common["downlinkConfigCommon"]["frequencyInfoDL"]
+    freq["absoluteFrequencySSB"] = ssb_arfcn
+    freq["frequencyBandList"] = [band]
+    NR.CellGroupConfig.set_val(group)
+    return NR.CellGroupConfig.to_uper()
+
+
+def nr_conditional(add, remove=()):
+    """An NR RRCReconfiguration (DL-DCCH) whose conditionalReconfiguration-r16
+    (TS 38.331 6.3.2, in RRCReconfiguration-v1610-IEs) removes the ids in
+    remove and adds, per (id, pci, ssb_arfcn, band) of add, an RRCReconfiguration
+    handing the primary cell over to that cell once measId 1 triggers."""
+    cond = {}
+    if remove:
+        cond["condReconfigToRemoveList-r16"] = list(remove)
+    items = []
+    for cid, pci, arfcn, band in add:
+        NR.RRCReconfiguration.set_val({"rrc-TransactionIdentifier": 0, "criticalExtensions": ("rrcReconfiguration", {
+            "nonCriticalExtension": {"masterCellGroup": nr_master_group(pci, arfcn, band)}})})
+        items.append({"condReconfigId-r16": cid, "condExecutionCond-r16": [1],
+                      "condRRCReconfig-r16": NR.RRCReconfiguration.to_uper()})
+    if items:
+        cond["condReconfigToAddModList-r16"] = items
+    v1610 = {"conditionalReconfiguration-r16": cond}
+    return encode(NR.DL_DCCH_Message, {"message": ("c1", ("rrcReconfiguration", {
+        "rrc-TransactionIdentifier": 2,
+        "criticalExtensions": ("rrcReconfiguration", {
+            "nonCriticalExtension": {"nonCriticalExtension": {"nonCriticalExtension": {"nonCriticalExtension": v1610}}},
+        }),
+    }))})
+
+
+def lte_conditional(testdata):
+    """An LTE RRCConnectionReconfiguration whose conditionalReconfiguration-r16
+    (TS 36.331 6.3.4, in RRCConnectionReconfiguration-v1610-IEs) stores the
+    real handover command of lte_reconf_ho as candidate 1, to apply once
+    measId 1 triggers."""
+    LTE.DL_DCCH_Message.from_uper(real_vector(testdata, "lte_reconf_ho"))
+    msg = LTE.DL_DCCH_Message.get_val()
+    LTE.RRCConnectionReconfiguration.set_val(msg["message"][1][1])
+    stored = LTE.RRCConnectionReconfiguration.to_uper()
+    v1610 = {"conditionalReconfiguration-r16": {"condReconfigurationToAddModList-r16": [{
+        "condReconfigurationId-r16": 1, "triggerCondition-r16": [1], "condReconfigurationToApply-r16": stored}]}}
+    ext = v1610
+    for _ in range(10):  # r8 down to v1530: each holds the next
+        ext = {"nonCriticalExtension": ext}
+    return encode(LTE.DL_DCCH_Message, {"message": ("c1", ("rrcConnectionReconfiguration", {
+        "rrc-TransactionIdentifier": 3,
+        "criticalExtensions": ("c1", ("rrcConnectionReconfiguration-r8", ext)),
     }))})
 
 
@@ -116,6 +179,8 @@ def main():
     if len(sys.argv) != 2:
         sys.exit("usage: make_vectors.py TESTDATA_DIR")
     testdata = sys.argv[1]
+    global testdata_dir
+    testdata_dir = testdata
     print("# Crafted RRC PDUs, written by tools/rrc-oracle/make_vectors.py (pycrate).")
     print("# Format: name rat channel hex")
     print("nr_dl_reconf_pcell_mmwave nr dl_dcch " + nr_pcell_handover(testdata))
@@ -123,6 +188,9 @@ def main():
     reconf, report = lte_extended_meas(testdata)
     print("lte_reconf_meas_ext lte dl_dcch " + reconf)
     print("lte_mr_meas_id_ext lte ul_dcch " + report)
+    print("nr_reconf_cho_two nr dl_dcch " + nr_conditional([(1, 401, 632628, 78), (2, 402, 632628, 78)]))
+    print("nr_reconf_cho_remove_one nr dl_dcch " + nr_conditional([], remove=[1]))
+    print("lte_reconf_cho lte dl_dcch " + lte_conditional(testdata))
     for cause, tag in (("otherFailure", "rlf"), ("handoverFailure", "hof"), ("reconfigurationFailure", "reconf")):
         print("nr_reestablishment_%s nr ul_ccch %s" % (tag, nr_reestablishment(cause)))
         print("lte_reestablishment_%s lte ul_ccch %s" % (tag, lte_reestablishment(cause)))

@@ -182,6 +182,75 @@ def cell_group_sync(group):
     return target
 
 
+def extension(ies, name):
+    """The named component of the first non-critical extension of ies
+    (itself included) that has it."""
+    ext = ies
+    while isinstance(ext, dict):
+        if name in ext:
+            return ext[name]
+        ext = ext.get("nonCriticalExtension")
+    return None
+
+
+def contained(value, obj):
+    """An OCTET STRING (CONTAINING ...): pycrate decodes it itself to
+    (type name, value); raw bytes are decoded here."""
+    return value[1] if isinstance(value, tuple) else decode(obj, value)
+
+
+def conditional(cfg, remove, add, ident, nested, attempt, target):
+    out = {}
+    if cfg.get(remove):
+        out["removed"] = list(cfg[remove])
+    added = []
+    for item in cfg.get(add) or []:
+        cand = {"id": item[ident]}
+        if nested in item:
+            sync = target(item[nested])
+            if sync:
+                cand["target"] = sync
+        added.append(cand)
+    if added:
+        out["added"] = added
+    if attempt in cfg:
+        out["attempt"] = True
+    return out
+
+
+def nr_conditional(ies):
+    cfg = extension(ies, "conditionalReconfiguration-r16")
+    if cfg is None:
+        return None
+    return conditional(cfg, "condReconfigToRemoveList-r16", "condReconfigToAddModList-r16", "condReconfigId-r16",
+                       "condRRCReconfig-r16", "attemptCondReconfig-r16",
+                       lambda v: nr_reconfiguration(contained(v, NR.RRCReconfiguration)).get("sync"))
+
+
+def lte_sync(ies):
+    mci = ies.get("mobilityControlInfo") if ies else None
+    if mci is None:
+        return None
+    sync = {"pci": mci["targetPhysCellId"], "has_pci": True}
+    dl = path(mci, "carrierFreq", "dl-CarrierFreq")
+    if dl:
+        sync["carrier"] = dl
+    dl = path(mci, "carrierFreq-v9e0", "dl-CarrierFreq-v9e0")
+    if dl:
+        sync["carrier"] = dl
+    return sync
+
+
+def lte_conditional(ies):
+    cfg = extension(ies, "conditionalReconfiguration-r16")
+    if cfg is None:
+        return None
+    return conditional(cfg, "condReconfigurationToRemoveList-r16", "condReconfigurationToAddModList-r16",
+                       "condReconfigurationId-r16", "condReconfigurationToApply-r16", "attemptCondReconf-r16",
+                       lambda v: lte_sync(path(contained(v, LTE.RRCConnectionReconfiguration),
+                                               "criticalExtensions", "c1", "rrcConnectionReconfiguration-r8")))
+
+
 def nr_reconfiguration(msg):
     out = {"message": "rrcReconfiguration"}
     ies = path(msg, "criticalExtensions", "rrcReconfiguration")
@@ -199,6 +268,9 @@ def nr_reconfiguration(msg):
         sync = cell_group_sync(mcg)
         if sync:
             out["sync"] = sync
+    cond = nr_conditional(ies)
+    if cond is not None:
+        out["conditional"] = cond
     return out
 
 
@@ -243,15 +315,12 @@ def summarize(rat, channel, pdu):
         mc = meas_config(ies.get("measConfig"), "lte")
         if mc is not None:
             out["meas_config"] = mc
-        mci = ies.get("mobilityControlInfo")
-        if mci is not None:
-            out["sync"] = {"pci": mci["targetPhysCellId"], "has_pci": True}
-            dl = path(mci, "carrierFreq", "dl-CarrierFreq")
-            if dl:
-                out["sync"]["carrier"] = dl
-            dl = path(mci, "carrierFreq-v9e0", "dl-CarrierFreq-v9e0")
-            if dl:
-                out["sync"]["carrier"] = dl
+        sync = lte_sync(ies)
+        if sync is not None:
+            out["sync"] = sync
+        cond = lte_conditional(ies)
+        if cond is not None:
+            out["conditional"] = cond
         endc = lte_endc(ies)
         if endc is not None:
             out["endc"] = endc

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/m2ho/m2ho/pkg/diag"
@@ -141,6 +143,14 @@ type ratState struct {
 	// pending are the targets of handover commands awaiting their
 	// reconfiguration complete.
 	pending []diag.Cell
+	// conditional are the stored conditional handover configurations:
+	// the candidate cell of each, by identity. conditionalAttempt: the UE
+	// may execute one after a failure (attemptCondReconfig).
+	conditional        map[int]diag.Cell
+	conditionalAttempt bool
+	// awaitingComplete: a reconfiguration the network sent still awaits
+	// its complete, which is then no conditional handover's.
+	awaitingComplete bool
 }
 
 // observeServing updates the serving cell from the cell msg was exchanged
@@ -326,6 +336,7 @@ func (d *Decoder) Decode(msg diag.RRCMessage) ([]diag.Event, error) {
 // handle applies one summarised message to the connection state.
 func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) {
 	st := d.state[msg.RAT]
+	before := st.servingCell()
 	st.observeServing(msg)
 	st.followConnection(msg, s.Message)
 	switch {
@@ -341,14 +352,24 @@ func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) 
 		return d.measReport(msg.Time, diag.RATNR, serving, s.NestedNR.Report)
 	case s.ReestablishmentCause != "":
 		// Re-establishment abandons pending handovers and, on LTE, the
-		// EN-DC secondary cell group (TS 36.331 5.3.7.2).
+		// EN-DC secondary cell group (TS 36.331 5.3.7.2); the stored
+		// conditional handovers too, unless the UE may execute one
+		// instead (attemptCondReconfig, TS 38.331 5.3.7.3).
 		st.pending = nil
+		if !st.conditionalAttempt {
+			st.conditional = nil
+		}
 		if msg.RAT == diag.RATLTE {
 			d.scg = diag.Cell{}
 			d.forgetSCGReconfig()
 		}
 		return []diag.Event{{Type: diag.TypeHOFailure, Time: msg.Time, Cause: failureCause(s.ReestablishmentCause)}}, nil
 	case s.Message == "rrcConnectionReconfigurationComplete" || s.Message == "rrcReconfigurationComplete":
+		awaited := st.awaitingComplete
+		st.awaitingComplete = false
+		if len(st.pending) == 0 && len(st.conditional) > 0 {
+			return d.conditionalExecution(msg, st, before, awaited), nil
+		}
 		var events []diag.Event
 		for _, target := range st.pending {
 			events = append(events, diag.Event{Type: diag.TypeHOComplete, Time: msg.Time, Cell: target})
@@ -363,8 +384,95 @@ func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) 
 	case leavesConnection(msg.RAT, s.Message):
 		d.resetConnection(msg.RAT)
 		st.meas.apply(s.MeasConfig) // an NR resume carries the new one
+		if len(st.conditional) > 0 {
+			// Leaving RRC_CONNECTED releases the stored conditional
+			// handovers (TS 38.331 5.3.11): none will execute.
+			st.conditional = nil
+			return []diag.Event{{Type: diag.TypeCHOConfig, Time: msg.Time, Serving: before}}, nil
+		}
 	}
 	return nil, nil
+}
+
+// applyConditional updates the stored conditional handovers of rat with
+// c (removals first, TS 38.331 5.3.5.13.2 and 5.3.5.13.3) and returns a
+// cho_config event when their candidates changed. A modification
+// without a new reconfiguration keeps the stored one's candidate; a
+// configuration that changes no primary cell (a conditional PSCell
+// change) has none and predicts nothing here.
+func (st *ratState) applyConditional(at time.Time, rat diag.RAT, c *CondReconfig) []diag.Event {
+	if c == nil {
+		return nil
+	}
+	before := st.candidates()
+	for _, id := range c.Removed {
+		delete(st.conditional, id)
+	}
+	for _, cand := range c.Added {
+		if cand.Target == nil {
+			continue
+		}
+		if st.conditional == nil {
+			st.conditional = map[int]diag.Cell{}
+		}
+		st.conditional[cand.ID] = syncCell(rat, cand.Target, st.serving)
+	}
+	st.conditionalAttempt = c.Attempt
+	after := st.candidates()
+	if slices.Equal(before, after) {
+		return nil
+	}
+	return []diag.Event{{Type: diag.TypeCHOConfig, Time: at, Serving: st.servingCell(), Candidates: after}}
+}
+
+// candidates are the stored conditional handovers' cells in the order of
+// their identities, each once.
+func (st *ratState) candidates() []diag.Cell {
+	ids := slices.Sorted(maps.Keys(st.conditional))
+	var out []diag.Cell
+	for _, id := range ids {
+		if c := st.conditional[id]; !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// conditionalExecution recognises, in a reconfiguration complete that no
+// command awaits, the UE executing a stored conditional handover (TS
+// 38.331 5.3.5.13.4; LTE's Rel-16 CHO alike): the complete goes to the
+// candidate, after its random access. The candidate is the cell the log
+// says the complete went to; a log that names no cell points to the only
+// candidate, unless a reconfiguration of the network awaited that
+// complete. Executing one releases every stored configuration.
+func (d *Decoder) conditionalExecution(msg diag.RRCMessage, st *ratState, before diag.Cell, awaited bool) []diag.Event {
+	var target diag.Cell
+	cands := st.candidates()
+	switch {
+	case !msg.PCIUnknown && (msg.PCI != 0 || msg.ARFCN != 0):
+		sent := diag.Cell{RAT: msg.RAT, PCI: msg.PCI, ARFCN: msg.ARFCN}.Normalized()
+		if sent.Key() == before.Key() {
+			return nil // the complete of a reconfiguration on the serving cell
+		}
+		i := slices.IndexFunc(cands, func(c diag.Cell) bool { return c.Key() == sent.Key() })
+		if i < 0 {
+			return nil
+		}
+		target = cands[i]
+	case !awaited && len(cands) == 1:
+		target = cands[0]
+	default:
+		return nil
+	}
+	st.conditional, st.conditionalAttempt = nil, false
+	st.serving, st.servingPCIUnknown = target, false
+	if before.RAT == msg.RAT && before.ARFCN != 0 {
+		st.meas.followHandover(msg.RAT, before.ARFCN, target.ARFCN)
+	}
+	return []diag.Event{
+		{Type: diag.TypeHOCommand, Time: msg.Time, Kind: diag.HOPCell, Source: before, Target: target, Conditional: true},
+		{Type: diag.TypeHOComplete, Time: msg.Time, Cell: target},
+	}
 }
 
 // leavesConnection reports whether a message ends the RRC connection the
@@ -435,7 +543,11 @@ func (d *Decoder) reconfiguration(msg diag.RRCMessage, st *ratState, s *Summary)
 	// serving cell changes only at the completion, so a handover ordered
 	// by the same message must name its target here.
 	anchor := st.servingCell()
+	st.awaitingComplete = true
 	if s.Sync != nil {
+		// A handover the network orders releases the stored conditional
+		// ones (TS 38.331 5.3.5.5.2): its command ends their prediction.
+		st.conditional = nil
 		// The carrier of an intra-frequency target is the serving one.
 		// Its PCI is known even from GSMTAP v2: mobilityControlInfo
 		// always names targetPhysCellId.
@@ -448,6 +560,7 @@ func (d *Decoder) reconfiguration(msg diag.RRCMessage, st *ratState, s *Summary)
 		}
 	}
 	st.meas.apply(s.MeasConfig)
+	events = append(events, st.applyConditional(msg.Time, msg.RAT, s.Conditional)...)
 	if msg.RAT == diag.RATLTE && s.ENDC != nil {
 		nested := s.ENDC.SecondaryCellGroup
 		if nested != nil {

@@ -22,8 +22,11 @@ var (
 // rootTypes are the top-level types m2ho decodes, per RAT.
 type rootTypes struct {
 	dlDCCH, ulDCCH, ulCCCH *uper.Type
+	// reconfiguration is the bare (NR)RRC(Connection)Reconfiguration of
+	// EN-DC containers and conditional configurations.
+	reconfiguration *uper.Type
 	// NR only: the bare messages of EN-DC containers and the cell group.
-	reconfiguration, reconfigurationComplete, cellGroupConfig *uper.Type
+	reconfigurationComplete, cellGroupConfig *uper.Type
 }
 
 var loadSchemas = sync.OnceValues(func() (map[diag.RAT]*rootTypes, error) {
@@ -52,6 +55,9 @@ func loadRoots(data []byte, nr bool) (*rootTypes, error) {
 		return t
 	}
 	r := &rootTypes{dlDCCH: root("DL-DCCH-Message"), ulDCCH: root("UL-DCCH-Message"), ulCCCH: root("UL-CCCH-Message")}
+	if !nr {
+		r.reconfiguration = root("RRCConnectionReconfiguration")
+	}
 	if nr {
 		r.reconfiguration = root("RRCReconfiguration")
 		r.reconfigurationComplete = root("RRCReconfigurationComplete")
@@ -88,6 +94,12 @@ func Summarize(rat diag.RAT, channel diag.RRCChannel, pdu []byte) (Summary, erro
 	}
 	var root *uper.Type
 	switch channel {
+	case diag.ChannelRRCReconfiguration, diag.ChannelRRCReconfigurationComplete:
+		if rat != diag.RATNR {
+			return Summary{}, ErrUnsupportedChannel
+		}
+	}
+	switch channel {
 	case diag.ChannelDLDCCH:
 		root = roots.dlDCCH
 	case diag.ChannelULDCCH:
@@ -115,7 +127,7 @@ func Summarize(rat diag.RAT, channel diag.RRCChannel, pdu []byte) (Summary, erro
 	name, body := messageBody(&msg)
 	s := Summary{Message: name}
 	if rat == diag.RATLTE {
-		err = summarizeLTE(&s, body)
+		err = summarizeLTE(roots, &s, body)
 	} else {
 		err = summarizeNR(roots, &s, body)
 	}
@@ -132,20 +144,32 @@ func messageBody(msg *uper.Value) (string, *uper.Value) {
 	return msg.Path("message", "messageClassExtension", "c2").Chosen()
 }
 
-func summarizeLTE(s *Summary, body *uper.Value) error {
+// lteSync is the target of an LTE mobilityControlInfo, nil without one.
+func lteSync(ies *uper.Value) *SyncTarget {
+	mci := ies.Field("mobilityControlInfo")
+	if !mci.Present() {
+		return nil
+	}
+	sync := &SyncTarget{PCI: uint16(mci.Field("targetPhysCellId").Integer()), HasPCI: true}
+	if dl, ok := intField(mci.Field("carrierFreq"), "dl-CarrierFreq"); ok {
+		sync.Carrier = uint32(dl)
+	}
+	if dl, ok := intField(mci.Field("carrierFreq-v9e0"), "dl-CarrierFreq-v9e0"); ok {
+		sync.Carrier = uint32(dl) // EARFCN above 65535
+	}
+	return sync
+}
+
+func summarizeLTE(roots *rootTypes, s *Summary, body *uper.Value) error {
 	switch s.Message {
 	case "rrcConnectionReconfiguration":
 		ies := body.Path("criticalExtensions", "c1", "rrcConnectionReconfiguration-r8")
 		s.MeasConfig = measConfig(ies.Field("measConfig"), lteMeasObject, lteReportEvent)
 		lteMeasConfigExt(ies.Field("measConfig"), s.MeasConfig)
-		if mci := ies.Field("mobilityControlInfo"); mci.Present() {
-			s.Sync = &SyncTarget{PCI: uint16(mci.Field("targetPhysCellId").Integer()), HasPCI: true}
-			if dl, ok := intField(mci.Field("carrierFreq"), "dl-CarrierFreq"); ok {
-				s.Sync.Carrier = uint32(dl)
-			}
-			if dl, ok := intField(mci.Field("carrierFreq-v9e0"), "dl-CarrierFreq-v9e0"); ok {
-				s.Sync.Carrier = uint32(dl) // EARFCN above 65535
-			}
+		s.Sync = lteSync(ies)
+		var err error
+		if s.Conditional, err = lteConditional(roots, ies); err != nil {
+			return err
 		}
 		return lteENDC(s, ies)
 	case "measurementReport":
@@ -240,7 +264,72 @@ func summarizeNRReconfiguration(roots *rootTypes, msg *uper.Value) (Summary, err
 			return s, fmt.Errorf("masterCellGroup: %w", err)
 		}
 	}
-	return s, nil
+	s.Conditional, err = nrConditional(roots, ies)
+	return s, err
+}
+
+// extension returns the named component of the first non-critical
+// extension of ies (itself included) that has it.
+func extension(ies *uper.Value, name string) *uper.Value {
+	for ext := ies; ext.Present(); ext = ext.Field("nonCriticalExtension") {
+		if v := ext.Field(name); v.Present() {
+			return v
+		}
+	}
+	return nil
+}
+
+// nrConditional reads the conditionalReconfiguration-r16 of
+// RRCReconfiguration-v1610-IEs (TS 38.331 6.2.2 and 6.3.2, Rel-16):
+// each CondReconfigToAddMod-r16 carries in condRRCReconfig-r16 the
+// RRCReconfiguration to apply, whose masterCellGroup names the candidate.
+func nrConditional(roots *rootTypes, ies *uper.Value) (*CondReconfig, error) {
+	cfg := extension(ies, "conditionalReconfiguration-r16")
+	if !cfg.Present() {
+		return nil, nil
+	}
+	c := &CondReconfig{Removed: intItems(cfg.Field("condReconfigToRemoveList-r16")), Attempt: cfg.Field("attemptCondReconfig-r16").Present()}
+	for _, item := range cfg.Field("condReconfigToAddModList-r16").Items() {
+		cand := CondCandidate{ID: int(item.Field("condReconfigId-r16").Integer())}
+		if nested := item.Field("condRRCReconfig-r16"); nested.Present() {
+			msg, err := uper.Decode(roots.reconfiguration, nested.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("condRRCReconfig-r16 %d: %w", cand.ID, err)
+			}
+			s, err := summarizeNRReconfiguration(roots, &msg)
+			if err != nil {
+				return nil, fmt.Errorf("condRRCReconfig-r16 %d: %w", cand.ID, err)
+			}
+			cand.Target = s.Sync
+		}
+		c.Added = append(c.Added, cand)
+	}
+	return c, nil
+}
+
+// lteConditional reads the conditionalReconfiguration-r16 of
+// RRCConnectionReconfiguration-v1610-IEs (TS 36.331 6.2.2 and 6.3.4,
+// Rel-16): each CondReconfigurationAddMod-r16 carries in
+// condReconfigurationToApply-r16 the RRCConnectionReconfiguration to
+// apply, whose mobilityControlInfo names the candidate.
+func lteConditional(roots *rootTypes, ies *uper.Value) (*CondReconfig, error) {
+	cfg := extension(ies, "conditionalReconfiguration-r16")
+	if !cfg.Present() {
+		return nil, nil
+	}
+	c := &CondReconfig{Removed: intItems(cfg.Field("condReconfigurationToRemoveList-r16")), Attempt: cfg.Field("attemptCondReconf-r16").Present()}
+	for _, item := range cfg.Field("condReconfigurationToAddModList-r16").Items() {
+		cand := CondCandidate{ID: int(item.Field("condReconfigurationId-r16").Integer())}
+		if nested := item.Field("condReconfigurationToApply-r16"); nested.Present() {
+			msg, err := uper.Decode(roots.reconfiguration, nested.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("condReconfigurationToApply-r16 %d: %w", cand.ID, err)
+			}
+			cand.Target = lteSync(msg.Path("criticalExtensions", "c1", "rrcConnectionReconfiguration-r8"))
+		}
+		c.Added = append(c.Added, cand)
+	}
+	return c, nil
 }
 
 // cellGroupSync decodes a CellGroupConfig and returns the target of its

@@ -68,6 +68,12 @@ type Subscriptions struct {
 	auto     bool
 	followed uint8
 	subs     map[uint8]*subscription
+	// reportSeen is told of the followed subscription's measurement
+	// reports (ObserveReports).
+	reportSeen func(ReportSeen)
+	// reports are those of the message being decoded, passed on once it
+	// is known whether its subscription is the one followed.
+	reports []ReportSeen
 }
 
 type subscription struct {
@@ -100,6 +106,7 @@ func (s *Subscriptions) Decode(msg diag.RRCMessage) ([]diag.Event, error) {
 	sub, ok := s.subs[msg.Subscription]
 	if !ok {
 		sub = &subscription{decoder: NewDecoder(s.logger.With("subscription", msg.Subscription))}
+		sub.decoder.ObserveReports(func(r ReportSeen) { s.reports = append(s.reports, r) })
 		s.subs[msg.Subscription] = sub
 		if len(s.subs) > 1 {
 			s.logger.Info("rrc: modem with several SIM subscriptions; their RRC states are kept apart",
@@ -107,6 +114,7 @@ func (s *Subscriptions) Decode(msg diag.RRCMessage) ([]diag.Event, error) {
 		}
 	}
 	sub.messages++
+	s.reports = s.reports[:0]
 	events, err := sub.decoder.Decode(msg)
 	if s.auto && isDedicated(msg.Channel) {
 		s.noteDedicated(msg.Subscription, sub, msg.Time)
@@ -116,7 +124,21 @@ func (s *Subscriptions) Decode(msg diag.RRCMessage) ([]diag.Event, error) {
 		return nil, err
 	}
 	sub.events += uint64(len(events))
+	if s.reportSeen != nil {
+		for _, r := range s.reports {
+			s.reportSeen(r)
+		}
+	}
 	return events, err
+}
+
+// ObserveReports makes Decode call fn with every measurement report of
+// the followed subscription, as Decoder.ObserveReports does (nil: none).
+// Reports of the other subscriptions are left out with their events.
+func (s *Subscriptions) ObserveReports(fn func(ReportSeen)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reportSeen = fn
 }
 
 func isDedicated(ch diag.RRCChannel) bool {

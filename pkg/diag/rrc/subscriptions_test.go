@@ -194,3 +194,27 @@ func TestServingWithoutPCI(t *testing.T) {
 	require.Len(t, events, 1)
 	assert.True(t, events[0].Serving.IsZero(), "another carrier, cell unknown")
 }
+
+// TestSubscriptionsObserveFollowedReports: only the followed
+// subscription's reports are observed, resolved or not.
+func TestSubscriptionsObserveFollowedReports(t *testing.T) {
+	for _, tc := range []struct {
+		follow Follow
+		want   []ReportSeen
+	}{
+		{follow: Follow{Subscription: 0}, want: []ReportSeen{{Time: t0.Add(2 * time.Millisecond), RAT: diag.RATLTE, MeasID: 10}}},
+		{follow: Follow{Subscription: 1}, want: []ReportSeen{{Time: t0.Add(3 * time.Millisecond), RAT: diag.RATLTE, MeasID: 10, Resolved: true, Event: diag.EventA3}}},
+	} {
+		t.Run("follow "+tc.follow.String(), func(t *testing.T) {
+			s := NewSubscriptions(slog.New(slog.DiscardHandler), tc.follow)
+			var seen []ReportSeen
+			s.ObserveReports(func(r ReportSeen) { seen = append(seen, r) })
+			_, err := s.Decode(onSubscription(t, "lte_reconf_measconfig_a3", 1, time.Millisecond))
+			require.NoError(t, err)
+			_, _ = s.Decode(onSubscription(t, "lte_mr_a3", 0, 2*time.Millisecond))
+			_, err = s.Decode(onSubscription(t, "lte_mr_a3", 1, 3*time.Millisecond))
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, seen)
+		})
+	}
+}

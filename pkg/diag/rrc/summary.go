@@ -31,6 +31,29 @@ type Summary struct {
 	NestedNR *Summary `json:"nested_nr,omitempty"`
 	// ReestablishmentCause is the enumerant of a re-establishment request.
 	ReestablishmentCause string `json:"reestablishment_cause,omitempty"`
+	// Conditional is the conditionalReconfiguration-r16 of a
+	// reconfiguration (Rel-16 conditional handover).
+	Conditional *CondReconfig `json:"conditional,omitempty"`
+}
+
+// CondReconfig is a ConditionalReconfiguration-r16 (TS 38.331 6.3.2,
+// TS 36.331 6.3.4): the stored conditional configurations to remove,
+// then those to add or modify, each a complete reconfiguration the UE
+// applies by itself once its execution condition holds.
+type CondReconfig struct {
+	Removed []int           `json:"removed,omitempty"`
+	Added   []CondCandidate `json:"added,omitempty"`
+	// Attempt: attemptCondReconfig, the UE tries a candidate after a
+	// radio link or handover failure instead of re-establishing.
+	Attempt bool `json:"attempt,omitempty"`
+}
+
+// CondCandidate is one stored conditional configuration. Target is the
+// primary cell it hands over to, nil when it changes none (a conditional
+// PSCell change, or a modification that leaves the reconfiguration out).
+type CondCandidate struct {
+	ID     int         `json:"id"`
+	Target *SyncTarget `json:"target,omitempty"`
 }
 
 // MeasConfigDelta is the list part of a measConfig: what to remove and

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/m2ho/m2ho/pkg/diag/rrc"
 	"github.com/m2ho/m2ho/pkg/replay"
 	"github.com/m2ho/m2ho/test/scenario"
 )
@@ -29,7 +30,7 @@ func cmdLeads(ctx context.Context, args []string, out io.Writer, _ *slog.Logger)
 	}
 	var leads []scenario.Lead
 	for _, uri := range fs.Args() {
-		rec, err := replay.Read(ctx, uri)
+		rec, err := replay.Read(ctx, uri, rrc.FollowAuto)
 		if err != nil {
 			return err
 		}
