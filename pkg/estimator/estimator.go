@@ -130,7 +130,7 @@ type Config struct {
 // longer prevented the target overflow (docs/testbed.md, "Results").
 func DefaultConfig() Config {
 	return Config{
-		DefaultBufferBytes: 1 << 20,
+		DefaultBufferBytes:  1 << 20,
 		MinClampBytes:       64 << 10,
 		FleetMaxBufferBytes: 4 << 20,
 		Lambda:              2,

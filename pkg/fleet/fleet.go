@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -175,11 +176,11 @@ func Open(opts Options) (*Client, error) {
 		if path == "" {
 			continue
 		}
-		if f, err := os.Open(path); err != nil {
+		f, err := os.Open(path)
+		if err != nil {
 			return nil, fmt.Errorf("fleet: %s file: %w", what, err)
-		} else {
-			_ = f.Close()
 		}
+		_ = f.Close()
 	}
 	c := &Client{
 		opts:        opts,
@@ -234,6 +235,25 @@ func (c *Client) onConnect(nc *nats.Conn, what string) {
 	default:
 	}
 }
+
+// HostName is the host's name as a key token: characters a token cannot
+// hold become '-', and it is cut to 64 characters.
+func HostName() (string, error) {
+	name, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("fleet: host name: %w", err)
+	}
+	name = invalidNameChars.ReplaceAllString(name, "-")
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	if name == "" {
+		return "", errors.New("fleet: empty host name")
+	}
+	return name, nil
+}
+
+var invalidNameChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 
 // redact drops the user information of the URLs for logs.
 func redact(urls string) string {
@@ -292,9 +312,6 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 	return nil
 }
-
-// errReconnected ends a session after a reconnection.
-var errReconnected = errors.New("reconnected")
 
 // session binds the bucket, and watches and publishes until ctx ends, the
 // connection is renewed (nil) or a request fails.
