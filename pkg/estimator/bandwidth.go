@@ -243,7 +243,9 @@ func (e *Estimator) BandwidthClamp(now time.Time) (bytes uint64, ok bool) {
 	}
 	rate := max(b.peak(now, e.cfg.PeakWindow), b.bytesPerSecond)
 	window := e.cfg.Lambda * rate * b.minRTT.Seconds()
-	buffer, _ := e.lookupLocked(e.serving)
+	// The cap keeps to this host's own estimates: the fleet answers, and
+	// counts, the lookups of handover targets only.
+	buffer, _ := e.lookupLocked(e.serving, false)
 	window = min(window, rate*b.minRTT.Seconds()+float64(buffer))
 	if window >= MaxWindowBytes {
 		return MaxWindowBytes, true

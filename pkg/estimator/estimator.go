@@ -295,11 +295,13 @@ func (e *Estimator) TargetBuffer(target diag.Cell) (bytes uint64, source string)
 	target = target.Normalized()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	bytes, source = e.lookupLocked(target)
+	bytes, source = e.lookupLocked(target, true)
 	return min(max(bytes, e.cfg.MinClampBytes), MaxWindowBytes), source
 }
 
-func (e *Estimator) lookupLocked(target diag.Cell) (uint64, string) {
+// lookupLocked answers TargetBuffer; askFleet says whether the fleet may
+// answer for a cell not measured here.
+func (e *Estimator) lookupLocked(target diag.Cell, askFleet bool) (uint64, string) {
 	if target.Band == diag.BandMmWave {
 		if b, ok := e.bandMinLocked(diag.BandSub6); ok {
 			return b, SourceSub6Min
@@ -314,7 +316,7 @@ func (e *Estimator) lookupLocked(target diag.Cell) (uint64, string) {
 		// stands in for a cell met here for the first time, capped so
 		// that it cannot open the window beyond a sub-6 cell's buffer
 		// (TargetBuffer raises it to the floor).
-		if e.fleet != nil {
+		if askFleet && e.fleet != nil {
 			if b, ok := e.fleet.Lookup(target); ok {
 				return min(b, e.cfg.FleetMaxBufferBytes), SourceFleet
 			}
