@@ -23,6 +23,7 @@ import (
 	"github.com/m2ho/m2ho/pkg/datapath"
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/estimator"
+	"github.com/m2ho/m2ho/pkg/fleet"
 	"github.com/m2ho/m2ho/pkg/metrics"
 	"github.com/m2ho/m2ho/pkg/statemachine"
 )
@@ -150,6 +151,7 @@ func daemonMetrics(stats *diag.Stats, dpErr error) *metrics.Metrics {
 		Diag:             []metrics.DiagInput{{Name: "serial:/dev/ttyUSB0", Stats: stats}},
 		EstimatorSkipped: func() []diag.Counter { return []diag.Counter{{Label: "rtt_implausible", Value: 1}} },
 		AttachMode:       func() string { return "tcx" },
+		Fleet:            func() fleet.Stats { return fleet.Stats{} },
 	}, nil)
 }
 

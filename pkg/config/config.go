@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,6 +24,7 @@ import (
 	"github.com/m2ho/m2ho/pkg/datapath/limits"
 	"github.com/m2ho/m2ho/pkg/diag/rrc"
 	"github.com/m2ho/m2ho/pkg/estimator"
+	"github.com/m2ho/m2ho/pkg/fleet"
 )
 
 // Mode says whether m2hod changes packets.
@@ -177,6 +179,28 @@ type Config struct {
 	// exit, so that a restarted daemon still clamps the connections opened
 	// before; empty keeps it in the process only.
 	PinDir string
+	// Fleet is the optional fleet store; off while its URL is empty.
+	Fleet Fleet
+}
+
+// Fleet configures the fleet store (package fleet): a NATS server with
+// JetStream through which hosts share what they learn about cells.
+type Fleet struct {
+	// URL is one or more server URLs, comma-separated; empty: no fleet.
+	URL string
+	// Network names the mobile network (its PLMN, for example): cells
+	// are only shared within one network.
+	Network string
+	// Host names this host among the fleet; empty: the host name.
+	Host string
+	// Bucket is the key-value bucket; empty: fleet.DefaultBucket.
+	Bucket string
+	// CredsFile is a NATS credentials file; CAFile, CertFile and KeyFile
+	// configure TLS.
+	CredsFile, CAFile, CertFile, KeyFile string
+	// MaxAge is how old a peer's entry may be to count; 0: the fleet
+	// package's default.
+	MaxAge time.Duration
 }
 
 // Enabled reports whether component c is on.
@@ -241,6 +265,20 @@ type file struct {
 	DrainBurstBytes    *uint64        `yaml:"drain_burst_bytes"`
 	MaxFlows           *uint32        `yaml:"max_flows"`
 	PinDir             *string        `yaml:"pin_dir"`
+	Fleet              *fleetFile     `yaml:"fleet"`
+}
+
+// fleetFile is the fleet: section of the file.
+type fleetFile struct {
+	URL       *string        `yaml:"url"`
+	Network   *string        `yaml:"network"`
+	Host      *string        `yaml:"host"`
+	Bucket    *string        `yaml:"bucket"`
+	CredsFile *string        `yaml:"creds"`
+	CAFile    *string        `yaml:"tls_ca"`
+	CertFile  *string        `yaml:"tls_cert"`
+	KeyFile   *string        `yaml:"tls_key"`
+	MaxAge    *time.Duration `yaml:"max_age"`
 }
 
 // LoadFile applies the YAML file at path over base. Unknown keys are
@@ -307,6 +345,17 @@ func (f file) apply(cfg Config) (Config, error) {
 	setValue(&cfg.DrainBurstBytes, f.DrainBurstBytes)
 	setValue(&cfg.MaxFlows, f.MaxFlows)
 	setValue(&cfg.PinDir, f.PinDir)
+	if ff := f.Fleet; ff != nil {
+		setValue(&cfg.Fleet.URL, ff.URL)
+		setValue(&cfg.Fleet.Network, ff.Network)
+		setValue(&cfg.Fleet.Host, ff.Host)
+		setValue(&cfg.Fleet.Bucket, ff.Bucket)
+		setValue(&cfg.Fleet.CredsFile, ff.CredsFile)
+		setValue(&cfg.Fleet.CAFile, ff.CAFile)
+		setValue(&cfg.Fleet.CertFile, ff.CertFile)
+		setValue(&cfg.Fleet.KeyFile, ff.KeyFile)
+		setValue(&cfg.Fleet.MaxAge, ff.MaxAge)
+	}
 	return cfg, nil
 }
 
@@ -397,6 +446,55 @@ func (c Config) Validate() error {
 	if c.PinDir != "" && !filepath.IsAbs(c.PinDir) {
 		return fmt.Errorf("pin_dir: must be an absolute path or empty, got %q", c.PinDir)
 	}
+	if err := c.Fleet.validate(); err != nil {
+		return fmt.Errorf("fleet.%w", err)
+	}
+	return nil
+}
+
+// fleetSchemes are the URL schemes of the NATS client.
+var fleetSchemes = []string{"nats", "tls", "ws", "wss"}
+
+// Bounds of fleet.max_age: an entry younger than a minute is no history,
+// one older than a year describes another network.
+const (
+	minFleetMaxAge = time.Minute
+	maxFleetMaxAge = 366 * 24 * time.Hour
+)
+
+// validate checks the fleet section; its errors begin with the key.
+func (f Fleet) validate() error {
+	if f.URL == "" {
+		if f != (Fleet{}) {
+			return errors.New("url: required when other fleet keys are set (--fleet)")
+		}
+		return nil
+	}
+	for u := range strings.SplitSeq(f.URL, ",") {
+		parsed, err := url.Parse(strings.TrimSpace(u))
+		if err != nil || !slices.Contains(fleetSchemes, parsed.Scheme) || parsed.Host == "" {
+			return fmt.Errorf("url: %q is not a NATS server URL (nats://HOST:PORT, tls://, ws://, wss://)", u)
+		}
+	}
+	if !fleet.NameRE.MatchString(f.Network) {
+		return fmt.Errorf("network: required with a fleet, 1 to 64 letters, digits, _ or - (the PLMN, for example 001-01), got %q", f.Network)
+	}
+	for key, v := range map[string]string{"host": f.Host, "bucket": f.Bucket} {
+		if v != "" && !fleet.NameRE.MatchString(v) {
+			return fmt.Errorf("%s: must be 1 to 64 letters, digits, _ or -, got %q", key, v)
+		}
+	}
+	for key, path := range map[string]string{"creds": f.CredsFile, "tls_ca": f.CAFile, "tls_cert": f.CertFile, "tls_key": f.KeyFile} {
+		if path != "" && !filepath.IsAbs(path) {
+			return fmt.Errorf("%s: must be an absolute path, got %q", key, path)
+		}
+	}
+	if (f.CertFile == "") != (f.KeyFile == "") {
+		return errors.New("tls_cert: a client certificate needs its key (tls_key), and a key its certificate")
+	}
+	if f.MaxAge != 0 && (f.MaxAge < minFleetMaxAge || f.MaxAge > maxFleetMaxAge) {
+		return fmt.Errorf("max_age: must be 0 (default) or between %v and %v, got %v", minFleetMaxAge, maxFleetMaxAge, f.MaxAge)
+	}
 	return nil
 }
 
@@ -449,6 +547,7 @@ type flagValues struct {
 	defaultBuffer, drainBurst                                                              uint64
 	maxFlows                                                                               uint
 	version                                                                                bool
+	fleet                                                                                  Fleet
 }
 
 // newFlagSet declares the flags into v. The flag set prints nothing: Parse
@@ -477,6 +576,15 @@ func newFlagSet(v *flagValues) *flag.FlagSet {
 	fs.Uint64Var(&v.drainBurst, "drain-burst", 0, fmt.Sprintf("smallest downlink burst in `bytes` that ends Smoothing, at most %d (0: default)", maxDrainBurst))
 	fs.UintVar(&v.maxFlows, "max-flows", 0, fmt.Sprintf("size of the datapath flow table, at most %d (0: default)", maxFlows))
 	fs.StringVar(&v.pinDir, "pin-dir", def.PinDir, "`directory` on the BPF filesystem keeping flows across an unclean exit (empty: none)")
+	fs.StringVar(&v.fleet.URL, "fleet", "", "fleet store: NATS server `URL`s with JetStream, comma-separated (nats://HOST:PORT; empty: none)")
+	fs.StringVar(&v.fleet.Network, "fleet-network", "", "`name` of the mobile network whose cells the fleet shares (its PLMN, for example 001-01)")
+	fs.StringVar(&v.fleet.Host, "fleet-host", "", "`name` of this host in the fleet (default: the host name)")
+	fs.StringVar(&v.fleet.Bucket, "fleet-bucket", "", "fleet key-value `bucket` (default "+fleet.DefaultBucket+")")
+	fs.StringVar(&v.fleet.CredsFile, "fleet-creds", "", "NATS credentials `file` for the fleet store")
+	fs.StringVar(&v.fleet.CAFile, "fleet-tls-ca", "", "CA certificates `file` to verify the fleet store")
+	fs.StringVar(&v.fleet.CertFile, "fleet-tls-cert", "", "client certificate `file` for the fleet store")
+	fs.StringVar(&v.fleet.KeyFile, "fleet-tls-key", "", "client key `file` for the fleet store")
+	fs.DurationVar(&v.fleet.MaxAge, "fleet-max-age", 0, "oldest fleet entry that counts (0: default "+fleet.DefaultMaxAge.String()+")")
 	return fs
 }
 
@@ -592,6 +700,24 @@ func (v *flagValues) apply(name string, cfg *Config) error {
 		cfg.MaxFlows = uint32(v.maxFlows)
 	case "pin-dir":
 		cfg.PinDir = v.pinDir
+	case "fleet":
+		cfg.Fleet.URL = v.fleet.URL
+	case "fleet-network":
+		cfg.Fleet.Network = v.fleet.Network
+	case "fleet-host":
+		cfg.Fleet.Host = v.fleet.Host
+	case "fleet-bucket":
+		cfg.Fleet.Bucket = v.fleet.Bucket
+	case "fleet-creds":
+		cfg.Fleet.CredsFile = v.fleet.CredsFile
+	case "fleet-tls-ca":
+		cfg.Fleet.CAFile = v.fleet.CAFile
+	case "fleet-tls-cert":
+		cfg.Fleet.CertFile = v.fleet.CertFile
+	case "fleet-tls-key":
+		cfg.Fleet.KeyFile = v.fleet.KeyFile
+	case "fleet-max-age":
+		cfg.Fleet.MaxAge = v.fleet.MaxAge
 	}
 	return nil
 }

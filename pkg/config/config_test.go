@@ -36,6 +36,16 @@ burst_gap: 3ms
 drain_burst_bytes: 32768
 max_flows: 4096
 pin_dir: /sys/fs/bpf/cpe
+fleet:
+  url: tls://hub.example.net:4222,tls://hub2.example.net:4222
+  network: 001-01
+  host: bus-17
+  bucket: cells
+  creds: /etc/m2ho/fleet.creds
+  tls_ca: /etc/m2ho/ca.pem
+  tls_cert: /etc/m2ho/cpe.pem
+  tls_key: /etc/m2ho/cpe.key
+  max_age: 48h
 `
 	tests := []struct {
 		name    string
@@ -59,6 +69,9 @@ pin_dir: /sys/fs/bpf/cpe
 					Policy: PolicyFreeze, Ablate: []Component{ComponentPrediction, ComponentBandwidthClamp},
 					SmoothingMax: 120 * time.Millisecond, Lambda: 1.5, DefaultBufferBytes: 300000,
 					BurstGap: 3 * time.Millisecond, DrainBurstBytes: 32768, MaxFlows: 4096, PinDir: "/sys/fs/bpf/cpe",
+					Fleet: Fleet{URL: "tls://hub.example.net:4222,tls://hub2.example.net:4222", Network: "001-01", Host: "bus-17", Bucket: "cells",
+						CredsFile: "/etc/m2ho/fleet.creds", CAFile: "/etc/m2ho/ca.pem", CertFile: "/etc/m2ho/cpe.pem", KeyFile: "/etc/m2ho/cpe.key",
+						MaxAge: 48 * time.Hour},
 				}
 			},
 		},
@@ -68,13 +81,16 @@ pin_dir: /sys/fs/bpf/cpe
 			args: []string{"--iface", "usb0", "--diag", "gsmtap://127.0.0.1:4729", "--diag", "qmdl:/x.qmdl", "--diag-subscription", "auto",
 				"--mode", "enforce", "--listen", "[::1]:9000", "--state-dir", "/tmp/s", "--log-level", "warn", "--log-format", "journal",
 				"--policy", "m2ho", "--ablate", "", "--smoothing-max", "90ms", "--lambda", "3",
-				"--default-buffer", "70000", "--burst-gap", "1ms", "--drain-burst", "8192", "--max-flows", "10", "--pin-dir", ""},
+				"--default-buffer", "70000", "--burst-gap", "1ms", "--drain-burst", "8192", "--max-flows", "10", "--pin-dir", "",
+				"--fleet", "nats://127.0.0.1:4222", "--fleet-network", "002-02", "--fleet-host", "", "--fleet-bucket", "", "--fleet-creds", "",
+				"--fleet-tls-ca", "", "--fleet-tls-cert", "", "--fleet-tls-key", "", "--fleet-max-age", "0"},
 			want: func(c *Config) {
 				*c = Config{
 					Iface: "usb0", Diag: []string{"gsmtap://127.0.0.1:4729", "qmdl:/x.qmdl"},
 					DiagSubscription: rrc.FollowAuto, Mode: ModeEnforce, Listen: "[::1]:9000", StateDir: "/tmp/s", LogLevel: slog.LevelWarn, LogFormat: LogJournal,
 					Policy: PolicyM2HO, SmoothingMax: 90 * time.Millisecond, Lambda: 3, DefaultBufferBytes: 70000,
 					BurstGap: time.Millisecond, DrainBurstBytes: 8192, MaxFlows: 10,
+					Fleet: Fleet{URL: "nats://127.0.0.1:4222", Network: "002-02"},
 				}
 			},
 		},
@@ -137,6 +153,24 @@ pin_dir: /sys/fs/bpf/cpe
 		{name: "bad log level in file", file: "iface: x\nlog_level: chatty\n", wantErr: "log_level: must be debug"},
 		{name: "bad log format", args: []string{"--iface", "x", "--log-format", "logfmt"}, wantErr: `--log-format: must be text, json or journal, got "logfmt"`},
 		{name: "empty log format in file", file: "iface: x\nlog_format: \"\"\n", wantErr: `log_format: must be text, json or journal, got ""`},
+		{
+			name: "fleet by flags",
+			args: []string{"--iface", "x", "--fleet", "nats://10.0.0.1:4222", "--fleet-network", "001-01", "--fleet-creds", "/etc/m2ho/fleet.creds"},
+			want: func(c *Config) {
+				c.Iface, c.Fleet = "x", Fleet{URL: "nats://10.0.0.1:4222", Network: "001-01", CredsFile: "/etc/m2ho/fleet.creds"}
+			},
+		},
+		{name: "fleet without network", args: []string{"--iface", "x", "--fleet", "nats://10.0.0.1:4222"}, wantErr: "fleet.network: required with a fleet"},
+		{name: "fleet network with a dot", file: "iface: x\nfleet: {url: nats://h:4222, network: a.b}\n", wantErr: `fleet.network: required with a fleet, 1 to 64 letters, digits, _ or - (the PLMN, for example 001-01), got "a.b"`},
+		{name: "fleet keys without url", file: "iface: x\nfleet: {network: 001-01}\n", wantErr: "fleet.url: required when other fleet keys are set"},
+		{name: "fleet url of another scheme", args: []string{"--iface", "x", "--fleet", "http://h:4222", "--fleet-network", "n"}, wantErr: `fleet.url: "http://h:4222" is not a NATS server URL`},
+		{name: "fleet url without host", args: []string{"--iface", "x", "--fleet", "nats://h:4222,nats://", "--fleet-network", "n"}, wantErr: `fleet.url: "nats://" is not a NATS server URL`},
+		{name: "fleet host with a wildcard", args: []string{"--iface", "x", "--fleet", "nats://h:4222", "--fleet-network", "n", "--fleet-host", "bus*"}, wantErr: `fleet.host: must be 1 to 64 letters`},
+		{name: "fleet bucket with a dot", file: "iface: x\nfleet: {url: nats://h:4222, network: n, bucket: a.b}\n", wantErr: `fleet.bucket: must be 1 to 64 letters`},
+		{name: "fleet relative creds", args: []string{"--iface", "x", "--fleet", "nats://h:4222", "--fleet-network", "n", "--fleet-creds", "fleet.creds"}, wantErr: `fleet.creds: must be an absolute path, got "fleet.creds"`},
+		{name: "fleet cert without key", args: []string{"--iface", "x", "--fleet", "tls://h:4222", "--fleet-network", "n", "--fleet-tls-cert", "/c.pem"}, wantErr: "fleet.tls_cert: a client certificate needs its key"},
+		{name: "fleet max age too short", args: []string{"--iface", "x", "--fleet", "nats://h:4222", "--fleet-network", "n", "--fleet-max-age", "10s"}, wantErr: "fleet.max_age: must be 0 (default) or between 1m0s and 8784h0m0s, got 10s"},
+		{name: "unknown fleet key", file: "iface: x\nfleet: {url: nats://h:4222, network: n, server: x}\n", wantErr: "field server not found"},
 		{name: "not a mapping", file: "- a\n- b\n", wantErr: "cannot unmarshal"},
 	}
 	for _, tt := range tests {

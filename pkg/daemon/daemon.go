@@ -35,6 +35,7 @@ import (
 	"github.com/m2ho/m2ho/pkg/diag/diagsrc"
 	"github.com/m2ho/m2ho/pkg/diag/rrc"
 	"github.com/m2ho/m2ho/pkg/estimator"
+	"github.com/m2ho/m2ho/pkg/fleet"
 	"github.com/m2ho/m2ho/pkg/metrics"
 	"github.com/m2ho/m2ho/pkg/statemachine"
 )
@@ -117,8 +118,10 @@ type Daemon struct {
 	cfg    config.Config
 	logger *slog.Logger
 
-	dp      datapathAPI
-	store   *cellstore.Store
+	dp    datapathAPI
+	store *cellstore.Store
+	// fleet is the fleet store, nil when none is configured.
+	fleet   *fleet.Client
 	est     *estimator.Estimator
 	machine *statemachine.Machine
 	act     *recorder
@@ -187,6 +190,14 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 	if d.est, err = estimator.New(estCfg, d.store, logger); err != nil {
 		return nil, err
 	}
+	var learnt statemachine.LearntStore = d.store
+	if cfg.Fleet.URL != "" {
+		if d.fleet, err = openFleet(cfg.Fleet, logger); err != nil {
+			return nil, err
+		}
+		d.est.UseFleet(d.fleet)
+		learnt = d.fleet.LearntStore(d.store)
+	}
 
 	if err := checkRunningKernel(); err != nil {
 		return nil, err
@@ -217,7 +228,7 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 	d.act = &recorder{}
 	d.metrics = metrics.New(states, metrics.Info{Mode: string(cfg.Mode), Policy: string(cfg.Policy)},
 		metrics.Sources{Datapath: d.datapathSnapshot, Policy: d.act.metricsSnapshot, Diag: d.inputs, EstimatorSkipped: d.est.Skipped,
-			AttachMode: d.dp.AttachMode}, logger)
+			AttachMode: d.dp.AttachMode, Fleet: d.fleetStats()}, logger)
 	d.act.metrics = d.metrics
 	if cfg.Mode == config.ModeEnforce {
 		d.act.next = d.dp
@@ -227,7 +238,7 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 		return nil, err
 	}
 	d.machine.SetObserver(observer{d.metrics})
-	if err := d.machine.UseLearntStore(d.store); err != nil {
+	if err := d.machine.UseLearntStore(learnt); err != nil {
 		logger.Warn("learnt measurement reports unreadable, learning again from scratch", "err", err)
 	}
 
@@ -250,6 +261,37 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 	logger.Info("m2hod ready", "iface", cfg.Iface, "mode", cfg.Mode, "policy", cfg.Policy, "attach", d.dp.AttachMode(),
 		"listen", d.listener.Addr().String(), "diag", cfg.Diag, "state", filepath.Join(cfg.StateDir, cellstore.FileName))
 	return d, nil
+}
+
+// openFleet connects to the fleet store in the background: an
+// unreachable server delays the sharing, never the daemon.
+func openFleet(cfg config.Fleet, logger *slog.Logger) (*fleet.Client, error) {
+	host := cfg.Host
+	if host == "" {
+		var err error
+		if host, err = fleet.HostName(); err != nil {
+			return nil, err
+		}
+	}
+	c, err := fleet.Open(fleet.Options{
+		URL: cfg.URL, Network: cfg.Network, Host: host, Bucket: cfg.Bucket,
+		CredsFile: cfg.CredsFile, CAFile: cfg.CAFile, CertFile: cfg.CertFile, KeyFile: cfg.KeyFile,
+		MaxAge: cfg.MaxAge, Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("fleet store configured", "network", cfg.Network, "host", host)
+	return c, nil
+}
+
+// fleetStats reads the fleet's counters for the metrics; nil without a
+// fleet, which leaves its metrics out.
+func (d *Daemon) fleetStats() func() fleet.Stats {
+	if d.fleet == nil {
+		return nil
+	}
+	return d.fleet.Stats
 }
 
 // machineConfig maps the daemon configuration to the state machine's.
@@ -310,6 +352,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 	})
 
 	wg.Go(func() { d.sampleLoop(ctx) })
+
+	if d.fleet != nil {
+		// Failures of the fleet store only delay the sharing: Run
+		// retries until ctx ends and returns nil.
+		wg.Go(func() { _ = d.fleet.Run(ctx) })
+	}
 
 	wg.Go(func() {
 		if err := d.server.Serve(d.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -516,6 +564,9 @@ func (d *Daemon) closeResources() error {
 		if err := closeDatapath(); err != nil {
 			errs = append(errs, fmt.Errorf("detach datapath: %w", err))
 		}
+	}
+	if d.fleet != nil {
+		d.fleet.Close()
 	}
 	if d.store != nil {
 		if err := d.store.Close(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/m2ho/m2ho/pkg/datapath"
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/diag/rrc"
+	"github.com/m2ho/m2ho/pkg/fleet"
 	"github.com/m2ho/m2ho/pkg/statemachine"
 )
 
@@ -29,7 +30,10 @@ type Status struct {
 	Datapath   DatapathStatus      `json:"datapath"`
 	Diag       DiagStatus          `json:"diag"`
 	Machine    statemachine.Status `json:"machine"`
-	Uptime     float64             `json:"uptime_seconds"`
+	// Fleet is the fleet store's state, absent without one. Estimates
+	// taken from it show as the clamp source fleet.
+	Fleet  *fleet.Stats `json:"fleet,omitempty"`
+	Uptime float64      `json:"uptime_seconds"`
 }
 
 // PolicyInForce is the policy installed in the datapath, as the daemon
@@ -125,6 +129,10 @@ func (d *Daemon) Status(ctx context.Context) (Status, error) {
 	}
 	st.Mode, st.Policy, st.AttachMode = string(d.cfg.Mode), string(d.cfg.Policy), d.dp.AttachMode()
 	st.Uptime = time.Since(d.started).Seconds()
+	if d.fleet != nil {
+		fs := d.fleet.Stats()
+		st.Fleet = &fs
+	}
 	counters, err := d.dp.Counters()
 	if err == nil {
 		var flows []datapath.Flow

@@ -3,6 +3,8 @@ package estimator
 import (
 	"sort"
 	"time"
+
+	"github.com/m2ho/m2ho/pkg/diag"
 )
 
 // byteHistoryLen is how many ingress byte samples are kept to size slot
@@ -241,7 +243,9 @@ func (e *Estimator) BandwidthClamp(now time.Time) (bytes uint64, ok bool) {
 	}
 	rate := max(b.peak(now, e.cfg.PeakWindow), b.bytesPerSecond)
 	window := e.cfg.Lambda * rate * b.minRTT.Seconds()
-	buffer, _ := e.lookupLocked(e.serving)
+	// The cap keeps to this host's own estimates: the fleet answers, and
+	// counts, the lookups of handover targets only.
+	buffer, _ := e.lookupLocked(e.serving, false)
 	window = min(window, rate*b.minRTT.Seconds()+float64(buffer))
 	if window >= MaxWindowBytes {
 		return MaxWindowBytes, true
@@ -295,4 +299,15 @@ func (e *Estimator) LastRound(now time.Time) (Round, bool) {
 	}
 	b := &e.bw
 	return Round{End: b.estimateAt, Flight: uint64(b.bytesPerSecond * b.srtt.Seconds())}, true
+}
+
+// servingRateLocked is the delivery rate in bytes per second seen on cell
+// when it serves and its estimate is fresh at the cell's last update, 0
+// otherwise: the fleet gets the rate along with the buffer estimate.
+func (e *Estimator) servingRateLocked(cell diag.Cell) float64 {
+	r, ok := e.cells[cell.Key()]
+	if !ok || cell.Key() != e.serving.Key() || !e.freshLocked(r.Updated) {
+		return 0
+	}
+	return max(e.bw.peak(r.Updated, e.cfg.PeakWindow), e.bw.bytesPerSecond)
 }

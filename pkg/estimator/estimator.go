@@ -48,6 +48,10 @@ type Store interface {
 const (
 	// SourceCell: the target cell's own estimate.
 	SourceCell = "cell"
+	// SourceFleet: the target is unknown here; what other hosts measured
+	// of it, shared through the fleet store, within Config.MinClampBytes
+	// and Config.FleetMaxBufferBytes.
+	SourceFleet = "fleet"
 	// SourceBandMin: the target is unknown; the smallest estimate among
 	// known cells of its band.
 	SourceBandMin = "band_min"
@@ -58,6 +62,18 @@ const (
 	SourceDefault = "default"
 )
 
+// Fleet is what other hosts learnt of cells, shared through a fleet
+// store. Both methods are called with the estimator's lock held, from the
+// goroutines that feed bursts and look up targets: they must answer from
+// memory and never wait for the network.
+type Fleet interface {
+	// Lookup returns the buffer estimate other hosts report for cell.
+	Lookup(cell diag.Cell) (bufferBytes uint64, ok bool)
+	// Publish offers a changed record of this host, with the delivery
+	// rate in bytes per second seen in the cell (0 when unknown).
+	Publish(r CellRecord, rateBytesPerSecond float64)
+}
+
 // Config tunes an Estimator. Zero fields take the value of DefaultConfig.
 type Config struct {
 	// DefaultBufferBytes answers TargetBuffer when no cell is known.
@@ -66,6 +82,10 @@ type Config struct {
 	// BandwidthClamp: a tiny burst or an idle link must not shrink the
 	// window below what keeps a link busy.
 	MinClampBytes uint64
+	// FleetMaxBufferBytes caps a fleet answer of TargetBuffer: a wrong or
+	// hostile peer must not open the window beyond what a sub-6 cell
+	// holds (the fleet answers only for cells that are not mmWave).
+	FleetMaxBufferBytes uint64
 	// Lambda is the probing factor of Eq. 2.
 	Lambda float64
 	// MaxBurstDuration rejects longer bursts: a cell drains a UE's buffer
@@ -91,6 +111,8 @@ type Config struct {
 // and bounds the data in flight to what such a cell holds. MinClampBytes is
 // the largest unscaled TCP window, about 45 full-size segments. Lambda is the
 // paper's 2. RTTMinWindow is the 10 s of BBR's min-RTT filter.
+// FleetMaxBufferBytes is 4 MiB, between two and three times the largest
+// sub-6 buffer the paper measured (about 1.5 MB, section 3.2).
 // PeakWindow is 1 s: longer than BBR's bandwidth probing cycle at the
 // testbed's 70 ms RTT (8 rounds, 560 ms), so the peak holds the rate of
 // its last probe, and short against the seconds a cell's capacity takes
@@ -108,13 +130,14 @@ type Config struct {
 // longer prevented the target overflow (docs/testbed.md, "Results").
 func DefaultConfig() Config {
 	return Config{
-		DefaultBufferBytes: 1 << 20,
-		MinClampBytes:      64 << 10,
-		Lambda:             2,
-		MaxBurstDuration:   75 * time.Millisecond,
-		RTTMinWindow:       10 * time.Second,
-		BandwidthMaxAge:    time.Second,
-		PeakWindow:         time.Second,
+		DefaultBufferBytes:  1 << 20,
+		MinClampBytes:       64 << 10,
+		FleetMaxBufferBytes: 4 << 20,
+		Lambda:              2,
+		MaxBurstDuration:    75 * time.Millisecond,
+		RTTMinWindow:        10 * time.Second,
+		BandwidthMaxAge:     time.Second,
+		PeakWindow:          time.Second,
 	}
 }
 
@@ -125,6 +148,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MinClampBytes == 0 {
 		c.MinClampBytes = d.MinClampBytes
+	}
+	if c.FleetMaxBufferBytes == 0 {
+		c.FleetMaxBufferBytes = d.FleetMaxBufferBytes
 	}
 	if c.Lambda == 0 {
 		c.Lambda = d.Lambda
@@ -146,6 +172,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("estimator: lambda %v: must be a positive number", c.Lambda)
 	case c.MinClampBytes > c.DefaultBufferBytes:
 		return c, fmt.Errorf("estimator: minimum clamp %d bytes exceeds the default buffer %d bytes", c.MinClampBytes, c.DefaultBufferBytes)
+	case c.FleetMaxBufferBytes < c.MinClampBytes:
+		return c, fmt.Errorf("estimator: fleet maximum %d bytes is below the minimum clamp %d bytes", c.FleetMaxBufferBytes, c.MinClampBytes)
 	case c.MaxBurstDuration < 0 || c.RTTMinWindow < 0 || c.BandwidthMaxAge < 0 || c.PeakWindow < 0:
 		return c, errors.New("estimator: durations must be positive")
 	}
@@ -158,6 +186,7 @@ type Estimator struct {
 	cfg    Config
 	store  Store
 	logger *slog.Logger
+	fleet  Fleet
 
 	mu      sync.Mutex
 	serving diag.Cell
@@ -220,6 +249,15 @@ func New(cfg Config, store Store, logger *slog.Logger) (*Estimator, error) {
 	return e, nil
 }
 
+// UseFleet makes the estimator publish every changed record to f and ask
+// f about targets it has not measured itself. Call it before the
+// estimator is in use.
+func (e *Estimator) UseFleet(f Fleet) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.fleet = f
+}
+
 // SetServing names the cell that bursts reported by AddBurst belong to
 // from at on; a burst that started before at is dropped, as it may hold
 // the previous cell's data. A change of cell also restarts the bandwidth
@@ -257,11 +295,13 @@ func (e *Estimator) TargetBuffer(target diag.Cell) (bytes uint64, source string)
 	target = target.Normalized()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	bytes, source = e.lookupLocked(target)
+	bytes, source = e.lookupLocked(target, true)
 	return min(max(bytes, e.cfg.MinClampBytes), MaxWindowBytes), source
 }
 
-func (e *Estimator) lookupLocked(target diag.Cell) (uint64, string) {
+// lookupLocked answers TargetBuffer; askFleet says whether the fleet may
+// answer for a cell not measured here.
+func (e *Estimator) lookupLocked(target diag.Cell, askFleet bool) (uint64, string) {
 	if target.Band == diag.BandMmWave {
 		if b, ok := e.bandMinLocked(diag.BandSub6); ok {
 			return b, SourceSub6Min
@@ -271,6 +311,15 @@ func (e *Estimator) lookupLocked(target diag.Cell) (uint64, string) {
 	if target.RAT != "" {
 		if r, ok := e.cells[target.Key()]; ok {
 			return r.BufferBytes, SourceCell
+		}
+		// What this host measured always wins; a peer's report only
+		// stands in for a cell met here for the first time, capped so
+		// that it cannot open the window beyond a sub-6 cell's buffer
+		// (TargetBuffer raises it to the floor).
+		if askFleet && e.fleet != nil {
+			if b, ok := e.fleet.Lookup(target); ok {
+				return min(b, e.cfg.FleetMaxBufferBytes), SourceFleet
+			}
 		}
 	}
 	if b, ok := e.bandMinLocked(diag.BandSub6); ok {
@@ -362,6 +411,9 @@ func (e *Estimator) raiseLocked(r *CellRecord, bytes uint64) {
 }
 
 func (e *Estimator) saveLocked(r *CellRecord) {
+	if e.fleet != nil {
+		e.fleet.Publish(*r, e.servingRateLocked(r.Cell))
+	}
 	if e.store == nil {
 		return
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/fleet"
 	"github.com/m2ho/m2ho/pkg/statemachine"
 	"github.com/m2ho/m2ho/pkg/version"
 )
@@ -88,6 +89,8 @@ type Sources struct {
 	// AttachMode is how the programs are attached now (tcx, clsact, or none
 	// while the interface is gone); it labels m2hod_info.
 	AttachMode func() string
+	// Fleet is the fleet store's counters; nil without a fleet.
+	Fleet func() fleet.Stats
 }
 
 // Info labels the constant m2hod_info metric with what is fixed for the
@@ -308,11 +311,19 @@ var (
 	descDiagErrors       = desc("diag_errors_total", "Diag input rejected and skipped, by input and reason.", "input", "reason")
 	descDiagLastEvent    = desc("diag_last_event_timestamp_seconds", "When the input last gave an event, in seconds since the epoch; 0 before its first.", "input")
 	descEstimatorSkipped = desc("estimator_skipped_total", "Bursts, byte counts and RTT samples the estimator rejected, by reason.", "reason")
+	descFleetConnected   = desc("fleet_connected", "1 while connected to the fleet store's server.")
+	descFleetEntries     = desc("fleet_entries", "Other hosts' cell entries held from the fleet store.")
+	descFleetLookups     = desc("fleet_lookups_total", "Target cells not measured here looked up in the fleet store, by result (hit, miss).", "result")
+	descFleetQueue       = desc("fleet_publish_queue", "Cells whose estimate waits for publication to the fleet store.")
+	descFleetPublished   = desc("fleet_published_total", "Cell entries written to the fleet store.")
+	descFleetDropped     = desc("fleet_publish_dropped_total", "Cells pushed out of the full publication queue before they were published.")
+	descFleetMalformed   = desc("fleet_malformed_total", "Fleet store entries skipped, by reason (key, decode, schema, value).", "reason")
 )
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInfo, descClamp, descFreeze, descSuppressing, descDatapathEvents,
-		descFlows, descAttached, descWaiting, descRTT, descDiagEvents, descDiagErrors, descDiagLastEvent, descEstimatorSkipped} {
+		descFlows, descAttached, descWaiting, descRTT, descDiagEvents, descDiagErrors, descDiagLastEvent, descEstimatorSkipped,
+		descFleetConnected, descFleetEntries, descFleetLookups, descFleetQueue, descFleetPublished, descFleetDropped, descFleetMalformed} {
 		ch <- d
 	}
 }
@@ -357,6 +368,28 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, e := range c.src.EstimatorSkipped() {
 			ch <- prometheus.MustNewConstMetric(descEstimatorSkipped, prometheus.CounterValue, float64(e.Value), e.Label)
 		}
+	}
+	if c.src.Fleet != nil {
+		collectFleet(ch, c.src.Fleet())
+	}
+}
+
+func collectFleet(ch chan<- prometheus.Metric, st fleet.Stats) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(descFleetConnected, boolValue(st.Connected))
+	gauge(descFleetEntries, float64(st.Entries))
+	counter(descFleetLookups, st.Hits, "hit")
+	counter(descFleetLookups, st.Misses, "miss")
+	gauge(descFleetQueue, float64(st.Queued))
+	counter(descFleetPublished, st.Published)
+	counter(descFleetDropped, st.Dropped)
+	for _, reason := range fleet.MalformedReasons {
+		counter(descFleetMalformed, st.Malformed[reason], reason)
 	}
 }
 

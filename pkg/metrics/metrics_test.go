@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/fleet"
 	"github.com/m2ho/m2ho/pkg/statemachine"
 	"github.com/m2ho/m2ho/pkg/version"
 )
@@ -313,4 +314,45 @@ func TestDiagInputsApart(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestFleetMetrics(t *testing.T) {
+	stats := fleet.Stats{Connected: true, Entries: 7, Hits: 3, Misses: 5, Queued: 2, Published: 11, Dropped: 1,
+		Malformed: map[string]uint64{fleet.MalformedDecode: 4}}
+	m := New(states, Info{}, Sources{Fleet: func() fleet.Stats { return stats }}, nil)
+	const want = `
+# HELP m2hod_fleet_connected 1 while connected to the fleet store's server.
+# TYPE m2hod_fleet_connected gauge
+m2hod_fleet_connected 1
+# HELP m2hod_fleet_entries Other hosts' cell entries held from the fleet store.
+# TYPE m2hod_fleet_entries gauge
+m2hod_fleet_entries 7
+# HELP m2hod_fleet_lookups_total Target cells not measured here looked up in the fleet store, by result (hit, miss).
+# TYPE m2hod_fleet_lookups_total counter
+m2hod_fleet_lookups_total{result="hit"} 3
+m2hod_fleet_lookups_total{result="miss"} 5
+# HELP m2hod_fleet_malformed_total Fleet store entries skipped, by reason (key, decode, schema, value).
+# TYPE m2hod_fleet_malformed_total counter
+m2hod_fleet_malformed_total{reason="decode"} 4
+m2hod_fleet_malformed_total{reason="key"} 0
+m2hod_fleet_malformed_total{reason="schema"} 0
+m2hod_fleet_malformed_total{reason="value"} 0
+# HELP m2hod_fleet_publish_dropped_total Cells pushed out of the full publication queue before they were published.
+# TYPE m2hod_fleet_publish_dropped_total counter
+m2hod_fleet_publish_dropped_total 1
+# HELP m2hod_fleet_publish_queue Cells whose estimate waits for publication to the fleet store.
+# TYPE m2hod_fleet_publish_queue gauge
+m2hod_fleet_publish_queue 2
+# HELP m2hod_fleet_published_total Cell entries written to the fleet store.
+# TYPE m2hod_fleet_published_total counter
+m2hod_fleet_published_total 11
+`
+	names := []string{"m2hod_fleet_connected", "m2hod_fleet_entries", "m2hod_fleet_lookups_total", "m2hod_fleet_malformed_total",
+		"m2hod_fleet_publish_dropped_total", "m2hod_fleet_publish_queue", "m2hod_fleet_published_total"}
+	require.NoError(t, testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...))
+
+	without := New(states, Info{}, Sources{}, nil)
+	n, err := testutil.GatherAndCount(without.Registry(), names...)
+	require.NoError(t, err)
+	assert.Zero(t, n, "no fleet metrics without a fleet")
 }

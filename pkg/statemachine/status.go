@@ -95,7 +95,7 @@ type PolicyStatus struct {
 	// ClampBytes is the window clamp, 0 when none.
 	ClampBytes uint32 `json:"clamp_bytes"`
 	// ClampSource says where the clamp comes from: an estimator lookup
-	// rule (cell, band_min, sub6_min, default), bandwidth, ramp or
+	// rule (cell, fleet, band_min, sub6_min, default), bandwidth, ramp or
 	// freeze.
 	ClampSource         string     `json:"clamp_source,omitempty"`
 	ClampDeadline       *time.Time `json:"clamp_deadline,omitempty"`

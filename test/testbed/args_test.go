@@ -93,3 +93,13 @@ func TestStateDirStartsEmpty(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, entries)
 }
+
+func TestFleetNeedsM2HO(t *testing.T) {
+	for _, cfg := range []Config{
+		{Variant: Variant{CC: "cubic"}, Fleet: &Fleet{Server: []string{"nats-server"}, Host: "cpe1"}},
+		{Variant: Variant{CC: "cubic", M2HO: true}, M2hod: "m2hod", Fleet: &Fleet{Host: "cpe1"}},
+	} {
+		_, err := Run(t.Context(), cfg)
+		assert.ErrorContains(t, err, "a fleet store needs an m2ho variant and a server command")
+	}
+}

@@ -39,6 +39,10 @@ const (
 	ReceiverPort  = "5201"
 	m2hodReadyFor = 10 * time.Second
 	m2hodStopWait = 5 * time.Second
+	// FleetAddr is where the fleet store's server listens (Config.Fleet).
+	FleetAddr = "127.0.0.1:4222"
+	// FleetNetwork names the emulated network in the fleet store.
+	FleetNetwork = "testbed"
 )
 
 // Variant is a congestion control, optionally with m2hod running its m2ho
@@ -142,7 +146,21 @@ type Config struct {
 	M2hod string
 	// Pcap captures the UE's modem interface to OutDir/ue.pcap.
 	Pcap bool
-	Log  *slog.Logger
+	// Fleet, with an m2ho variant, gives m2hod a fleet store.
+	Fleet *Fleet
+	Log   *slog.Logger
+}
+
+// Fleet is the fleet store of a run: a NATS server with JetStream inside
+// the UE namespace (where a vehicle runs its leaf node), started before
+// m2hod and stopped after it. Its store directory outlives the run, so
+// that a later run, standing for another CPE, finds what this one
+// published.
+type Fleet struct {
+	// Server is the server's command line; it listens on FleetAddr.
+	Server []string
+	// Host is m2hod's name in the fleet (--fleet-host).
+	Host string
 }
 
 // Result is what a run produced.
@@ -197,6 +215,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	if cfg.Variant.M2HO && cfg.M2hod == "" {
 		return nil, errors.New("variant with m2ho needs the m2hod binary")
 	}
+	if cfg.Fleet != nil && (!cfg.Variant.M2HO || len(cfg.Fleet.Server) == 0) {
+		return nil, errors.New("a fleet store needs an m2ho variant and a server command")
+	}
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("output directory: %w", err)
 	}
@@ -226,7 +247,22 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 
 	var daemon *m2hod
 	if cfg.Variant.M2HO {
-		daemon, err = startM2hod(ctx, tb, cfg.M2hod, cfg.OutDir, m2hodArgs(tb.ModemIface, filepath.Join(cfg.OutDir, m2hodStateDir), sc.Scale, cfg.Variant))
+		args := m2hodArgs(tb.ModemIface, filepath.Join(cfg.OutDir, m2hodStateDir), sc.Scale, cfg.Variant)
+		if cfg.Fleet != nil {
+			stopFleet, err := startFleetServer(ctx, tb, cfg.Fleet.Server, cfg.OutDir)
+			if err != nil {
+				return nil, err
+			}
+			// Deferred before m2hod's stop, so run after it: m2hod
+			// publishes what it still holds as it stops.
+			defer func() {
+				if serr := stopFleet(); serr != nil {
+					log.Warn("fleet server exit", "err", serr)
+				}
+			}()
+			args = append(args, "--fleet", "nats://"+FleetAddr, "--fleet-network", FleetNetwork, "--fleet-host", cfg.Fleet.Host)
+		}
+		daemon, err = startM2hod(ctx, tb, cfg.M2hod, cfg.OutDir, args)
 		if err != nil {
 			return nil, err
 		}
@@ -464,6 +500,64 @@ func startM2hod(ctx context.Context, tb *topo.Topology, binary, outDir string, a
 		}
 		if time.Now().After(deadline) {
 			return nil, errors.Join(fmt.Errorf("m2hod not healthy after %v (see %s)", m2hodReadyFor, logFile.Name()), d.stop())
+		}
+	}
+}
+
+// FleetServerLogFile is the fleet server's output in a run's directory.
+const FleetServerLogFile = "fleet-server.log"
+
+// startFleetServer runs command inside the UE namespace and waits until
+// it accepts connections on FleetAddr. The returned function stops it.
+func startFleetServer(ctx context.Context, tb *topo.Topology, command []string, outDir string) (stop func() error, err error) {
+	logFile, err := os.Create(filepath.Join(outDir, FleetServerLogFile))
+	if err != nil {
+		return nil, fmt.Errorf("fleet server log: %w", err)
+	}
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	exited, err := tb.UE.Start(cmd)
+	if err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting the fleet server: %w", err)
+	}
+	stop = func() error {
+		defer logFile.Close()
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			return nil // already gone
+		}
+		select {
+		case err := <-exited:
+			return err
+		case <-time.After(m2hodStopWait):
+			_ = cmd.Process.Kill()
+			<-exited
+			return fmt.Errorf("fleet server ignored SIGTERM for %v", m2hodStopWait)
+		}
+	}
+	deadline := time.Now().Add(m2hodReadyFor)
+	for {
+		select {
+		case err := <-exited:
+			logFile.Close()
+			return nil, fmt.Errorf("fleet server exited at start (see %s): %v", logFile.Name(), err)
+		case <-ctx.Done():
+			return nil, errors.Join(ctx.Err(), stop())
+		case <-time.After(50 * time.Millisecond):
+		}
+		dialErr := tb.UE.Do(func() error {
+			c, err := net.DialTimeout("tcp", FleetAddr, time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		})
+		if dialErr == nil {
+			return stop, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.Join(fmt.Errorf("fleet server not listening after %v (see %s)", m2hodReadyFor, logFile.Name()), stop())
 		}
 	}
 }

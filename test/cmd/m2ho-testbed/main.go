@@ -1,9 +1,9 @@
 // Command m2ho-testbed runs the 5G handover testbed: a scenario with one
 // variant (run), the demo comparison of CUBIC with and without m2ho (demo),
 // the section 6 evaluation over a generated corpus (eval), the scenario
-// generator (gen-scenario), the emulator's fidelity
-// measurement (fidelity), and the removal of what crashed runs left
-// (cleanup). See docs/testbed.md.
+// generator (gen-scenario), the emulator's fidelity measurement
+// (fidelity), two CPEs sharing a fleet store (fleet), and the removal of
+// what crashed runs left (cleanup). See docs/testbed.md.
 package main
 
 import (
@@ -32,6 +32,9 @@ commands:
   fidelity --paper [--from EVALDIR] [--senders cubic,scubic] [--out DIR]   the paper's section 3 with plain senders
   fidelity --similarity [--full-mbps 150] [--scale 0.1] [--out DIR]        scaled CUBIC against the kernel's CUBIC
   leads [--out FILE] URI...          report-to-command and command-to-completion leads of real captures
+  fleet [--out out/fleet] [--scenario test/scenarios/drive-generated.yaml] [--variant scubic+m2ho] [--m2hod bin/m2hod]
+                                     two CPEs through the same cells: the second with and without the first's fleet store
+  fleet-server --store DIR [--listen 127.0.0.1:4222]   the fleet store's NATS server (the fleet runs start it)
   cleanup
 `
 
@@ -56,6 +59,8 @@ func main() {
 		"gen-scenario": cmdGenScenario,
 		"fidelity":     cmdFidelity,
 		"leads":        cmdLeads,
+		"fleet":        cmdFleet,
+		"fleet-server": cmdFleetServer,
 		"cleanup":      cmdCleanup,
 	}
 	cmd, ok := commands[os.Args[1]]

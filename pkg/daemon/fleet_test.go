@@ -1,0 +1,84 @@
+package daemon
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/internal/natstest"
+	"github.com/m2ho/m2ho/pkg/config"
+	"github.com/m2ho/m2ho/pkg/datapath"
+	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/pkg/estimator"
+	"github.com/m2ho/m2ho/pkg/statemachine"
+)
+
+func fleetConfig(t *testing.T, url, host string) config.Config {
+	cfg := testConfig(t)
+	cfg.Fleet = config.Fleet{URL: url, Network: "001-01", Host: host}
+	// The harness's diag input is no real URI: only the fleet is checked.
+	valid := cfg
+	valid.Diag = []string{"jsonl:-"}
+	require.NoError(t, valid.Validate())
+	return cfg
+}
+
+// TestDaemonsShareACell: a daemon that has never served cell B clamps a
+// handover towards it with what another daemon measured there, and
+// /status says the clamp came from the fleet.
+func TestDaemonsShareACell(t *testing.T) {
+	srv := natstest.Start(t)
+	first := startHarness(t, fleetConfig(t, srv.URL(), "bus-1"))
+	first.src.events <- diag.Event{Type: diag.TypeMeasReport, Meas: diag.EventA1, Serving: cellB}
+	require.Eventually(t, func() bool { return first.status(t).Serving == cellB }, 2*time.Second, time.Millisecond)
+	start := time.Now()
+	first.dp.bursts <- datapath.Burst{Start: start, End: start.Add(20 * time.Millisecond), Bytes: 400000, Packets: 280}
+	// The publisher writes once per publish interval.
+	require.Eventually(t, func() bool { return first.status(t).Fleet.Published > 0 }, 15*time.Second, 10*time.Millisecond)
+
+	second := startHarness(t, fleetConfig(t, srv.URL(), "bus-2"))
+	require.Eventually(t, func() bool { return second.status(t).Fleet.Entries > 0 }, 10*time.Second, 10*time.Millisecond)
+	second.src.events <- a3(cellA, cellB)
+	require.Eventually(t, func() bool { return second.status(t).State == statemachine.Preparation }, 2*time.Second, time.Millisecond)
+	st := second.status(t)
+	assert.Equal(t, uint32(400000), st.InForce.ClampBytes)
+	assert.Equal(t, estimator.SourceFleet, st.InForce.ClampSource)
+	assert.Equal(t, uint64(1), st.Fleet.Hits)
+	assert.Empty(t, st.Cells, "the fleet's entry is not this daemon's measurement")
+}
+
+// TestStartsWithTheFleetUnreachable: the daemon runs, and says so, while
+// the fleet store's server is out of reach.
+func TestStartsWithTheFleetUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	h := startHarness(t, fleetConfig(t, "nats://127.0.0.1:"+strconv.Itoa(port), "bus-1"))
+	h.src.events <- a3(cellA, cellB)
+	require.Eventually(t, func() bool { return h.status(t).State == statemachine.Preparation }, 2*time.Second, time.Millisecond)
+	st := h.status(t)
+	require.NotNil(t, st.Fleet)
+	assert.False(t, st.Fleet.Connected)
+	assert.Equal(t, estimator.SourceDefault, st.InForce.ClampSource)
+	assert.Equal(t, uint64(1), st.Fleet.Misses)
+
+	resp, err := http.Get("http://" + h.d.Addr().String() + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), "m2hod_fleet_connected 0")
+	assert.Contains(t, string(body), `m2hod_fleet_lookups_total{result="miss"} 1`)
+}
+
+func TestNoFleetNoFleetStatus(t *testing.T) {
+	h := startHarness(t, testConfig(t))
+	assert.Nil(t, h.status(t).Fleet)
+}
