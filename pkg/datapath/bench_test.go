@@ -1,3 +1,5 @@
+//go:build bench
+
 package datapath
 
 import (
@@ -122,11 +124,11 @@ func (p *packetBench) rearmStampAndTailCall(tb testing.TB, tsval uint32) asm.Ins
 	return append(insns, call...)
 }
 
-// TestRestoredEgressClampsEveryRepeat checks what the "_restored" cases of
+// TestBenchRestoredEgressClampsEveryRepeat checks what the "_restored" cases of
 // BenchmarkPacket rest on: with the ACK put back before every repeat, the
 // clamp rewrites it every time, and a run's output is the clamped ACK with
 // a valid checksum.
-func TestRestoredEgressClampsEveryRepeat(t *testing.T) {
+func TestBenchRestoredEgressClampsEveryRepeat(t *testing.T) {
 	const repeats, clampBytes = 100, 20000
 	p := newPacketBench(t, 1)
 	require.NoError(t, p.d.SetClamp(clampBytes, time.Now().Add(time.Hour)))
@@ -142,10 +144,10 @@ func TestRestoredEgressClampsEveryRepeat(t *testing.T) {
 	assert.True(t, tcpChecksumOK(out, p.ackL4Off, false, 0))
 }
 
-// TestRearmedIngressMatchesEveryRepeat checks what the "_rearmed" cases
+// TestBenchRearmedIngressMatchesEveryRepeat checks what the "_rearmed" cases
 // of BenchmarkPacket rest on: every repeat takes an RTT sample when the
 // stamp matches the segment's TSecr, and none when it does not.
-func TestRearmedIngressMatchesEveryRepeat(t *testing.T) {
+func TestBenchRearmedIngressMatchesEveryRepeat(t *testing.T) {
 	const repeats = 100
 	p := newPacketBench(t, 1)
 	samples := func() uint64 {
