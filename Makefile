@@ -52,7 +52,7 @@ APT_PACKAGES := clang llvm libbpf-dev iproute2 ethtool tcpdump nftables python3
 # Commands that prove each package is present (same order as above).
 APT_PROBES := clang llvm-strip /usr/include/bpf/bpf_helpers.h ip ethtool tcpdump nft python3
 
-.PHONY: all deps build generate test bench fuzz lint demo eval eval-quick fidelity-paper clean install uninstall dist
+.PHONY: all deps build generate test test-unit bench fuzz lint demo eval eval-quick fidelity-paper clean install uninstall dist
 
 all: build
 
@@ -122,8 +122,17 @@ GENERATED := ./pkg/datapath/... ./test/scaledcc/...
 generate: deps
 	$(GO) generate $(GENERATED)
 
+# Tests come in tiers: pure Go tests beside the code; BPF_PROG_RUN packet
+# fixtures in pkg/datapath; tests on namespaces, veth pairs and real kernel
+# TCP, the datapath's in test/e2e/datapath and the daemon's in test/e2e;
+# and benchmarks. test runs all but the benchmarks (as root, which the
+# fixtures and namespaces need); test-unit only what needs nothing but Go:
+# with -short, nstest.RequireRoot skips the rest, even as root.
 test: deps build $(VENV)/.installed $(GSMTAP_VENV)/.installed
 	$(GO) test -p 1 -count=1 -timeout 20m ./...
+
+test-unit:
+	$(GO) test -short -p 1 -count=1 -timeout 10m ./...
 
 # bench prints the benchmarks' figures. Those that need root (BPF programs,
 # namespaces, the daemon) are built only with the bench tag; the TestBench
