@@ -52,7 +52,7 @@ APT_PACKAGES := clang llvm libbpf-dev iproute2 ethtool tcpdump nftables python3
 # Commands that prove each package is present (same order as above).
 APT_PROBES := clang llvm-strip /usr/include/bpf/bpf_helpers.h ip ethtool tcpdump nft python3
 
-.PHONY: all deps build generate test bench fuzz lint demo eval eval-quick fidelity-paper clean install uninstall dist
+.PHONY: all deps build generate test test-unit bench fuzz lint demo eval eval-quick fidelity-paper clean install uninstall dist
 
 all: build
 
@@ -122,11 +122,23 @@ GENERATED := ./pkg/datapath/... ./test/scaledcc/...
 generate: deps
 	$(GO) generate $(GENERATED)
 
+# Tests come in tiers: pure Go tests beside the code; BPF_PROG_RUN packet
+# fixtures in pkg/datapath; tests on namespaces, veth pairs and real kernel
+# TCP, the datapath's in test/e2e/datapath and the daemon's in test/e2e;
+# and benchmarks. test runs all but the benchmarks (as root, which the
+# fixtures and namespaces need); test-unit only what needs nothing but Go:
+# with -short, nstest.RequireRoot skips the rest, even as root.
 test: deps build $(VENV)/.installed $(GSMTAP_VENV)/.installed
 	$(GO) test -p 1 -count=1 -timeout 20m ./...
 
+test-unit:
+	$(GO) test -short -p 1 -count=1 -timeout 10m ./...
+
+# bench prints the benchmarks' figures. Those that need root (BPF programs,
+# namespaces, the daemon) are built only with the bench tag; the TestBench
+# tests first check what they rest on.
 bench: deps
-	$(GO) test -p 1 -count=1 -run '^$$' -bench . -benchmem -timeout 30m ./...
+	$(GO) test -tags bench -p 1 -count=1 -run '^TestBench' -bench . -benchmem -timeout 30m ./...
 
 # fuzz runs every fuzz target of the tree for FUZZTIME each, one at a time.
 FUZZTIME ?= 30s
@@ -140,8 +152,8 @@ fuzz:
 
 lint:
 	@out=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files '*.go')) || exit 1; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) run $(STATICCHECK) ./...
+	$(GO) vet -tags bench ./...
+	$(GO) run $(STATICCHECK) -tags bench ./...
 
 demo: deps build
 	$(BIN)/m2ho-testbed demo --out out/demo --scenario test/scenarios/demo.yaml --m2hod $(BIN)/m2hod

@@ -36,12 +36,17 @@ import (
 // maxPrefixLen keeps namespace names short enough to read in `ip netns list`.
 const maxPrefixLen = 16
 
-// RequireRoot skips the test when the process is not root: namespaces,
-// veth pairs and BPF programs all need CAP_SYS_ADMIN and CAP_NET_ADMIN.
+// RequireRoot skips the test when the process is not root, or when the
+// tests run with -short (make test-unit), which keeps to the tests that
+// need nothing but Go: namespaces, veth pairs, BPF programs, realtime
+// threads and privileged socket options all need root.
 func RequireRoot(tb testing.TB) {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs root: skipped with -short")
+	}
 	if os.Geteuid() != 0 {
-		tb.Skip("needs root: creates network namespaces and veth pairs")
+		tb.Skip("needs root: namespaces, BPF or privileged sockets")
 	}
 }
 

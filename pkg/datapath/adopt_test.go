@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/m2ho/m2ho/internal/logbuf"
+	"github.com/m2ho/m2ho/internal/nstest"
 	"github.com/m2ho/m2ho/pkg/handshakes"
 )
 
@@ -277,6 +278,30 @@ func TestHandshakeRescanOnClosedDatapath(t *testing.T) {
 	assert.True(t, r.stopped)
 	assert.Nil(t, r.timer)
 	assert.Zero(t, closeHookCount(d))
+}
+
+// TestFinishedRescanRemovesItsCloseHook runs a rescan whose one pending
+// handshake is no longer under way: the round finds nothing left to wait
+// for, and the finished rescan unregisters the hook that would have
+// stopped it at Close, so that rescans after modem resets do not pile up.
+func TestFinishedRescanRemovesItsCloseHook(t *testing.T) {
+	d := loadDetached(t, false, 1024)
+	before := closeHookCount(d)
+	var scanner *handshakes.Scanner
+	require.NoError(t, nstest.NewNS(t, "hs").Do(func() error {
+		var err error
+		scanner, err = handshakes.NewScanner(nil)
+		return err
+	}))
+	gone := handshakes.Ends{Local: netip.MustParseAddrPort("10.77.0.2:40000"), Remote: netip.MustParseAddrPort("10.77.0.1:5201")}
+	r := d.startHandshakeRescan(scanner, []handshakes.Ends{gone})
+	require.Equal(t, before+1, closeHookCount(d), "the rescan waits for Close")
+	r.run()
+	assert.Equal(t, before, closeHookCount(d), "the finished rescan leaves no close hook behind")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	assert.True(t, r.stopped)
+	assert.Equal(t, 1, r.rounds)
 }
 
 // TestHandshakeRescanStopsAtClose holds a connection in its handshake (the

@@ -18,6 +18,16 @@ import (
 
 	"github.com/m2ho/m2ho/internal/logbuf"
 	"github.com/m2ho/m2ho/internal/nstest"
+	"github.com/m2ho/m2ho/internal/tcptest"
+)
+
+// Addresses of the veth pair.
+const (
+	serverAddr  = "10.77.0.1"
+	ueAddr      = "10.77.0.2"
+	serverAddr6 = "fd77::1"
+	ueAddr6     = "fd77::2"
+	uePort      = 5201
 )
 
 // vethPair is an Ethernet link between a server namespace and a ue
@@ -45,6 +55,32 @@ func ifindexIn(tb testing.TB, ns *nstest.NS, ifname string) int {
 	return ifindex
 }
 
+// openIn opens a datapath with opts in namespace ns, closed at the end of
+// the test.
+func openIn(t *testing.T, ns *nstest.NS, opts Options) *Datapath {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quietLogger()
+	}
+	var dp *Datapath
+	require.NoError(t, ns.Do(func() error {
+		var err error
+		dp, err = Open(opts)
+		return err
+	}))
+	t.Cleanup(func() { assert.NoError(t, dp.Close()) })
+	return dp
+}
+
+// flowFrom is the flow of the download to uePort from local.
+func flowFrom(t *testing.T, dp *Datapath, local string) Flow {
+	t.Helper()
+	f, ok, err := trackedFlow(dp, func(f Flow) bool { return f.Local.Addr().String() == local && f.Remote.Port() == uePort })
+	require.NoError(t, err)
+	require.True(t, ok, "no flow from %s", local)
+	return f
+}
+
 // openOnVeth opens a datapath on veth0 in namespace ns, closed at the
 // end of the test unless the test closes it first.
 func openOnVeth(tb testing.TB, ns *nstest.NS) *Datapath {
@@ -57,22 +93,6 @@ func openOnVeth(tb testing.TB, ns *nstest.NS) *Datapath {
 	}))
 	tb.Cleanup(func() { _ = dp.Close() })
 	return dp
-}
-
-// attachOnly replaces whatever dp has attached to the interface ifindex in
-// namespace ns with ingress and egress, or with nothing when they are nil.
-func attachOnly(tb testing.TB, dp *Datapath, ns *nstest.NS, ifindex int, ingress, egress *ebpf.Program) {
-	tb.Helper()
-	require.NoError(tb, dp.attachment.detach())
-	dp.attachment = detached{}
-	if ingress == nil {
-		return
-	}
-	require.NoError(tb, ns.Do(func() error {
-		var err error
-		dp.attachment, err = attach(ifindex, AttachTCX, ingress, egress)
-		return err
-	}))
 }
 
 func tcxPrograms(t *testing.T, ns *nstest.NS, ifname string) int {
@@ -117,7 +137,7 @@ func TestAttachModesOnEthernet(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			server, ue := vethPair(t)
 			serverEndpoint := net.JoinHostPort(tc.server, fmt.Sprint(uePort))
-			srv := startBulkServer(t, server, serverEndpoint)
+			srv := tcptest.StartBulkServer(t, server, serverEndpoint)
 			var dp *Datapath
 			require.NoError(t, ue.Do(func() error {
 				var err error
@@ -128,8 +148,8 @@ func TestAttachModesOnEthernet(t *testing.T) {
 			require.NoError(t, dp.SetClamp(32<<10, time.Now().Add(time.Minute)))
 
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-			received, _ := download(t, ctx, ue, serverEndpoint)
-			<-srv.conns
+			received, _ := tcptest.Download(t, ctx, ue, serverEndpoint)
+			<-srv.Conns
 			<-ctx.Done()
 			cancel()
 			assert.Positive(t, received())
@@ -207,7 +227,7 @@ func TestFollowsTheInterface(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			server, ue := vethPair(t)
 			serverEndpoint := net.JoinHostPort(serverAddr, fmt.Sprint(uePort))
-			srv := startBulkServer(t, server, serverEndpoint)
+			srv := tcptest.StartBulkServer(t, server, serverEndpoint)
 			dp := openIn(t, ue, Options{Iface: "veth0", Attach: mode})
 			require.NoError(t, dp.SetClamp(32<<10, time.Now().Add(time.Minute)))
 			// clampedDownload runs a short download and returns how many
@@ -217,8 +237,8 @@ func TestFollowsTheInterface(t *testing.T) {
 				require.NoError(t, err)
 				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 				defer cancel()
-				received, _ := download(t, ctx, ue, serverEndpoint)
-				<-srv.conns
+				received, _ := tcptest.Download(t, ctx, ue, serverEndpoint)
+				<-srv.Conns
 				<-ctx.Done()
 				assert.Positive(t, received())
 				after, err := dp.Counters()
@@ -370,4 +390,21 @@ func TestFollowAfterLostLinkMessages(t *testing.T) {
 	nstest.Pair(t, server, ue, nstest.Link{AIfname: "veth0", BIfname: "veth0"})
 	require.Eventually(t, func() bool { return dp.AttachMode() == AttachTCX }, 5*time.Second, 10*time.Millisecond,
 		"the new subscription sees the next interface")
+}
+
+func TestOpenErrors(t *testing.T) {
+	nstest.RequireRoot(t)
+	ns := nstest.NewNS(t, "err")
+	err := ns.Do(func() error {
+		_, err := Open(Options{Iface: "nonexistent0"})
+		return err
+	})
+	assert.ErrorIs(t, err, ErrNoInterface)
+	_, err = Open(Options{})
+	assert.ErrorIs(t, err, ErrNoInterface)
+	err = ns.Do(func() error {
+		_, err := Open(Options{Iface: "lo", Attach: "xdp"})
+		return err
+	})
+	assert.Error(t, err)
 }

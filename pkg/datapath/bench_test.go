@@ -1,3 +1,5 @@
+//go:build bench
+
 package datapath
 
 import (
@@ -7,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"net/netip"
 	"os"
 	"slices"
 	"sync"
@@ -23,56 +24,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/m2ho/m2ho/internal/nstest"
+	"github.com/m2ho/m2ho/internal/tcptest"
 )
-
-// syntheticFlows returns n distinct flows between the fixture addresses,
-// with a known window scale, none of them the fixtures' own flow.
-func syntheticFlows(n int) ([]m2hoFlowKey, []m2hoFlowState) {
-	keys := make([]m2hoFlowKey, n)
-	states := make([]m2hoFlowState, n)
-	for i := range keys {
-		keys[i] = fixtureFlowKey(uint16(i), 444+uint16(i>>16))
-		states[i].Flags = uint32(m2hoFlowFlagsFLOW_WSCALE_KNOWN)
-	}
-	return keys, states
-}
-
-// fixtureFlowKey is the key of an IPv4 flow between the fixture addresses.
-func fixtureFlowKey(localPort, remotePort uint16) m2hoFlowKey {
-	return flowKeyOf(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, 2}), localPort),
-		netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, 1}), remotePort))
-}
-
-// insertFlows tracks one flow per key, created by the egress program from
-// the host's SYN as in traffic, and then gives it states[i].
-func insertFlows(tb testing.TB, d *Datapath, keys []m2hoFlowKey, states []m2hoFlowState) {
-	tb.Helper()
-	for i, key := range keys {
-		frame, _ := segment{egress: true, syn: true, localPort: key.LocalPort, remotePort: key.RemotePort}.build(tb)
-		d.egress(tb, frame)
-		setFlowState(tb, d, key, states[i])
-	}
-}
-
-// flowSlot returns the slot number of a tracked flow and its entry.
-func flowSlot(tb testing.TB, d *Datapath, key m2hoFlowKey) (uint32, m2hoFlowEntry) {
-	tb.Helper()
-	var (
-		slot  uint32
-		entry m2hoFlowEntry
-	)
-	require.NoError(tb, d.objs.FlowIndex.Lookup(&key, &slot))
-	require.True(tb, d.table.live(slot, &key, &entry), "slot %d", slot)
-	return slot, entry
-}
-
-// setFlowState overwrites the state of a tracked flow.
-func setFlowState(tb testing.TB, d *Datapath, key m2hoFlowKey, state m2hoFlowState) {
-	tb.Helper()
-	slot, _ := flowSlot(tb, d, key)
-	_, entry := d.table.slot(slot)
-	entry.State = state
-}
 
 // fillFlows adds n idle flows besides the benchmarked one, so that lookups
 // run against a table holding n+1 flows.
@@ -171,11 +124,11 @@ func (p *packetBench) rearmStampAndTailCall(tb testing.TB, tsval uint32) asm.Ins
 	return append(insns, call...)
 }
 
-// TestRestoredEgressClampsEveryRepeat checks what the "_restored" cases of
+// TestBenchRestoredEgressClampsEveryRepeat checks what the "_restored" cases of
 // BenchmarkPacket rest on: with the ACK put back before every repeat, the
 // clamp rewrites it every time, and a run's output is the clamped ACK with
 // a valid checksum.
-func TestRestoredEgressClampsEveryRepeat(t *testing.T) {
+func TestBenchRestoredEgressClampsEveryRepeat(t *testing.T) {
 	const repeats, clampBytes = 100, 20000
 	p := newPacketBench(t, 1)
 	require.NoError(t, p.d.SetClamp(clampBytes, time.Now().Add(time.Hour)))
@@ -191,10 +144,10 @@ func TestRestoredEgressClampsEveryRepeat(t *testing.T) {
 	assert.True(t, tcpChecksumOK(out, p.ackL4Off, false, 0))
 }
 
-// TestRearmedIngressMatchesEveryRepeat checks what the "_rearmed" cases
+// TestBenchRearmedIngressMatchesEveryRepeat checks what the "_rearmed" cases
 // of BenchmarkPacket rest on: every repeat takes an RTT sample when the
 // stamp matches the segment's TSecr, and none when it does not.
-func TestRearmedIngressMatchesEveryRepeat(t *testing.T) {
+func TestBenchRearmedIngressMatchesEveryRepeat(t *testing.T) {
 	const repeats = 100
 	p := newPacketBench(t, 1)
 	samples := func() uint64 {
@@ -490,7 +443,7 @@ func referenceTCProgram(tb testing.TB, body ...asm.Instruction) *ebpf.Program {
 // write (the downlink burst in progress).
 func BenchmarkPacketParallel(b *testing.B) {
 	nstest.RequireRoot(b)
-	cpus := allowedCPUs(b)
+	cpus := tcptest.AllowedCPUs(b)
 	d := loadDetached(b, true, 65536)
 	b.Cleanup(func() { require.NoError(b, d.Close()) })
 	frames := make([][]byte, len(cpus))
@@ -507,7 +460,7 @@ func BenchmarkPacketParallel(b *testing.B) {
 	var wg sync.WaitGroup
 	for i, cpu := range cpus {
 		wg.Go(func() {
-			if errs[i] = pinThread(cpu); errs[i] != nil {
+			if errs[i] = tcptest.PinThread(cpu); errs[i] != nil {
 				return
 			}
 			_, perPacket[i], errs[i] = d.objs.M2hoIngress.Benchmark(frames[i], b.N, nil)
@@ -580,7 +533,7 @@ const (
 
 // startVethDownload starts one CUBIC bulk TCP download from server to ue
 // over the veth pair of vethPair, its sender and receiver bound to cpu
-// unless it is anyCPU, lets it ramp up, and returns a reader of
+// unless it is tcptest.AnyCPU, lets it ramp up, and returns a reader of
 // the bytes the receiving socket has taken in so far. The count is the
 // kernel's (TCP_INFO bytes_received), so that a window's figure does not
 // depend on when the reading goroutine last ran. The download ends with the
@@ -588,14 +541,14 @@ const (
 func startVethDownload(b *testing.B, server, ue *nstest.NS, cpu int) (received func() uint64) {
 	b.Helper()
 	addr := fmt.Sprintf("%s:%d", serverAddr, uePort)
-	srv := startBulkServerWrites(b, server, addr, bulkWriteSize, cpu)
+	srv := tcptest.StartBulkServerWrites(b, server, addr, tcptest.BulkWriteSize, cpu)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	_, conn := downloadOn(b, ctx, ue, addr, cpu)
-	<-srv.conns
+	_, conn := tcptest.DownloadOn(b, ctx, ue, addr, cpu)
+	<-srv.Conns
 	time.Sleep(200 * time.Millisecond)
 	return func() uint64 {
-		info, err := tcpInfo(conn)
+		info, err := tcptest.TCPInfo(conn)
 		require.NoError(b, err)
 		return info.Bytes_received
 	}
@@ -605,7 +558,7 @@ func startVethDownload(b *testing.B, server, ue *nstest.NS, cpu int) (received f
 // window: the bytes received and the window's length.
 func settledWindow(received func() uint64) (bytes float64, elapsed time.Duration) {
 	time.Sleep(vethSettle)
-	n, elapsed := receivedIn(vethWindow, received)
+	n, elapsed := tcptest.ReceivedIn(vethWindow, received)
 	return float64(n[0]), elapsed
 }
 
@@ -826,12 +779,12 @@ func reportTotalRatios(b *testing.B, comparisons vethComparisons, rounds func(c 
 // far. BenchmarkVethThroughputSharedCPU measures what the programs cost a
 // flow that shares its CPU with another.
 func BenchmarkVethThroughput(b *testing.B) {
-	b.Run("any_cpu", func(b *testing.B) { benchmarkVethThroughput(b, anyCPU) })
+	b.Run("any_cpu", func(b *testing.B) { benchmarkVethThroughput(b, tcptest.AnyCPU) })
 	b.Run("one_cpu", func(b *testing.B) { benchmarkVethThroughput(b, lastCPU(b)) })
 }
 
 // benchmarkVethThroughput is BenchmarkVethThroughput with the download's
-// sender and receiver bound to cpu unless it is anyCPU.
+// sender and receiver bound to cpu unless it is tcptest.AnyCPU.
 func benchmarkVethThroughput(b *testing.B, cpu int) {
 	// minRounds is the least number of rounds, whatever b.N, so that the
 	// medians have noise to average over.
@@ -913,7 +866,7 @@ func BenchmarkVethThroughputSharedCPU(b *testing.B) {
 				receivers[trial].set(b, cmp.trial)
 				receivers[1-trial].set(b, cmp.base)
 				time.Sleep(vethSettle)
-				bytes, elapsed := receivedIn(vethWindow, received[0], received[1])
+				bytes, elapsed := tcptest.ReceivedIn(vethWindow, received[0], received[1])
 				require.Positive(b, bytes[0]*bytes[1], "a flow stopped")
 				measured[cmp.trial].add(float64(bytes[trial]), elapsed.Seconds())
 				measured[cmp.base].add(float64(bytes[1-trial]), elapsed.Seconds())
@@ -1196,7 +1149,7 @@ func BenchmarkVethProgramTime(b *testing.B) {
 		{"other", otherBuild(b, otherObject)},
 	}
 	ifindex := ifindexIn(b, ue, "veth0")
-	startVethDownload(b, server, ue, anyCPU)
+	startVethDownload(b, server, ue, tcptest.AnyCPU)
 	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 	require.NoError(b, err)
 	defer stats.Close()
@@ -1234,4 +1187,28 @@ func BenchmarkVethProgramTime(b *testing.B) {
 		}
 		b.ReportMetric(quantile(ratios[dir], 0.5), direction+"_this/other_median")
 	}
+}
+
+// lastCPU returns the last CPU the test may run on, the one the veth
+// benchmarks bind downloads to.
+func lastCPU(tb testing.TB) int {
+	tb.Helper()
+	cpus := tcptest.AllowedCPUs(tb)
+	return cpus[len(cpus)-1]
+}
+
+// attachOnly replaces whatever dp has attached to the interface ifindex in
+// namespace ns with ingress and egress, or with nothing when they are nil.
+func attachOnly(tb testing.TB, dp *Datapath, ns *nstest.NS, ifindex int, ingress, egress *ebpf.Program) {
+	tb.Helper()
+	require.NoError(tb, dp.attachment.detach())
+	dp.attachment = detached{}
+	if ingress == nil {
+		return
+	}
+	require.NoError(tb, ns.Do(func() error {
+		var err error
+		dp.attachment, err = attach(ifindex, AttachTCX, ingress, egress)
+		return err
+	}))
 }

@@ -5,7 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"runtime"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -15,7 +15,6 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/m2ho/m2ho/internal/nstest"
 )
@@ -365,43 +364,51 @@ func tcpWindow(frame []byte, l4 int) uint16 {
 	return binary.BigEndian.Uint16(frame[l4+tcpWindowOffset:])
 }
 
-// allowedCPUs lists the CPUs the test process may run on.
-func allowedCPUs(tb testing.TB) []int {
-	tb.Helper()
-	var allowed unix.CPUSet
-	require.NoError(tb, unix.SchedGetaffinity(0, &allowed))
-	var cpus []int
-	for cpu := 0; len(cpus) < allowed.Count(); cpu++ {
-		if allowed.IsSet(cpu) {
-			cpus = append(cpus, cpu)
-		}
+// syntheticFlows returns n distinct flows between the fixture addresses,
+// with a known window scale, none of them the fixtures' own flow.
+func syntheticFlows(n int) ([]m2hoFlowKey, []m2hoFlowState) {
+	keys := make([]m2hoFlowKey, n)
+	states := make([]m2hoFlowState, n)
+	for i := range keys {
+		keys[i] = fixtureFlowKey(uint16(i), 444+uint16(i>>16))
+		states[i].Flags = uint32(m2hoFlowFlagsFLOW_WSCALE_KNOWN)
 	}
-	return cpus
+	return keys, states
 }
 
-// lastCPU returns the last CPU the test may run on, the one the veth
-// benchmarks bind downloads to.
-func lastCPU(tb testing.TB) int {
+// fixtureFlowKey is the key of an IPv4 flow between the fixture addresses.
+func fixtureFlowKey(localPort, remotePort uint16) m2hoFlowKey {
+	return flowKeyOf(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, 2}), localPort),
+		netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, 1}), remotePort))
+}
+
+// insertFlows tracks one flow per key, created by the egress program from
+// the host's SYN as in traffic, and then gives it states[i].
+func insertFlows(tb testing.TB, d *Datapath, keys []m2hoFlowKey, states []m2hoFlowState) {
 	tb.Helper()
-	cpus := allowedCPUs(tb)
-	return cpus[len(cpus)-1]
-}
-
-// pinThread binds the calling goroutine's thread to cpu, where
-// BPF_PROG_RUN then runs the program, or the kernel a socket call's work.
-// The thread stays locked: the runtime ends it with the goroutine, so the
-// pinned affinity never reaches other code.
-func pinThread(cpu int) error {
-	runtime.LockOSThread()
-	var only unix.CPUSet
-	only.Set(cpu)
-	return unix.SchedSetaffinity(0, &only)
-}
-
-// pinUnlessAny is pinThread, or nothing when cpu is anyCPU.
-func pinUnlessAny(cpu int) error {
-	if cpu == anyCPU {
-		return nil
+	for i, key := range keys {
+		frame, _ := segment{egress: true, syn: true, localPort: key.LocalPort, remotePort: key.RemotePort}.build(tb)
+		d.egress(tb, frame)
+		setFlowState(tb, d, key, states[i])
 	}
-	return pinThread(cpu)
+}
+
+// flowSlot returns the slot number of a tracked flow and its entry.
+func flowSlot(tb testing.TB, d *Datapath, key m2hoFlowKey) (uint32, m2hoFlowEntry) {
+	tb.Helper()
+	var (
+		slot  uint32
+		entry m2hoFlowEntry
+	)
+	require.NoError(tb, d.objs.FlowIndex.Lookup(&key, &slot))
+	require.True(tb, d.table.live(slot, &key, &entry), "slot %d", slot)
+	return slot, entry
+}
+
+// setFlowState overwrites the state of a tracked flow.
+func setFlowState(tb testing.TB, d *Datapath, key m2hoFlowKey, state m2hoFlowState) {
+	tb.Helper()
+	slot, _ := flowSlot(tb, d, key)
+	_, entry := d.table.slot(slot)
+	entry.State = state
 }

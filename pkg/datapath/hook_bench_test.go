@@ -1,3 +1,5 @@
+//go:build bench
+
 package datapath
 
 import (
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/m2ho/m2ho/internal/nstest"
+	"github.com/m2ho/m2ho/internal/tcptest"
 )
 
 // BenchmarkVethIngressHook weighs the hooks the ingress measurement could
@@ -67,7 +70,7 @@ func benchmarkIngressHook(b *testing.B, offloads bool) {
 		{"xdp_native_pass", passXDP, xdp(link.XDPDriverMode)},
 	}
 
-	received := startVethDownload(b, server, ue, anyCPU)
+	received := startVethDownload(b, server, ue, tcptest.AnyCPU)
 	rate := func() float64 {
 		bytes, elapsed := settledWindow(received)
 		return bytes / elapsed.Seconds()

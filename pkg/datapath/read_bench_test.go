@@ -1,3 +1,5 @@
+//go:build bench
+
 package datapath
 
 import (
@@ -134,4 +136,77 @@ func BenchmarkAdoptHandshakes(b *testing.B) {
 		require.Equal(b, len(hs), stored)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(hs)), "ns/handshake")
+}
+
+// BenchmarkAdoptOpenConnections reports what the adoption at attach costs
+// on a router whose conntrack table holds 65,536 NATted downloads: the
+// kernel's dump, reading it, and storing the handshakes. "link_side"
+// stores only the side of each entry whose ACKs leave the modem interface,
+// as Open does; "every_side" stores both, as if no interface were
+// told apart. "useful_kept" is how many downloads find their handshake in
+// the store afterwards.
+func BenchmarkAdoptOpenConnections(b *testing.B) {
+	r := newBusyRouter(b, DefaultMaxFlows)
+	d := loadDetached(b, false, DefaultMaxFlows)
+	ifindex := ifindexIn(b, r.ue, "veth0")
+	scanners := map[string]*handshakes.Scanner{}
+	require.NoError(b, r.ue.Do(func() error {
+		onLink, err := linkSideOf(ifindex)
+		if err != nil {
+			return err
+		}
+		for name, filter := range map[string]func(handshakes.Ends) bool{"every_side": nil, "link_side": onLink} {
+			if scanners[name], err = handshakes.NewScanner(filter); err != nil {
+				return err
+			}
+			b.Cleanup(scanners[name].Close)
+		}
+		return nil
+	}))
+	for _, name := range []string{"every_side", "link_side"} {
+		b.Run(name, func(b *testing.B) {
+			var stored int
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				if keys := allHintKeys(b, d); len(keys) > 0 {
+					_, err := d.objs.HandshakeHints.BatchDelete(keys, nil)
+					require.NoError(b, err)
+				}
+				b.StartTimer()
+				a := d.adoptScan(scanners[name], nil)
+				require.NoError(b, a.scanErr)
+				require.NoError(b, a.storeErr)
+				stored = a.stored
+			}
+			b.StopTimer()
+			kept := 0
+			var hint m2hoHandshakeHint
+			for _, ends := range r.linkSide {
+				key := flowKeyOf(ends.Local, ends.Remote)
+				if d.objs.HandshakeHints.Lookup(&key, &hint) == nil {
+					kept++
+				}
+			}
+			b.ReportMetric(float64(stored), "stored")
+			b.ReportMetric(float64(kept), "useful_kept")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(r.linkSide)), "ns/entry")
+		})
+	}
+}
+
+// allHintKeys lists the keys in the handshake store.
+func allHintKeys(tb testing.TB, d *Datapath) []m2hoFlowKey {
+	tb.Helper()
+	var (
+		keys []m2hoFlowKey
+		key  m2hoFlowKey
+		hint m2hoHandshakeHint
+	)
+	iter := d.objs.HandshakeHints.Iterate()
+	for iter.Next(&key, &hint) {
+		keys = append(keys, key)
+	}
+	require.NoError(tb, iter.Err())
+	return keys
 }

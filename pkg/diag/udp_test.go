@@ -3,12 +3,12 @@ package diag_test
 import (
 	"context"
 	"net"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/m2ho/m2ho/internal/nstest"
 	"github.com/m2ho/m2ho/pkg/diag"
 )
 
@@ -17,9 +17,8 @@ import (
 // must wait in the receive buffer rather than be lost. The default buffer
 // (about 200 KiB) holds a few hundred such datagrams.
 func TestUDPSourceAbsorbsBursts(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: SO_RCVBUFFORCE passes over net.core.rmem_max only with CAP_NET_ADMIN")
-	}
+	// SO_RCVBUFFORCE passes over net.core.rmem_max only with CAP_NET_ADMIN
+	nstest.RequireRoot(t)
 	tests := []struct {
 		name  string
 		burst int

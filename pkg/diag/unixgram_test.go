@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/internal/nstest"
 )
 
 const measReportJSON = `{"v":1,"type":"meas_report","event":"A3","serving":{"rat":"nr","pci":1,"arfcn":632628},"neighbor":{"rat":"nr","pci":2,"arfcn":632628}}`
@@ -96,9 +98,7 @@ func TestUnixSourceDeliversOwnUsersEvents(t *testing.T) {
 // that has the group only as a supplementary group passes the kernel but
 // not the input, which counts it; one running with the group is admitted.
 func TestUnixSourceRejectsOtherUsers(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: sends as another user")
-	}
+	nstest.RequireRoot(t) // sends as another user
 	_, path, stats, out := listenUnix(t)
 	group := uint32(os.Getegid())
 	const nobody = 65534

@@ -5,6 +5,7 @@
 package e2e
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,7 +14,7 @@ import (
 )
 
 // m2hodBin is the binary under test, built once by TestMain; empty when
-// the tests cannot run (not root).
+// the tests cannot run (not root, or -short).
 var m2hodBin string
 
 func TestMain(m *testing.M) {
@@ -21,7 +22,8 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
-	if os.Geteuid() == 0 {
+	flag.Parse()
+	if os.Geteuid() == 0 && !testing.Short() {
 		dir, err := os.MkdirTemp("", "m2hod-e2e-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)

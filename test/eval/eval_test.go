@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/m2ho/m2ho/internal/nstest"
 	"github.com/m2ho/m2ho/test/emu"
 	"github.com/m2ho/m2ho/test/report"
 )
@@ -90,9 +91,7 @@ func (w *rebuildOnFirstUnit) Write(p []byte) (int, error) {
 // one table would mix two daemons. The seed is one whose first unit is
 // plain CUBIC, which runs no m2hod, so the binary need not be one.
 func TestRunRefusesAnM2hodRebuiltMidway(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces, AF_PACKET sockets and BPF")
-	}
+	nstest.RequireRoot(t) // network namespaces, AF_PACKET sockets and BPF
 	daemon := filepath.Join(t.TempDir(), "m2hod")
 	require.NoError(t, os.WriteFile(daemon, []byte("one build"), 0o755))
 	progress := &rebuildOnFirstUnit{t: t, path: daemon}
@@ -274,9 +273,7 @@ func TestGoalsNeedTheWholeInterval(t *testing.T) {
 // variants over four handovers, then resumes, which must run nothing. It
 // checks the files, not the gains.
 func TestSmokeEvaluation(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces, AF_PACKET sockets and BPF")
-	}
+	nstest.RequireRoot(t) // network namespaces, AF_PACKET sockets and BPF
 	m2hod := filepath.Join(t.TempDir(), "m2hod")
 	build := exec.Command("go", "build", "-o", m2hod, "github.com/m2ho/m2ho/cmd/m2hod")
 	build.Stderr = os.Stderr

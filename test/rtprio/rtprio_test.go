@@ -2,19 +2,18 @@ package rtprio
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/m2ho/m2ho/internal/nstest"
 )
 
 func TestLockMakesTheThreadRealtime(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: SCHED_FIFO")
-	}
+	nstest.RequireRoot(t) // SCHED_FIFO
 	type result struct {
 		err    error
 		policy uint32

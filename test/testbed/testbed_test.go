@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/m2ho/m2ho/internal/nstest"
 	"github.com/m2ho/m2ho/pkg/config"
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/test/emu"
@@ -23,13 +24,6 @@ import (
 	"github.com/m2ho/m2ho/test/topo"
 	"github.com/m2ho/m2ho/test/traffic"
 )
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces and AF_PACKET sockets")
-	}
-}
 
 // shortScenario is 10 s on a 20 Mbit/s cell, then a handover at 5 s to a
 // 40 Mbit/s cell whose source releases its context out of order into a
@@ -62,7 +56,7 @@ func shortScenario(t *testing.T, receiver string) *scenario.Scenario {
 // the sender's acknowledged bytes, the emulator's delivered bytes, the
 // link's capacity and the ground truth.
 func TestRunMeasuresWhatItClaims(t *testing.T) {
-	requireRoot(t)
+	nstest.RequireRoot(t)
 	tests := []struct {
 		name     string
 		receiver string
@@ -247,7 +241,7 @@ func TestParseVariant(t *testing.T) {
 // TestRunCancelledRemovesEverything cancels a run midway, as SIGINT does in
 // the command, and checks that nothing is left behind.
 func TestRunCancelledRemovesEverything(t *testing.T) {
-	requireRoot(t)
+	nstest.RequireRoot(t)
 	before := testbedNamespaces(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

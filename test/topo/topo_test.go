@@ -16,14 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
-)
 
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces")
-	}
-}
+	"github.com/m2ho/m2ho/internal/nstest"
+)
 
 // offloadEnabled reads one legacy ethtool "get" flag.
 func offloadEnabled(t *testing.T, ns *Namespace, iface string, getCmd uint32) bool {
@@ -48,7 +43,7 @@ func offloadEnabled(t *testing.T, ns *Namespace, iface string, getCmd uint32) bo
 }
 
 func TestCreateAndClose(t *testing.T) {
-	requireRoot(t)
+	nstest.RequireRoot(t)
 	tests := []struct {
 		name   string
 		opts   Options
@@ -115,7 +110,7 @@ func receiverAddrFor(opts Options) string {
 }
 
 func TestTwoTopologiesDoNotCollide(t *testing.T) {
-	requireRoot(t)
+	nstest.RequireRoot(t)
 	a, err := Create(Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = a.Close() })
@@ -127,7 +122,7 @@ func TestTwoTopologiesDoNotCollide(t *testing.T) {
 }
 
 func TestCleanupStaleRemovesOnlyDeadCreators(t *testing.T) {
-	requireRoot(t)
+	nstest.RequireRoot(t)
 	dead := exec.Command("true")
 	require.NoError(t, dead.Run())
 	deadPID := dead.Process.Pid
@@ -176,7 +171,7 @@ func TestCreatorPID(t *testing.T) {
 }
 
 func TestCommandSeesTheNamespaceInSysfs(t *testing.T) {
-	requireRoot(t)
+	nstest.RequireRoot(t)
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("iproute2 not installed (make deps installs it)")
 	}

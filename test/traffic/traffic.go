@@ -55,9 +55,6 @@ func Listen(ns Namespace, addr string) (*Receiver, error) {
 	return r, nil
 }
 
-// Addr is the receiver's listening address.
-func (r *Receiver) Addr() net.Addr { return r.ln.Addr() }
-
 // Bytes is the number of bytes received so far, over all connections.
 func (r *Receiver) Bytes() uint64 { return r.bytes.Load() }
 

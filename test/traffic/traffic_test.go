@@ -30,7 +30,7 @@ func TestBulkTransferAndSampling(t *testing.T) {
 			defer r.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
 			defer cancel()
-			s, err := Dial(ctx, here, r.Addr().String(), tt.cc, tt.flows)
+			s, err := Dial(ctx, here, r.ln.Addr().String(), tt.cc, tt.flows)
 			require.NoError(t, err)
 			defer s.Close()
 			for i := range tt.flows {
@@ -73,7 +73,7 @@ func TestDialRejectsUnknownCongestionControl(t *testing.T) {
 	require.NoError(t, err)
 	go r.Serve()
 	defer r.Close()
-	_, err = Dial(context.Background(), here, r.Addr().String(), "no-such-cc", 1)
+	_, err = Dial(context.Background(), here, r.ln.Addr().String(), "no-such-cc", 1)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no-such-cc")
 }

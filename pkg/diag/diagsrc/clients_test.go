@@ -24,6 +24,7 @@ import (
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/diag/diagsrc"
 	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
+	"github.com/m2ho/m2ho/pkg/diag/qcdiag/qcdiagtest"
 	"github.com/m2ho/m2ho/pkg/diag/rrc"
 )
 
@@ -144,7 +145,7 @@ func sameTimestamp(ts uint64) uint64 { return ts }
 func qcsuperDLFTime(ts uint64) uint64 {
 	unit := time.Duration(ts>>20) * 20 * time.Millisecond
 	frac := time.Duration(float64(ts&0xFFFFF) / 0x100000 * float64(time.Second))
-	return qcdiag.TimestampFromTime(qcdiag.TimeFromTimestamp(0).Add(unit + frac))
+	return qcdiagtest.TimestampFromTime(qcdiag.TimeFromTimestamp(0).Add(unit + frac))
 }
 
 // scatNRVersions are the NR RRC OTA (0xB821) packet versions SCAT 2.1.2

@@ -19,6 +19,7 @@ import (
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/diag/diagsrc"
 	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
+	"github.com/m2ho/m2ho/pkg/diag/qcdiag/qcdiagtest"
 )
 
 // countingDecoder stands in for the RRC decoder: one ho_complete event
@@ -186,7 +187,7 @@ func syntheticStream(t *testing.T, n int, step time.Duration) []byte {
 	for i := range n {
 		pdu := []byte{0x08, 0x10, byte(i)}
 		payload := []byte{8, 14, 0x50, 1, 7, 0, 0x52, 0x03, 0, 0, 0, 0, 8, 0, 0, 0, 0, byte(len(pdu)), 0}
-		out = append(out, qcdiag.Escape(qcdiag.EncodeLogPacket(qcdiag.CodeLTERRCOTA, start.Add(time.Duration(i)*step), append(payload, pdu...)))...)
+		out = append(out, qcdiag.Escape(qcdiagtest.EncodeLogPacket(qcdiag.CodeLTERRCOTA, start.Add(time.Duration(i)*step), append(payload, pdu...)))...)
 	}
 	return out
 }
@@ -289,8 +290,8 @@ func TestGSMTAPSource(t *testing.T) {
 func TestDecode(t *testing.T) {
 	dir := t.TempDir()
 	qmdl := filepath.Join(dir, "s.qmdl")
-	stream := append(syntheticStream(t, 2, time.Millisecond), qcdiag.Escape(qcdiag.EncodeLogPacket(0xB0C1, time.Unix(1.7e9, 0), []byte{1, 2, 3}))...)
-	stream = append(stream, qcdiag.Escape(qcdiag.EncodeLogPacket(qcdiag.CodeLTERRCOTA, time.Unix(1.7e9, 0), []byte{99, 1}))...)
+	stream := append(syntheticStream(t, 2, time.Millisecond), qcdiag.Escape(qcdiagtest.EncodeLogPacket(0xB0C1, time.Unix(1.7e9, 0), []byte{1, 2, 3}))...)
+	stream = append(stream, qcdiag.Escape(qcdiagtest.EncodeLogPacket(qcdiag.CodeLTERRCOTA, time.Unix(1.7e9, 0), []byte{99, 1}))...)
 	require.NoError(t, os.WriteFile(qmdl, stream, 0o600))
 	jsonl := filepath.Join(dir, "e.jsonl")
 	require.NoError(t, os.WriteFile(jsonl, []byte(`{"v":1,"type":"ho_failure","cause":"hof","t":"2024-01-02T03:04:05.5Z"}`+"\nbad\n"), 0o600))

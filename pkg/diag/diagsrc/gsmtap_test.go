@@ -19,6 +19,7 @@ import (
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/diag/diagsrc"
 	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
+	"github.com/m2ho/m2ho/pkg/diag/qcdiag/qcdiagtest"
 )
 
 // recordingDecoder keeps every message and yields one event per message.
@@ -101,7 +102,7 @@ func TestDropWarnings(t *testing.T) {
 	at := time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
 	var stream []byte
 	for range 3 {
-		stream = append(stream, qcdiag.Escape(qcdiag.EncodeLogPacket(qcdiag.CodeLTERRCOTA, at, []byte{8, 1}))...)
+		stream = append(stream, qcdiag.Escape(qcdiagtest.EncodeLogPacket(qcdiag.CodeLTERRCOTA, at, []byte{8, 1}))...)
 	}
 	path := filepath.Join(t.TempDir(), "bad.qmdl")
 	require.NoError(t, os.WriteFile(path, stream, 0o600))

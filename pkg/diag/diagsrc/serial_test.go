@@ -18,6 +18,7 @@ import (
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/diag/diagsrc"
 	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
+	"github.com/m2ho/m2ho/pkg/diag/qcdiag/qcdiagtest"
 )
 
 // quiet drops the reconnection warnings the tests provoke on purpose.
@@ -55,12 +56,12 @@ func fakeModem(master *os.File, capture []byte) <-chan any {
 			result <- fmt.Errorf("read request: %w", err)
 			return
 		}
-		equipment, codes, err := qcdiag.ParseSetMaskRequest(req)
+		equipment, codes, err := qcdiagtest.ParseSetMaskRequest(req)
 		if err != nil {
 			result <- err
 			return
 		}
-		if _, err := master.Write(qcdiag.Escape(qcdiag.SetMaskResponse(equipment, 0))); err != nil {
+		if _, err := master.Write(qcdiag.Escape(qcdiagtest.SetMaskResponse(equipment, 0))); err != nil {
 			result <- fmt.Errorf("write response: %w", err)
 			return
 		}

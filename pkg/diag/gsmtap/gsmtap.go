@@ -1,6 +1,7 @@
 // Package gsmtap reads RRC messages that QCSuper and SCAT forward from a
-// Qualcomm modem as GSMTAP over UDP (port 4729) or, for QCSuper's NR RRC,
-// as raw NR RRC OTA log payloads (port 47928); live or from pcap/pcapng.
+// Qualcomm modem as GSMTAP over UDP (port 4729); live or from pcap/pcapng.
+// QCSuper forwards NR RRC as raw NR RRC OTA log payloads (port 47928),
+// which a qcdiag.RRCJoiner reads, joining their segments.
 package gsmtap
 
 import (
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	"github.com/m2ho/m2ho/pkg/diag"
-	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
 )
 
 // UDP ports.
@@ -248,12 +248,4 @@ func readV3Metadata(hdr []byte, msg *diag.RRCMessage) (int, error) {
 			msg.PCI = binary.BigEndian.Uint16(v)
 		}
 	}
-}
-
-// ParseQCSuperNR reads a QCSuper NR RRC datagram (port 47928): the payload
-// of an NR RRC OTA log packet (0xB821) without its log header, so with the
-// packet version and the per-version header. Time is zero (no timestamp).
-// Errors carry the reasons of qcdiag.RRCMessageFrom.
-func ParseQCSuperNR(udpPayload []byte) (diag.RRCMessage, bool, error) {
-	return qcdiag.ParseNRRRCPayload(udpPayload)
 }

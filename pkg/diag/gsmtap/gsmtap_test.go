@@ -145,21 +145,6 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestParseQCSuperNR(t *testing.T) {
-	// The first datagram of the shared tram ride capture: NR RRC OTA v12,
-	// PCI 433, NR-ARFCN 640704, MIB.
-	mib := []byte{0x0c, 0, 0, 0, 0x0f, 0x90, 0xff, 0xb1, 0x01, 0xc0, 0xc6, 0x09, 0, 0, 0, 0x08, 0x01, 0, 0, 0, 0, 0x04, 0, 0, 0, 0, 0}
-	msg, ok, err := gsmtap.ParseQCSuperNR(mib)
-	require.NoError(t, err)
-	require.True(t, ok)
-	assert.Equal(t, diag.RRCMessage{RAT: diag.RATNR, Channel: diag.ChannelBCCHBCH, PCI: 433, ARFCN: 640704, PDU: []byte{0, 0, 0, 0}}, msg)
-
-	_, _, err = gsmtap.ParseQCSuperNR(mib[:20])
-	var pe *diag.ParseError
-	require.ErrorAs(t, err, &pe)
-	assert.Equal(t, qcdiag.ReasonMalformedRRC, pe.Reason)
-}
-
 // captureCounts are RRC messages per "rat channel" in each shared capture,
 // plus unknown NR PDU numbers. They were obtained once, by hand, with a
 // separate Python script (its own pcap and pcapng block parser, IPv4 and
@@ -187,6 +172,9 @@ func TestRealCaptures(t *testing.T) {
 			defer f.Close()
 			channels := map[string]int{}
 			unknownPDU := 0
+			// QCSuper's NR datagrams go through a joiner, as diagsrc reads
+			// them
+			var joiner qcdiag.RRCJoiner
 			var first time.Time
 			skipped, err := gsmtap.ReadCapture(f, func(d gsmtap.Datagram) error {
 				if first.IsZero() {
@@ -199,7 +187,7 @@ func TestRealCaptures(t *testing.T) {
 				case gsmtap.Port:
 					msg, ok, err = gsmtap.Parse(d.Payload)
 				case gsmtap.QCSuperNRPort:
-					msg, ok, err = gsmtap.ParseQCSuperNR(d.Payload)
+					msg, ok, err = joiner.Add(qcdiag.LogPacket{Code: qcdiag.CodeNRRRCOTA, Payload: d.Payload})
 				default:
 					return fmt.Errorf("unexpected port %d", d.DstPort)
 				}
@@ -244,7 +232,10 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, qcsuper bool, payload []byte) {
 		parse := gsmtap.Parse
 		if qcsuper {
-			parse = gsmtap.ParseQCSuperNR
+			parse = func(payload []byte) (diag.RRCMessage, bool, error) {
+				var j qcdiag.RRCJoiner
+				return j.Add(qcdiag.LogPacket{Code: qcdiag.CodeNRRRCOTA, Payload: payload})
+			}
 		}
 		msg, ok, err := parse(payload)
 		if err != nil {

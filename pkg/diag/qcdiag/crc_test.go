@@ -35,3 +35,13 @@ func TestCRC16(t *testing.T) {
 		assert.Equal(t, bitwiseCRC16(b), CRC16(b), "length %d", n)
 	}
 }
+
+func TestCRCUnstep(t *testing.T) {
+	for c := range 1 << 16 {
+		x := byte(c*7 + 3)
+		after := uint16(c)>>8 ^ crcTables[0][byte(c)^x]
+		if got := crcUnstep(after, x); got != uint16(c) {
+			t.Fatalf("unstep(step(%#04x, %#02x)) = %#04x", c, x, got)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/m2ho/m2ho/internal/shareddata"
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
+	"github.com/m2ho/m2ho/pkg/diag/qcdiag/qcdiagtest"
 )
 
 // realPackets returns log packets of the shared captures, at most perFile
@@ -64,7 +65,7 @@ func FuzzReader(f *testing.F) {
 
 func FuzzParseLogPacket(f *testing.F) {
 	for _, p := range realPackets(0, 20) {
-		f.Add(qcdiag.EncodeLogPacket(p.Code, p.Time, p.Payload))
+		f.Add(qcdiagtest.EncodeLogPacket(p.Code, p.Time, p.Payload))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p, err := qcdiag.ParseLogPacket(body)
@@ -74,26 +75,28 @@ func FuzzParseLogPacket(f *testing.F) {
 		// A parsed packet re-encodes to the bytes it came from, up to the
 		// timestamp's sub-tick resolution and trailing bytes the inner
 		// length excludes.
-		again, err := qcdiag.ParseLogPacket(qcdiag.EncodeLogPacket(p.Code, p.Time, p.Payload))
+		again, err := qcdiag.ParseLogPacket(qcdiagtest.EncodeLogPacket(p.Code, p.Time, p.Payload))
 		if err != nil {
 			t.Fatalf("re-encoded packet rejected: %v", err)
 		}
 		if again.Code != p.Code || !bytes.Equal(again.Payload, p.Payload) || again.Layout != p.Layout {
 			t.Fatalf("round trip changed the packet: %+v -> %+v", p, again)
 		}
-		qcdiag.RRCMessageFrom(p)
+		var j qcdiag.RRCJoiner
+		j.Add(p)
 	})
 }
 
-// fuzzLayout feeds arbitrary payloads of one RRC OTA code to the parser
-// and the joiner; every lifted PDU must lie within the payload.
+// fuzzLayout feeds arbitrary payloads of one RRC OTA code to a joiner,
+// once and then repeated; every lifted PDU must lie within the payload.
 func fuzzLayout(f *testing.F, code uint16) {
 	for _, p := range realPackets(code, 30) {
 		f.Add(p.Payload)
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		p := qcdiag.LogPacket{Code: code, Time: t0, Payload: payload}
-		msg, ok, err := qcdiag.RRCMessageFrom(p)
+		var j qcdiag.RRCJoiner
+		msg, ok, err := j.Add(p)
 		if err != nil {
 			var pe *diag.ParseError
 			if !errors.As(err, &pe) || pe.Reason == "" {
@@ -103,7 +106,6 @@ func fuzzLayout(f *testing.F, code uint16) {
 		if ok && (len(msg.PDU) > len(payload) || msg.RAT == "" || msg.Channel == diag.ChannelUnknown) {
 			t.Fatalf("bad message %+v from %d bytes", msg, len(payload))
 		}
-		var j qcdiag.RRCJoiner
 		for range 3 {
 			j.Add(p)
 		}

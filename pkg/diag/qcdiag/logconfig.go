@@ -49,35 +49,6 @@ func SetMaskRequest(equipment uint32, numItems uint32, codes []uint16) ([]byte, 
 	return append(req, mask...), nil
 }
 
-// ParseSetMaskRequest reads a set-mask request (as a modem does) and
-// returns its equipment and enabled log codes.
-func ParseSetMaskRequest(req []byte) (equipment uint32, codes []uint16, err error) {
-	if len(req) < 16 || req[0] != CmdLogConfig || binary.LittleEndian.Uint32(req[4:]) != logConfigSetMask {
-		return 0, nil, errors.New("not a LOG_CONFIG set-mask request")
-	}
-	equipment = binary.LittleEndian.Uint32(req[8:])
-	numItems := binary.LittleEndian.Uint32(req[12:])
-	mask := req[16:]
-	if uint64(len(mask)) != (uint64(numItems)+7)/8 || equipment > 0xF {
-		return 0, nil, fmt.Errorf("set-mask request: %d mask bytes for %d items of equipment %d", len(mask), numItems, equipment)
-	}
-	for item := range numItems {
-		if mask[item/8]&(1<<(item%8)) != 0 {
-			codes = append(codes, uint16(equipment)<<12|uint16(item))
-		}
-	}
-	return equipment, codes, nil
-}
-
-// SetMaskResponse is the modem's answer: the request header with a
-// status word (0: accepted) after the operation.
-func SetMaskResponse(equipment uint32, status uint32) []byte {
-	resp := binary.LittleEndian.AppendUint32(nil, CmdLogConfig)
-	resp = binary.LittleEndian.AppendUint32(resp, logConfigSetMask)
-	resp = binary.LittleEndian.AppendUint32(resp, status)
-	return binary.LittleEndian.AppendUint32(resp, equipment)
-}
-
 // setMaskStatus reads the status of a set-mask response frame.
 func setMaskStatus(frame []byte) (uint32, bool) {
 	if len(frame) < 12 || frame[0] != CmdLogConfig || binary.LittleEndian.Uint32(frame[4:]) != logConfigSetMask {

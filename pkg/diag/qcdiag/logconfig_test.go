@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
+	"github.com/m2ho/m2ho/pkg/diag/qcdiag/qcdiagtest"
 )
 
 // pipeDevice is a DIAG port made of two pipes: requests go to toModem,
@@ -29,9 +30,9 @@ func TestEnableLogs(t *testing.T) {
 		wantErr error
 		errText string
 	}{
-		{name: "accepted", answer: qcdiag.Escape(qcdiag.SetMaskResponse(qcdiag.EquipmentLTE, 0))},
-		{name: "accepted after log packets", answer: append(append(logPacket, logPacket...), qcdiag.Escape(qcdiag.SetMaskResponse(qcdiag.EquipmentLTE, 0))...)},
-		{name: "refused", answer: qcdiag.Escape(qcdiag.SetMaskResponse(qcdiag.EquipmentLTE, 1)), errText: "refused"},
+		{name: "accepted", answer: qcdiag.Escape(qcdiagtest.SetMaskResponse(qcdiag.EquipmentLTE, 0))},
+		{name: "accepted after log packets", answer: append(append(logPacket, logPacket...), qcdiag.Escape(qcdiagtest.SetMaskResponse(qcdiag.EquipmentLTE, 0))...)},
+		{name: "refused", answer: qcdiag.Escape(qcdiagtest.SetMaskResponse(qcdiag.EquipmentLTE, 1)), errText: "refused"},
 		{name: "no answer", answer: logPacket, wantErr: qcdiag.ErrNoMaskResponse},
 	}
 	for _, tc := range tests {
@@ -61,7 +62,7 @@ func TestEnableLogs(t *testing.T) {
 			reqW.Close()
 			req, err := qcdiag.NewReader(reqR, nil).NextFrame()
 			require.NoError(t, err)
-			equipment, codes, err := qcdiag.ParseSetMaskRequest(req)
+			equipment, codes, err := qcdiagtest.ParseSetMaskRequest(req)
 			require.NoError(t, err)
 			assert.Equal(t, uint32(qcdiag.EquipmentLTE), equipment)
 			assert.Equal(t, qcdiag.DefaultLogCodes, codes)

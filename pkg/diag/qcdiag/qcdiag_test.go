@@ -17,18 +17,19 @@ import (
 	"github.com/m2ho/m2ho/internal/shareddata"
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
+	"github.com/m2ho/m2ho/pkg/diag/qcdiag/qcdiagtest"
 )
 
 var t0 = time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // frame is one escaped log packet frame.
 func frame(code uint16, at time.Time, payload []byte) []byte {
-	return qcdiag.Escape(qcdiag.EncodeLogPacket(code, at, payload))
+	return qcdiag.Escape(qcdiagtest.EncodeLogPacket(code, at, payload))
 }
 
 // wrapped is a frame inside the 0x98 multi-radio wrapper.
 func wrapped(code uint16, at time.Time, payload []byte) []byte {
-	body := append([]byte{qcdiag.CmdMultiRadio, 1, 0, 0, 1, 0, 0, 0}, qcdiag.EncodeLogPacket(code, at, payload)...)
+	body := append([]byte{qcdiag.CmdMultiRadio, 1, 0, 0, 1, 0, 0, 0}, qcdiagtest.EncodeLogPacket(code, at, payload)...)
 	return qcdiag.Escape(body)
 }
 
@@ -171,7 +172,7 @@ func TestTimestamp(t *testing.T) {
 		})
 	}
 	at := time.Date(2025, 6, 1, 10, 11, 12, 123456789, time.UTC)
-	assert.WithinDuration(t, at, qcdiag.TimeFromTimestamp(qcdiag.TimestampFromTime(at)), 25*time.Nanosecond)
+	assert.WithinDuration(t, at, qcdiag.TimeFromTimestamp(qcdiagtest.TimestampFromTime(at)), 25*time.Nanosecond)
 }
 
 // Test payload builders, transcribed from the public parsers' struct
@@ -255,7 +256,10 @@ func nrPayload(f rrcFields) []byte {
 	return append(b, f.body...)
 }
 
-func TestRRCMessageFrom(t *testing.T) {
+// TestRRCPackets reads one RRC OTA packet of each layout through a fresh
+// joiner: a whole PDU comes out at once, a part of a segmented one does
+// not, and a malformed packet is an error whose reason is a metric label.
+func TestRRCPackets(t *testing.T) {
 	body := []byte{0x08, 0x11, 0x28, 0x18}
 	type want struct {
 		ok      bool
@@ -276,7 +280,7 @@ func TestRRCMessageFrom(t *testing.T) {
 		{"lte v19 UL-CCCH", qcdiag.CodeLTERRCOTA, rrcFields{version: 19, pci: 7, arfcn: 5230, pdu: 10}, want{ok: true, channel: diag.ChannelULCCCH}},
 		{"lte v26 BCCH-DL-SCH", qcdiag.CodeLTERRCOTA, rrcFields{version: 26, pci: 132, arfcn: 39148, pdu: 3}, want{ok: true, channel: diag.ChannelBCCHDLSCH}},
 		{"lte v30 whole DL-DCCH", qcdiag.CodeLTERRCOTA, rrcFields{version: 30, pci: 5, arfcn: 66936, pdu: 9}, want{ok: true, channel: diag.ChannelDLDCCH}},
-		{"lte v30 segment", qcdiag.CodeLTERRCOTA, rrcFields{version: 30, pci: 5, arfcn: 66936, pdu: 9, segment: 1}, want{reason: qcdiag.ReasonRRCSegmentUnjoin}},
+		{"lte v30 first segment waits", qcdiag.CodeLTERRCOTA, rrcFields{version: 30, pci: 5, arfcn: 66936, pdu: 9, segment: 1}, want{}},
 		{"lte MCCH skipped", qcdiag.CodeLTERRCOTA, rrcFields{version: 8, pdu: 3}, want{}},
 		{"lte unknown pdu", qcdiag.CodeLTERRCOTA, rrcFields{version: 8, pdu: 99}, want{reason: qcdiag.ReasonUnknownRRCPDU}},
 		{"lte unknown version", qcdiag.CodeLTERRCOTA, rrcFields{version: 5, pdu: 8}, want{reason: qcdiag.ReasonUnknownLogVersion}},
@@ -290,7 +294,7 @@ func TestRRCMessageFrom(t *testing.T) {
 		{"nr v20 UL-DCCH", qcdiag.CodeNRRRCOTA, rrcFields{version: 20, pci: 9, arfcn: 2079167, pdu: 9}, want{ok: true, channel: diag.ChannelULDCCH}},
 		{"nr v23 RRCReconfiguration", qcdiag.CodeNRRRCOTA, rrcFields{version: 23, pci: 9, arfcn: 2079167, pdu: 10}, want{ok: true, channel: diag.ChannelRRCReconfiguration}},
 		{"nr v26 RRCReconfiguration", qcdiag.CodeNRRRCOTA, rrcFields{version: 26, pci: 9, arfcn: 2079167, pdu: 11}, want{ok: true, channel: diag.ChannelRRCReconfiguration}},
-		{"nr v26 segment", qcdiag.CodeNRRRCOTA, rrcFields{version: 26, pdu: 11, segment: 2}, want{reason: qcdiag.ReasonRRCSegmentUnjoin}},
+		{"nr v26 segment without the first", qcdiag.CodeNRRRCOTA, rrcFields{version: 26, pdu: 11, segment: 2}, want{}},
 		{"nr UL-CCCH1 skipped", qcdiag.CodeNRRRCOTA, rrcFields{version: 9, pdu: 7}, want{}},
 		{"nr unknown version", qcdiag.CodeNRRRCOTA, rrcFields{version: 0x20000, pdu: 1}, want{reason: qcdiag.ReasonUnknownLogVersion}},
 		{"nr bad length", qcdiag.CodeNRRRCOTA, rrcFields{version: 9, pdu: 1, badLen: true}, want{reason: qcdiag.ReasonMalformedRRC}},
@@ -303,9 +307,10 @@ func TestRRCMessageFrom(t *testing.T) {
 			if tc.code == qcdiag.CodeNRRRCOTA {
 				payload = nrPayload(tc.f)
 			}
-			p, err := qcdiag.ParseLogPacket(qcdiag.EncodeLogPacket(tc.code, t0, payload))
+			p, err := qcdiag.ParseLogPacket(qcdiagtest.EncodeLogPacket(tc.code, t0, payload))
 			require.NoError(t, err)
-			msg, ok, err := qcdiag.RRCMessageFrom(p)
+			var j qcdiag.RRCJoiner
+			msg, ok, err := j.Add(p)
 			assert.Equal(t, tc.want.ok, ok)
 			if tc.want.reason != "" {
 				var pe *diag.ParseError
@@ -326,9 +331,28 @@ func TestRRCMessageFrom(t *testing.T) {
 	}
 }
 
+// TestQCSuperNRPayload reads a QCSuper NR datagram, an NR RRC OTA payload
+// without its log header, through a joiner as diagsrc does: no time, and
+// a truncated one is malformed.
+func TestQCSuperNRPayload(t *testing.T) {
+	// The first datagram of the shared tram ride capture: NR RRC OTA v12,
+	// PCI 433, NR-ARFCN 640704, MIB.
+	mib := []byte{0x0c, 0, 0, 0, 0x0f, 0x90, 0xff, 0xb1, 0x01, 0xc0, 0xc6, 0x09, 0, 0, 0, 0x08, 0x01, 0, 0, 0, 0, 0x04, 0, 0, 0, 0, 0}
+	var j qcdiag.RRCJoiner
+	msg, ok, err := j.Add(qcdiag.LogPacket{Code: qcdiag.CodeNRRRCOTA, Payload: mib})
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, diag.RRCMessage{RAT: diag.RATNR, Channel: diag.ChannelBCCHBCH, PCI: 433, ARFCN: 640704, PDU: []byte{0, 0, 0, 0}}, msg)
+
+	_, _, err = j.Add(qcdiag.LogPacket{Code: qcdiag.CodeNRRRCOTA, Payload: mib[:20]})
+	var pe *diag.ParseError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, qcdiag.ReasonMalformedRRC, pe.Reason)
+}
+
 func TestRRCJoiner(t *testing.T) {
 	seg := func(segment uint8, body string) qcdiag.LogPacket {
-		p, err := qcdiag.ParseLogPacket(qcdiag.EncodeLogPacket(qcdiag.CodeNRRRCOTA, t0,
+		p, err := qcdiag.ParseLogPacket(qcdiagtest.EncodeLogPacket(qcdiag.CodeNRRRCOTA, t0,
 			nrPayload(rrcFields{version: 26, pci: 9, arfcn: 2079167, pdu: 11, segment: segment, body: []byte(body)})))
 		require.NoError(t, err)
 		return p
@@ -386,7 +410,7 @@ func TestSetMaskRequest(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, []byte{0x73, 0, 0, 0, 3, 0, 0, 0, 0x0B, 0, 0, 0}, req[:12])
-			equipment, codes, err := qcdiag.ParseSetMaskRequest(req)
+			equipment, codes, err := qcdiagtest.ParseSetMaskRequest(req)
 			require.NoError(t, err)
 			assert.Equal(t, uint32(qcdiag.EquipmentLTE), equipment)
 			assert.Equal(t, tc.codes, codes)
@@ -426,7 +450,7 @@ func BenchmarkReplayLargest(b *testing.B) {
 func TestReaderSubscription(t *testing.T) {
 	inWrapper := func(id uint32) []byte {
 		body := binary.LittleEndian.AppendUint32([]byte{qcdiag.CmdMultiRadio, 1, 0, 0}, id)
-		return qcdiag.Escape(append(body, qcdiag.EncodeLogPacket(0x1234, t0, []byte{1})...))
+		return qcdiag.Escape(append(body, qcdiagtest.EncodeLogPacket(0x1234, t0, []byte{1})...))
 	}
 	stream := slices.Concat(frame(0x1234, t0, []byte{1}), inWrapper(1), inWrapper(2), inWrapper(0), inWrapper(0xFFFFFFFF), inWrapper(3))
 	packets, _, _ := readAll(t, stream)
@@ -441,7 +465,7 @@ func TestReaderSubscription(t *testing.T) {
 // interleave, each on its own.
 func TestRRCJoinerSubscriptions(t *testing.T) {
 	seg := func(sub, segment uint8, body string) qcdiag.LogPacket {
-		p, err := qcdiag.ParseLogPacket(qcdiag.EncodeLogPacket(qcdiag.CodeNRRRCOTA, t0,
+		p, err := qcdiag.ParseLogPacket(qcdiagtest.EncodeLogPacket(qcdiag.CodeNRRRCOTA, t0,
 			nrPayload(rrcFields{version: 26, pci: 9, arfcn: 2079167, pdu: 11, segment: segment, body: []byte(body)})))
 		require.NoError(t, err)
 		p.Subscription = sub

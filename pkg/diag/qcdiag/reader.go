@@ -398,19 +398,6 @@ func TimeFromTimestamp(ts uint64) time.Time {
 	return time.Unix(int64(gpsEpochUnix+sec), int64(ns)).UTC()
 }
 
-// TimestampFromTime is the inverse of TimeFromTimestamp (to the
-// resolution of the fraction), for tools that synthesise streams.
-func TimestampFromTime(t time.Time) uint64 {
-	d := t.Sub(time.Unix(gpsEpochUnix, 0))
-	if d < 0 {
-		return 0
-	}
-	ns := uint64(d)
-	ticks := ns / 1_250_000
-	frac := (ns % 1_250_000) * 128 / 3125
-	return ticks<<16 | frac
-}
-
 // Add returns the field-wise sum of c and o (counts of several readers,
 // for example across reconnections of a serial port).
 func (c Counters) Add(o Counters) Counters {
@@ -420,17 +407,4 @@ func (c Counters) Add(o Counters) Counters {
 		NonLog: c.NonLog + o.NonLog, Malformed: c.Malformed + o.Malformed,
 		UnknownCodes: c.UnknownCodes + o.UnknownCodes, UnknownVersions: c.UnknownVersions + o.UnknownVersions,
 	}
-}
-
-// EncodeLogPacket builds the body of a log packet frame (before Escape):
-// the 16-byte header for code and t, then payload. Testbeds and fake
-// modems use it to synthesise DIAG streams.
-func EncodeLogPacket(code uint16, t time.Time, payload []byte) []byte {
-	n := logHeaderLen - 4 + len(payload)
-	b := []byte{CmdLog, 0}
-	b = binary.LittleEndian.AppendUint16(b, uint16(n))
-	b = binary.LittleEndian.AppendUint16(b, uint16(n))
-	b = binary.LittleEndian.AppendUint16(b, code)
-	b = binary.LittleEndian.AppendUint64(b, TimestampFromTime(t))
-	return append(b, payload...)
 }

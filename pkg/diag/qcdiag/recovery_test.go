@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/m2ho/m2ho/pkg/diag/qcdiag"
+	"github.com/m2ho/m2ho/pkg/diag/qcdiag/qcdiagtest"
 )
 
 // escapeBytes escapes raw for the wire without adding a CRC or a flag.
@@ -54,7 +55,7 @@ func crcFailingFrame() []byte {
 // the reader must recover the packet from behind the decoys.
 func decoysThenFrame() ([]byte, []byte) {
 	payload := bytes.Repeat([]byte{0x7E, 0x10, 0x7D, 0x98, 0x33}, 4000/5)
-	packet := qcdiag.EncodeLogPacket(0x1234, t0, payload)
+	packet := qcdiagtest.EncodeLogPacket(0x1234, t0, payload)
 	// The cut frame has neither CRC nor flag: its tail was lost.
 	stream := escapeBytes(decoys(60000, len(packet)))
 	return append(stream, qcdiag.Escape(packet)...), payload

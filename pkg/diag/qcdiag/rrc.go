@@ -16,12 +16,11 @@ const (
 )
 
 // Error reasons of the RRC layer, carried by the *diag.ParseError values
-// that RRCMessageFrom and RRCJoiner return.
+// that RRCJoiner returns.
 const (
-	ReasonMalformedRRC     = "malformed_rrc_log"
-	ReasonUnknownRRCPDU    = "unknown_rrc_pdu_type"
-	ReasonRRCSegmentLost   = "rrc_segment_lost"
-	ReasonRRCSegmentUnjoin = "rrc_segment_unjoined"
+	ReasonMalformedRRC   = "malformed_rrc_log"
+	ReasonUnknownRRCPDU  = "unknown_rrc_pdu_type"
+	ReasonRRCSegmentLost = "rrc_segment_lost"
 )
 
 // Sentinel errors wrapped in the *diag.ParseError values returned here.
@@ -30,9 +29,6 @@ var (
 	ErrUnknownVersion = errors.New("unknown log packet version")
 	// ErrUnknownPDU: a PDU number the version's table does not list.
 	ErrUnknownPDU = errors.New("unknown rrc pdu number")
-	// ErrSegment: one part of a segmented PDU, which only an RRCJoiner
-	// can reassemble.
-	ErrSegment = errors.New("rrc pdu segment")
 )
 
 // rrcHeader is what an RRC OTA log packet header says about its PDU.
@@ -230,30 +226,6 @@ func nrPDUs(v uint32) (*pduTable, bool) {
 	return nil, false
 }
 
-// RRCMessageFrom lifts the RRC PDU out of an LTE (0xB0C0) or NR (0xB821)
-// RRC OTA log packet. It returns (_, false, nil) for other codes and for
-// PDUs on channels M2HO does not read. Errors are *diag.ParseError values
-// whose Reason is a metric label; one part of a segmented PDU is an error
-// wrapping ErrSegment (use an RRCJoiner on streams that have them).
-func RRCMessageFrom(p LogPacket) (diag.RRCMessage, bool, error) {
-	msg, segment, ok, err := parseRRC(p)
-	if err != nil || !ok {
-		return diag.RRCMessage{}, false, err
-	}
-	if segment != 0 {
-		return diag.RRCMessage{}, false, &diag.ParseError{Reason: ReasonRRCSegmentUnjoin,
-			Err: fmt.Errorf("%w %d of a 0x%04X packet", ErrSegment, segment, p.Code)}
-	}
-	return msg, true, nil
-}
-
-// ParseNRRRCPayload lifts the PDU out of an NR RRC OTA payload without
-// its log header (as QCSuper forwards them over UDP); Time stays zero.
-func ParseNRRRCPayload(payload []byte) (diag.RRCMessage, bool, error) {
-	v, _ := nrVersion(payload)
-	return RRCMessageFrom(LogPacket{Code: CodeNRRRCOTA, Version: uint8(v), Payload: payload})
-}
-
 func malformedRRC(p LogPacket, format string, args ...any) error {
 	return &diag.ParseError{Reason: ReasonMalformedRRC,
 		Err: fmt.Errorf("0x%04X: "+format, append([]any{p.Code}, args...)...)}
@@ -322,8 +294,12 @@ type segmentStream struct {
 	subscription uint8
 }
 
-// Add is RRCMessageFrom for a stream: it returns whole PDUs, joined when
-// they came in segments, and (_, false, nil) while a PDU is incomplete.
+// Add lifts the RRC PDU out of an LTE (0xB0C0) or NR (0xB821) RRC OTA log
+// packet (QCSuper's NR datagrams are the payloads of such packets, without
+// their header and so without a time). It returns whole PDUs,
+// joined when they came in segments, and (_, false, nil) while a PDU is
+// incomplete, for other codes and for PDUs on channels M2HO does not read.
+// Errors are *diag.ParseError values whose Reason is a metric label.
 func (j *RRCJoiner) Add(p LogPacket) (diag.RRCMessage, bool, error) {
 	msg, segment, ok, err := parseRRC(p)
 	if err != nil || !ok {

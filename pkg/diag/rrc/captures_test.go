@@ -94,12 +94,17 @@ func readGSMTAP(t testing.TB, path string) []diag.RRCMessage {
 	require.NoError(t, err)
 	defer f.Close()
 	var out []diag.RRCMessage
+	// QCSuper's NR datagrams go through a joiner, as diagsrc reads them
+	var joiner qcdiag.RRCJoiner
 	_, err = gsmtap.ReadCapture(f, func(d gsmtap.Datagram) error {
-		parse := gsmtap.Parse
-		if d.DstPort == 47928 {
-			parse = gsmtap.ParseQCSuperNR
+		var msg diag.RRCMessage
+		var ok bool
+		var err error
+		if d.DstPort == gsmtap.QCSuperNRPort {
+			msg, ok, err = joiner.Add(qcdiag.LogPacket{Code: qcdiag.CodeNRRRCOTA, Payload: d.Payload})
+		} else {
+			msg, ok, err = gsmtap.Parse(d.Payload)
 		}
-		msg, ok, err := parse(d.Payload)
 		if err == nil && ok && decodedChannel(msg.Channel) {
 			if msg.Time.IsZero() {
 				msg.Time = d.Time

@@ -1,14 +1,21 @@
-package datapath
+// Package datapath_test runs pkg/datapath's programs on real kernel TCP:
+// bulk CUBIC downloads between network namespaces, over a raw-IP modem
+// link with a user-space delay line (whose hooks reorder, drop or hold
+// packets) or over veth, and checks what the datapath's API reports and
+// does to them: clamped rates, measured RTTs, suppressed duplicate ACKs,
+// closed flows, BIG TCP, byte counts and adopted handshakes. The tests of
+// single packets (BPF_PROG_RUN) and of attaching to interfaces are in
+// pkg/datapath.
+package datapath_test
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
-	"net"
+	"io"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/m2ho/m2ho/internal/nstest"
+	"github.com/m2ho/m2ho/pkg/datapath"
 )
 
 // modemLink joins a server namespace and a ue namespace through a
@@ -37,6 +45,7 @@ type modemLink struct {
 	wg         sync.WaitGroup
 }
 
+// Addresses of the links; every test has its own namespaces.
 const (
 	serverAddr  = "10.77.0.1"
 	ueAddr      = "10.77.0.2"
@@ -153,158 +162,70 @@ func (m *modemLink) pairLAN(t *testing.T, clientCIDR, gatewayCIDR, defaultRoute,
 	return lan
 }
 
-// setCongestion picks the congestion control of one socket (the machine
-// default may differ).
-func setCongestion(c syscall.RawConn, algo string) error {
-	var sockErr error
-	err := c.Control(func(fd uintptr) {
-		sockErr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, algo)
-	})
-	return errors.Join(err, sockErr)
-}
-
-func tcpInfo(conn *net.TCPConn) (*unix.TCPInfo, error) {
-	raw, err := conn.SyscallConn()
-	if err != nil {
-		return nil, err
+// openIn opens a datapath with opts in namespace ns, closed at the end of
+// the test.
+func openIn(t *testing.T, ns *nstest.NS, opts datapath.Options) *datapath.Datapath {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quietLogger()
 	}
-	var info *unix.TCPInfo
-	var sockErr error
-	err = raw.Control(func(fd uintptr) { info, sockErr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
-	return info, errors.Join(err, sockErr)
-}
-
-// bulkServer accepts connections in ns and sends to each until it closes.
-// Every accepted connection is reported on conns.
-type bulkServer struct {
-	ln    net.Listener
-	conns chan *net.TCPConn
-}
-
-func startBulkServer(t testing.TB, ns *nstest.NS, addr string) *bulkServer {
-	t.Helper()
-	return startBulkServerWrites(t, ns, addr, bulkWriteSize, anyCPU)
-}
-
-// bulkWriteSize is the size of startBulkServer's writes.
-const bulkWriteSize = 64 << 10
-
-// anyCPU leaves a goroutine's thread to the scheduler.
-const anyCPU = -1
-
-// startBulkServerWrites is startBulkServer with writes of writeSize bytes,
-// sent from a thread bound to cpu unless cpu is anyCPU.
-func startBulkServerWrites(t testing.TB, ns *nstest.NS, addr string, writeSize, cpu int) *bulkServer {
-	t.Helper()
-	s := &bulkServer{conns: make(chan *net.TCPConn, 16)}
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error { return setCongestion(c, "cubic") }}
+	var dp *datapath.Datapath
 	require.NoError(t, ns.Do(func() error {
 		var err error
-		s.ln, err = lc.Listen(context.Background(), "tcp", addr)
+		dp, err = datapath.Open(opts)
 		return err
 	}))
-	t.Cleanup(func() { s.ln.Close() })
-	go func() {
-		chunk := make([]byte, writeSize)
-		for {
-			conn, err := s.ln.Accept()
-			if err != nil {
-				return
-			}
-			tcp := conn.(*net.TCPConn)
-			s.conns <- tcp
-			go func() {
-				defer tcp.Close()
-				if !assert.NoError(t, pinUnlessAny(cpu)) {
-					return
-				}
-				for {
-					if _, err := tcp.Write(chunk); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return s
+	t.Cleanup(func() { assert.NoError(t, dp.Close()) })
+	return dp
 }
 
-// download connects from ns to addr and counts received bytes until ctx
-// ends. The returned function reports bytes received so far.
-func download(t testing.TB, ctx context.Context, ns *nstest.NS, addr string) (received func() uint64, conn *net.TCPConn) {
+// flowFrom is the flow of the download to uePort from local.
+func flowFrom(t *testing.T, dp *datapath.Datapath, local string) datapath.Flow {
 	t.Helper()
-	return downloadOn(t, ctx, ns, addr, anyCPU)
-}
-
-// downloadOn is download with the reading thread bound to cpu unless cpu
-// is anyCPU.
-func downloadOn(t testing.TB, ctx context.Context, ns *nstest.NS, addr string, cpu int) (received func() uint64, conn *net.TCPConn) {
-	t.Helper()
-	conn, err := dialCubic(ctx, ns, addr)
+	f, ok, err := trackedFlow(dp, func(f datapath.Flow) bool { return f.Local.Addr().String() == local && f.Remote.Port() == uePort })
 	require.NoError(t, err)
-	return countReceived(t, ctx, conn, cpu), conn
+	require.True(t, ok, "no flow from %s", local)
+	return f
 }
 
-// dialCubic connects from ns to addr with CUBIC.
-func dialCubic(ctx context.Context, ns *nstest.NS, addr string) (*net.TCPConn, error) {
-	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, c syscall.RawConn) error { return setCongestion(c, "cubic") }}
-	var conn *net.TCPConn
-	err := ns.Do(func() error {
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return err
-		}
-		conn = c.(*net.TCPConn)
-		return nil
-	})
-	return conn, err
-}
-
-// countReceived reads conn until ctx ends, then closes it, from a thread
-// bound to cpu unless cpu is anyCPU. The returned function reports bytes
-// received so far.
-func countReceived(tb testing.TB, ctx context.Context, conn *net.TCPConn, cpu int) func() uint64 {
-	var total atomic.Uint64
-	go func() {
-		defer conn.Close()
-		if !assert.NoError(tb, pinUnlessAny(cpu)) {
-			return
-		}
-		stop := context.AfterFunc(ctx, func() { conn.Close() })
-		defer stop()
-		buf := make([]byte, 256<<10)
-		for {
-			n, err := conn.Read(buf)
-			total.Add(uint64(n))
-			if err != nil {
-				// EOF, closed by ctx or reset by the server's cleanup
-				return
-			}
-		}
-	}()
-	return total.Load
-}
-
-// rate measures bytes per second delivered over window.
-func rate(received func() uint64, window time.Duration) float64 {
-	bytes, elapsed := receivedIn(window, received)
-	return float64(bytes[0]) / elapsed.Seconds()
-}
-
-// receivedIn returns, for each of the counters, the bytes received over
-// one window of about window, and the window's measured length.
-func receivedIn(window time.Duration, counters ...func() uint64) (bytes []uint64, elapsed time.Duration) {
-	start := make([]uint64, len(counters))
-	for i, received := range counters {
-		start[i] = received()
+// trackedFlow returns the first tracked flow that match accepts.
+func trackedFlow(d *datapath.Datapath, match func(datapath.Flow) bool) (datapath.Flow, bool, error) {
+	flows, err := d.Flows()
+	if err != nil {
+		return datapath.Flow{}, false, err
 	}
-	begin := time.Now()
-	time.Sleep(window)
-	bytes = make([]uint64, len(counters))
-	for i, received := range counters {
-		bytes[i] = received() - start[i]
+	for _, f := range flows {
+		if match(f) {
+			return f, true, nil
+		}
 	}
-	return bytes, time.Since(begin)
+	return datapath.Flow{}, false, nil
+}
+
+// counter is the count of c named name, as datapath.CounterName names it.
+func counter(t testing.TB, c datapath.Counters, name string) uint64 {
+	t.Helper()
+	for n, v := range c.All() {
+		if n == name {
+			return v
+		}
+	}
+	require.FailNow(t, "no datapath counter "+name)
+	return 0
+}
+
+// quietLogger keeps attach messages out of test output.
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// vethPair is an Ethernet link between a server namespace and a ue
+// namespace whose veth0 carries the programs.
+func vethPair(t testing.TB) (server, ue *nstest.NS) {
+	t.Helper()
+	nstest.RequireRoot(t)
+	server, ue = nstest.NewNS(t, "srv"), nstest.NewNS(t, "ue")
+	nstest.Pair(t, server, ue, nstest.Link{AIfname: "veth0", BIfname: "veth0",
+		AAddrs: []string{serverAddr + "/24", serverAddr6 + "/64"}, BAddrs: []string{ueAddr + "/24", ueAddr6 + "/64"}})
+	return server, ue
 }
 
 // TCP header flags.
