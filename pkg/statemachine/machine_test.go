@@ -227,12 +227,11 @@ func TestAlgorithm1Prediction(t *testing.T) {
 			},
 		},
 		{
-			name:        "A3 between mmWave cells (SCG change) clamps to the sub-6 minimum",
+			name:        "A3 between mmWave cells (SCG change) predicts without a clamp of its own",
 			steps:       []step{serve(0, lteA, mmA), meas(10, diag.EventA3, mmA, mmB)},
 			state:       Preparation,
 			transitions: []string{predicted},
-			ops:         []string{"set_clamp(200000)"},
-			check:       clampOf(nrABuffer, estimator.SourceSub6Min),
+			ops:         []string{},
 		},
 		{
 			name:  "A3 towards a cell of the other type predicts nothing",
@@ -241,12 +240,11 @@ func TestAlgorithm1Prediction(t *testing.T) {
 			ops:   []string{},
 		},
 		{
-			name:        "B1 on LTE towards mmWave predicts an SCG addition",
+			name:        "B1 on LTE towards mmWave predicts an SCG addition, without a clamp",
 			steps:       []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventB1, lteA, mmA)},
 			state:       Preparation,
 			transitions: []string{predicted},
-			ops:         []string{"set_clamp(200000)"},
-			check:       clampOf(nrABuffer, estimator.SourceSub6Min),
+			ops:         []string{},
 		},
 		{
 			name:        "B1 towards an unknown NR sub-6 cell uses the band minimum",
@@ -327,7 +325,11 @@ func TestAlgorithm1Prediction(t *testing.T) {
 			},
 			state:       Preparation,
 			transitions: []string{predicted},
-			check:       clampOf(nrABuffer, estimator.SourceSub6Min),
+			check: func(t *testing.T, h *harness) {
+				require.NotNil(t, h.m.Status().Prediction)
+				assert.Equal(t, diag.BandMmWave, h.m.Status().Prediction.Target.Band)
+				assert.Zero(t, h.act.clampBytes, "towards mmWave")
+			},
 		},
 		{
 			// Until a report or handover names the serving cell (GSMTAP v2
@@ -499,7 +501,7 @@ func TestPredictionFallbacks(t *testing.T) {
 			transitions: []string{predicted, executed, "smoothing>stable:failure"},
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"mmwave_mmwave"},
-			ops:         []string{"set_clamp(200000)", "set_clamp(200000)", "start_suppression", "set_clamp(200000)", "start_suppression", "stop_suppression", "clear_clamp"},
+			ops:         []string{"start_suppression", "start_suppression", "stop_suppression"},
 			check: func(t *testing.T, h *harness) {
 				st := h.m.Status()
 				assert.Nil(t, st.SCG)

@@ -193,7 +193,9 @@ func checkState(t *testing.T, m *Machine, act *fakeActuator, cfg Config, reliabl
 		check(m.ramp == nil || (cfg.Policy == PolicyM2HO && cfg.Ramp), "ramp while disabled")
 	case Preparation:
 		check((st.Prediction == nil) != (st.Command == nil), "Preparation needs exactly one of prediction and command")
-		check(in.ClampBytes > 0 || in.Freeze, "Preparation without clamp")
+		// Towards mmWave the Stable policy stays: maybe no clamp.
+		check(in.ClampBytes > 0 || in.Freeze || !m.prepClamped, "Preparation without clamp")
+		check(m.prepClamped || cfg.Policy == PolicyFreeze || bandKey(preparationTarget(st).Band) == diag.BandMmWave, "no Preparation clamp towards sub-6")
 		// Every input runs the timers first: nothing overdue survives.
 		check(st.Prediction == nil || m.now.Before(st.Prediction.Deadline), "prediction past 2*T2")
 		check(st.Command == nil || m.now.Before(st.Command.Deadline), "command past the execution timeout")
@@ -224,4 +226,16 @@ func checkState(t *testing.T, m *Machine, act *fakeActuator, cfg Config, reliabl
 		check(act.suppressing == in.Suppression, "datapath suppression differs")
 	}
 	return ok
+}
+
+// preparationTarget is the data cell a Preparation expects: the
+// prediction's target or the command's.
+func preparationTarget(st Status) diag.Cell {
+	if st.Prediction != nil {
+		return st.Prediction.Target
+	}
+	if st.Command != nil {
+		return st.Command.NewServing
+	}
+	return diag.Cell{}
 }
