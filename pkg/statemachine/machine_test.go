@@ -1090,6 +1090,25 @@ func TestBandwidthHold(t *testing.T) {
 			},
 		},
 		{
+			name:  "towards mmWave the hold stays through Preparation, as Stable left it, and ends with the execution",
+			setup: withBandwidth,
+			steps: append(releaseToAnchor(),
+				sub6Link(110, 300, sub6Rate), tick(300),
+				meas(310, diag.EventB1, lteA, mmB),
+				clampIs(sub6Window, ClampSourceBandwidth, "the hold, not the smallest sub-6 buffer"),
+				cmd(350, diag.HOSCGAdd, lteA, mmB),
+				clampIs(sub6Window, ClampSourceBandwidth, "up to the execution"),
+				done(380, mmB), released(400)),
+			state:       Stable,
+			transitions: []string{predicted, executed, releasedFlows, predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed, OutcomeConfirmed},
+			handovers:   []string{"mmwave_sub6", "sub6_mmwave"},
+			check: func(t *testing.T, h *harness) {
+				assert.False(t, h.m.Status().BandwidthHold)
+				assert.Zero(t, h.act.clampBytes)
+			},
+		},
+		{
 			name:  "failure drops the hold",
 			setup: withBandwidth,
 			steps: append(releaseToAnchor(), fail(200, diag.CauseReestablishment)),
