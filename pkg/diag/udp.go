@@ -125,11 +125,15 @@ func (s *UDPSource) Run(ctx context.Context, out chan<- Event) error {
 	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
 	defer stop()
 	defer s.conn.Close()
+	raw, err := s.conn.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("diag %s: socket: %w", s.name, err)
+	}
 	// One byte more than accepted, so that the kernel's truncation flag
 	// and an exactly full buffer cannot be confused.
 	buf := make([]byte, MaxDatagram+1)
 	for {
-		n, _, flags, _, err := s.conn.ReadMsgUDP(buf, nil)
+		n, _, flags, err := receiveDatagram(raw, buf, nil)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -105,10 +105,14 @@ func (s *UnixSource) Run(ctx context.Context, out chan<- Event) error {
 	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
 	defer stop()
 	defer s.Close()
+	raw, err := s.conn.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("diag %s: socket: %w", s.name, err)
+	}
 	buf := make([]byte, MaxDatagram+1)
 	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred))
 	for {
-		n, oobn, flags, _, err := s.conn.ReadMsgUnix(buf, oob)
+		n, oobn, flags, err := receiveDatagram(raw, buf, oob)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
