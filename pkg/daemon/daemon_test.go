@@ -105,6 +105,11 @@ func (f *fakeDatapath) Counters() (datapath.Counters, error) {
 	defer f.mu.Unlock()
 	return f.counters, nil
 }
+func (f *fakeDatapath) IngressBytes() (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counters[datapath.IngressBytes], nil
+}
 func (f *fakeDatapath) Flows() ([]datapath.Flow, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
