@@ -17,13 +17,13 @@ import (
 // spelled as here; a cell object with "rat", "band", "pci" and "arfcn";
 // plain integers; strings without escapes or bytes beyond ASCII; slots
 // of two numbers each; and nothing but white space around it all.
+//
+// The decoded "t" is a part of line, not a copy.
 func decodeRBAlloc(line []byte, w *wireEvent) bool {
 	s := rbAllocScanner{b: line}
 	var (
 		out             wireEvent
-		v               int
-		slotUS          int64
-		cell            wireCell
+		values          = new(rbAllocValues)
 		seen            [6]bool
 		isRBAlloc, done bool
 	)
@@ -46,7 +46,7 @@ func decodeRBAlloc(line []byte, w *wireEvent) bool {
 			if !ok {
 				return false
 			}
-			v, out.V = int(n), &v
+			values.v, out.V = int(n), &values.v
 		case fieldType:
 			t, ok := s.str()
 			if !ok || string(t) != string(TypeRBAlloc) {
@@ -60,16 +60,16 @@ func decodeRBAlloc(line []byte, w *wireEvent) bool {
 			}
 			out.T = json.RawMessage(raw)
 		case fieldCell:
-			if !s.cell(&cell) {
+			if !s.cell(values) {
 				return false
 			}
-			out.Cell = &cell
+			out.Cell = &values.cell
 		case fieldSlotUS:
 			n, ok := s.integer()
 			if !ok {
 				return false
 			}
-			slotUS, out.SlotUS = n, &slotUS
+			values.slotUS, out.SlotUS = n, &values.slotUS
 		case fieldSlots:
 			if out.Slots, ok = s.slots(); !ok {
 				return false
@@ -84,6 +84,15 @@ func decodeRBAlloc(line []byte, w *wireEvent) bool {
 	}
 	*w = out
 	return true
+}
+
+// rbAllocValues are the values the pointers of a decoded rb_alloc record
+// point to, allocated together.
+type rbAllocValues struct {
+	v          int
+	slotUS     int64
+	cell       wireCell
+	pci, arfcn int64
 }
 
 // Fields of an rb_alloc record.
@@ -243,12 +252,10 @@ const (
 	fieldARFCN
 )
 
-// cell reads a cell object.
-func (s *rbAllocScanner) cell(c *wireCell) bool {
-	var (
-		pci, arfcn int64
-		seen       [4]bool
-	)
+// cell reads a cell object into values.cell.
+func (s *rbAllocScanner) cell(values *rbAllocValues) bool {
+	c := &values.cell
+	var seen [4]bool
 	if !s.consume('{') {
 		return false
 	}
@@ -279,9 +286,9 @@ func (s *rbAllocScanner) cell(c *wireCell) bool {
 				return false
 			}
 			if field == fieldRAT {
-				c.RAT = RAT(v)
+				c.RAT = knownRAT(v)
 			} else {
-				c.Band = Band(v)
+				c.Band = knownBand(v)
 			}
 		case fieldPCI, fieldARFCN:
 			n, ok := s.integer()
@@ -289,9 +296,9 @@ func (s *rbAllocScanner) cell(c *wireCell) bool {
 				return false
 			}
 			if field == fieldPCI {
-				pci, c.PCI = n, &pci
+				values.pci, c.PCI = n, &values.pci
 			} else {
-				arfcn, c.ARFCN = n, &arfcn
+				values.arfcn, c.ARFCN = n, &values.arfcn
 			}
 		}
 		if done, ok = s.next('}'); !ok {
@@ -299,6 +306,28 @@ func (s *rbAllocScanner) cell(c *wireCell) bool {
 		}
 	}
 	return true
+}
+
+// knownRAT converts v without a copy when it is a RAT of the contract.
+func knownRAT(v []byte) RAT {
+	switch RAT(v) {
+	case RATLTE:
+		return RATLTE
+	case RATNR:
+		return RATNR
+	}
+	return RAT(v)
+}
+
+// knownBand converts v without a copy when it is a band of the contract.
+func knownBand(v []byte) Band {
+	switch Band(v) {
+	case BandSub6:
+		return BandSub6
+	case BandMmWave:
+		return BandMmWave
+	}
+	return Band(v)
 }
 
 // slots reads a non-empty array of [given, total] pairs.
