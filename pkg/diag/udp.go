@@ -125,27 +125,26 @@ func (s *UDPSource) Run(ctx context.Context, out chan<- Event) error {
 	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
 	defer stop()
 	defer s.conn.Close()
-	raw, err := s.conn.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("diag %s: socket: %w", s.name, err)
-	}
 	// One byte more than accepted, so that the kernel's truncation flag
 	// and an exactly full buffer cannot be confused.
-	buf := make([]byte, MaxDatagram+1)
+	r, err := newDatagramReader(s.conn, MaxDatagram+1, 0)
+	if err != nil {
+		return fmt.Errorf("diag %s: %w", s.name, err)
+	}
 	for {
-		n, _, flags, err := receiveDatagram(raw, buf, nil)
+		datagram, _, flags, err := r.next()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return fmt.Errorf("diag %s: read: %w", s.name, err)
 		}
-		if flags&syscall.MSG_TRUNC != 0 || n > MaxDatagram {
+		if flags&syscall.MSG_TRUNC != 0 || len(datagram) > MaxDatagram {
 			s.stats.CountError(ReasonUDPTruncated)
 			continue
 		}
 		received := s.now()
-		for line := range bytes.SplitSeq(buf[:n], []byte{'\n'}) {
+		for line := range bytes.SplitSeq(datagram, []byte{'\n'}) {
 			if err := deliverLine(ctx, line, received, s.stats, out); err != nil {
 				return err
 			}
