@@ -171,7 +171,7 @@ func (s *chanSource) Run(ctx context.Context, out chan<- diag.Event) error {
 	}
 }
 
-func testConfig(t *testing.T) config.Config {
+func testConfig(t testing.TB) config.Config {
 	cfg := config.Default()
 	cfg.Iface = "wwan0"
 	cfg.Diag = []string{"test:"}
