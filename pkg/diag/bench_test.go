@@ -26,6 +26,18 @@ func BenchmarkParseJSONRBAlloc(b *testing.B) {
 	}
 }
 
+// BenchmarkParseJSONMeasReport decodes a measurement report, which the
+// rb_alloc decoder turns down first.
+func BenchmarkParseJSONMeasReport(b *testing.B) {
+	line := []byte(`{"v":1,"type":"meas_report","event":"A3","serving":{"rat":"nr","pci":1,"arfcn":632628},"neighbor":{"rat":"nr","pci":2,"arfcn":632628}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := diag.ParseJSON(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkUDPSourceRBAlloc sends rb_alloc records over loopback UDP, one
 // per datagram, and takes each event from the source before sending the
 // next: the receive, decode and hand-over of one event.

@@ -22,8 +22,11 @@ import (
 func decodeRBAlloc(line []byte, w *wireEvent) bool {
 	s := rbAllocScanner{b: line}
 	var (
-		out             wireEvent
-		values          = new(rbAllocValues)
+		out wireEvent
+		// The values out points to, allocated once the record is known
+		// to be taken: others are turned down without an allocation.
+		values          rbAllocValues
+		cell            scannedCell
 		seen            [6]bool
 		isRBAlloc, done bool
 	)
@@ -46,7 +49,7 @@ func decodeRBAlloc(line []byte, w *wireEvent) bool {
 			if !ok {
 				return false
 			}
-			values.v, out.V = int(n), &values.v
+			values.v = int(n)
 		case fieldType:
 			t, ok := s.str()
 			if !ok || string(t) != string(TypeRBAlloc) {
@@ -60,16 +63,13 @@ func decodeRBAlloc(line []byte, w *wireEvent) bool {
 			}
 			out.T = json.RawMessage(raw)
 		case fieldCell:
-			if !s.cell(values) {
+			if !s.cell(&cell) {
 				return false
 			}
-			out.Cell = &values.cell
 		case fieldSlotUS:
-			n, ok := s.integer()
-			if !ok {
+			if values.slotUS, ok = s.integer(); !ok {
 				return false
 			}
-			values.slotUS, out.SlotUS = n, &values.slotUS
 		case fieldSlots:
 			if out.Slots, ok = s.slots(); !ok {
 				return false
@@ -82,8 +82,34 @@ func decodeRBAlloc(line []byte, w *wireEvent) bool {
 	if !isRBAlloc || !s.end() {
 		return false
 	}
+	if seen[fieldV] || seen[fieldSlotUS] || seen[fieldCell] {
+		out.pointTo(new(rbAllocValues), values, cell, seen)
+	}
 	*w = out
 	return true
+}
+
+// pointTo points w's fields that were seen to v, which it fills with
+// values and cell.
+func (w *wireEvent) pointTo(v *rbAllocValues, values rbAllocValues, cell scannedCell, seen [6]bool) {
+	*v = values
+	if seen[fieldV] {
+		w.V = &v.v
+	}
+	if seen[fieldSlotUS] {
+		w.SlotUS = &v.slotUS
+	}
+	if seen[fieldCell] {
+		v.pci, v.arfcn = cell.pci, cell.arfcn
+		v.cell.RAT, v.cell.Band = cell.rat, cell.band
+		if cell.seen[fieldPCI] {
+			v.cell.PCI = &v.pci
+		}
+		if cell.seen[fieldARFCN] {
+			v.cell.ARFCN = &v.arfcn
+		}
+		w.Cell = &v.cell
+	}
 }
 
 // rbAllocValues are the values the pointers of a decoded rb_alloc record
@@ -93,6 +119,14 @@ type rbAllocValues struct {
 	slotUS     int64
 	cell       wireCell
 	pci, arfcn int64
+}
+
+// scannedCell is a cell object as read.
+type scannedCell struct {
+	rat        RAT
+	band       Band
+	pci, arfcn int64
+	seen       [4]bool
 }
 
 // Fields of an rb_alloc record.
@@ -252,10 +286,8 @@ const (
 	fieldARFCN
 )
 
-// cell reads a cell object into values.cell.
-func (s *rbAllocScanner) cell(values *rbAllocValues) bool {
-	c := &values.cell
-	var seen [4]bool
+// cell reads a cell object.
+func (s *rbAllocScanner) cell(c *scannedCell) bool {
 	if !s.consume('{') {
 		return false
 	}
@@ -275,10 +307,10 @@ func (s *rbAllocScanner) cell(values *rbAllocValues) bool {
 		case "arfcn":
 			field = fieldARFCN
 		}
-		if field < 0 || seen[field] {
+		if field < 0 || c.seen[field] {
 			return false
 		}
-		seen[field] = true
+		c.seen[field] = true
 		switch field {
 		case fieldRAT, fieldBand:
 			v, ok := s.str()
@@ -286,9 +318,9 @@ func (s *rbAllocScanner) cell(values *rbAllocValues) bool {
 				return false
 			}
 			if field == fieldRAT {
-				c.RAT = knownRAT(v)
+				c.rat = knownRAT(v)
 			} else {
-				c.Band = knownBand(v)
+				c.band = knownBand(v)
 			}
 		case fieldPCI, fieldARFCN:
 			n, ok := s.integer()
@@ -296,9 +328,9 @@ func (s *rbAllocScanner) cell(values *rbAllocValues) bool {
 				return false
 			}
 			if field == fieldPCI {
-				values.pci, c.PCI = n, &values.pci
+				c.pci = n
 			} else {
-				values.arfcn, c.ARFCN = n, &values.arfcn
+				c.arfcn = n
 			}
 		}
 		if done, ok = s.next('}'); !ok {
