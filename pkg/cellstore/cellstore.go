@@ -71,8 +71,11 @@ type Store struct {
 	db     *bolt.DB
 	logger *slog.Logger
 
-	mu      sync.Mutex
-	pending map[string]estimator.CellRecord
+	mu sync.Mutex
+	// pending are the cell records to write, by identity: the estimator
+	// saves a record at every burst, so the database key is only
+	// formatted when the record is written.
+	pending map[diag.CellKey]estimator.CellRecord
 	// pendingReports are the learning predictor's counts to write.
 	pendingReports map[string]statemachine.ReportStats
 	closed         bool
@@ -125,7 +128,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{
 		db:      db,
 		logger:  opts.Logger,
-		pending: make(map[string]estimator.CellRecord),
+		pending: make(map[diag.CellKey]estimator.CellRecord),
 
 		pendingReports: make(map[string]statemachine.ReportStats),
 		wake:           make(chan struct{}, 1),
@@ -247,7 +250,9 @@ func (s *Store) LoadCells() ([]estimator.CellRecord, error) {
 		return nil, fmt.Errorf("cell store: load: %w", err)
 	}
 	s.mu.Lock()
-	maps.Copy(byKey, s.pending)
+	for _, c := range s.pending {
+		byKey[cellKey(c.Cell)] = c
+	}
 	s.mu.Unlock()
 	cells := make([]estimator.CellRecord, 0, len(byKey))
 	for _, k := range slices.Sorted(maps.Keys(byKey)) {
@@ -265,7 +270,7 @@ func (s *Store) SaveCell(c estimator.CellRecord) error {
 		return ErrClosed
 	}
 	c.Cell = c.Cell.Normalized()
-	s.pending[cellKey(c.Cell)] = c
+	s.pending[c.Cell.Key()] = c
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -304,7 +309,7 @@ func (s *Store) flushLoop() {
 func (s *Store) Flush() error {
 	s.mu.Lock()
 	batch, reports := s.pending, s.pendingReports
-	s.pending = make(map[string]estimator.CellRecord)
+	s.pending = make(map[diag.CellKey]estimator.CellRecord)
 	s.pendingReports = make(map[string]statemachine.ReportStats)
 	s.mu.Unlock()
 	if len(batch) == 0 && len(reports) == 0 {
@@ -312,7 +317,8 @@ func (s *Store) Flush() error {
 	}
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(cellsBucket)
-		for k, c := range batch {
+		for _, c := range batch {
+			k := cellKey(c.Cell)
 			v, err := json.Marshal(toRecord(c))
 			if err != nil {
 				return fmt.Errorf("encode %s: %w", k, err)

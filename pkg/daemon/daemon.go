@@ -86,6 +86,9 @@ type datapathAPI interface {
 	AttachMode() string
 	SuppressionPending() (int, error)
 	Counters() (datapath.Counters, error)
+	// IngressBytes is Counters()[datapath.IngressBytes], read for the
+	// byte samples at a fraction of the cost.
+	IngressBytes() (uint64, error)
 	Flows() ([]datapath.Flow, error)
 	EvictIdle(idle, closedIdle time.Duration) (int, error)
 	RTTHistogram() ([]uint64, error)

@@ -105,6 +105,11 @@ func (f *fakeDatapath) Counters() (datapath.Counters, error) {
 	defer f.mu.Unlock()
 	return f.counters, nil
 }
+func (f *fakeDatapath) IngressBytes() (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counters[datapath.IngressBytes], nil
+}
 func (f *fakeDatapath) Flows() ([]datapath.Flow, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -166,7 +171,7 @@ func (s *chanSource) Run(ctx context.Context, out chan<- diag.Event) error {
 	}
 }
 
-func testConfig(t *testing.T) config.Config {
+func testConfig(t testing.TB) config.Config {
 	cfg := config.Default()
 	cfg.Iface = "wwan0"
 	cfg.Diag = []string{"test:"}

@@ -154,12 +154,11 @@ func (d *Daemon) sampleLoop(ctx context.Context) {
 		if err := d.dp.FlushBursts(); err != nil {
 			d.logger.Debug("reading bursts failed", "err", err)
 		}
-		counters, err := d.dp.Counters()
+		rx, err := d.dp.IngressBytes()
 		if err != nil {
 			d.logger.Debug("reading the ingress byte count failed", "err", err)
 			continue
 		}
-		rx := counters[datapath.IngressBytes]
 		d.est.AddBytes(now, rx)
 		if rx != lastBytes {
 			lastBytes, lastChange = rx, now

@@ -135,9 +135,9 @@ type countingDatapath struct {
 	reads atomic.Int64
 }
 
-func (c *countingDatapath) Counters() (datapath.Counters, error) {
+func (c *countingDatapath) IngressBytes() (uint64, error) {
 	c.reads.Add(1)
-	return c.fakeDatapath.Counters()
+	return c.fakeDatapath.IngressBytes()
 }
 
 // TestSampleLoopFollowsTheLoop checks that the sampler reads the byte

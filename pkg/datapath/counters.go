@@ -4,7 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"runtime"
 	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
 // Counters are the programs' counts since load, summed over CPUs, indexed
@@ -69,4 +75,64 @@ func (d *Datapath) Counters() (Counters, error) {
 		}
 	}
 	return c, nil
+}
+
+// ingressReader holds the buffer IngressBytes reads the counters into,
+// one m2hoCpuState per possible CPU, allocated at the first read.
+type ingressReader struct {
+	mu     sync.Mutex
+	perCPU []m2hoCpuState
+}
+
+// mapLookupAttr is the bpf(2) attribute of BPF_MAP_LOOKUP_ELEM.
+type mapLookupAttr struct {
+	mapFD uint32
+	_     uint32
+	key   uint64
+	value uint64
+	flags uint64
+}
+
+// IngressBytes reads the ingress byte counter (Counters()[IngressBytes])
+// alone. It is the read the daemon makes at every slot allocation of a
+// modem, hundreds of times a second, so it allocates nothing and enters
+// the kernel as a raw system call: the lookup cannot block, and made as a
+// system call to the runtime, the first one after the process slept
+// wakes the runtime's monitor thread, which then polls every 20 µs until
+// the process sleeps again, costing more than the lookup itself.
+func (d *Datapath) IngressBytes() (uint64, error) {
+	if err := d.maps.enter(); err != nil {
+		return 0, err
+	}
+	defer d.maps.leave()
+	r := &d.ingressReads
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.perCPU == nil {
+		if uintptr(d.objs.CpuStateMap.ValueSize()) != unsafe.Sizeof(m2hoCpuState{}) {
+			return 0, fmt.Errorf("datapath: cpu state of %d bytes, want %d", d.objs.CpuStateMap.ValueSize(), unsafe.Sizeof(m2hoCpuState{}))
+		}
+		cpus, err := ebpf.PossibleCPU()
+		if err != nil {
+			return 0, fmt.Errorf("datapath: read counters: %w", err)
+		}
+		r.perCPU = make([]m2hoCpuState, cpus)
+	}
+	// The kernel copies each CPU's value 8-byte aligned, which an
+	// m2hoCpuState of 64-bit fields already is.
+	attr := mapLookupAttr{
+		mapFD: uint32(d.objs.CpuStateMap.FD()),
+		key:   uint64(uintptr(unsafe.Pointer(&onlyEntry))),
+		value: uint64(uintptr(unsafe.Pointer(&r.perCPU[0]))),
+	}
+	_, _, errno := unix.RawSyscall(unix.SYS_BPF, unix.BPF_MAP_LOOKUP_ELEM, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	runtime.KeepAlive(r.perCPU)
+	if errno != 0 {
+		return 0, fmt.Errorf("datapath: read counters: %w", errno)
+	}
+	var sum uint64
+	for cpu := range r.perCPU {
+		sum += r.perCPU[cpu].Counters[IngressBytes]
+	}
+	return sum, nil
 }

@@ -115,6 +115,8 @@ type Datapath struct {
 	deleteMu sync.Mutex
 	// readMu allows one ReadBursts at a time.
 	readMu sync.Mutex
+	// ingressReads is the buffer of IngressBytes.
+	ingressReads ingressReader
 	// bursts is the running ReadBursts, for FlushBursts.
 	bursts atomic.Pointer[burstReader]
 

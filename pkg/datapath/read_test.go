@@ -79,7 +79,8 @@ func TestIngressBytes(t *testing.T) {
 }
 
 // TestCountersSumEveryCPU writes distinct values on every CPU and checks
-// that each counter reads as their sum, under its own name.
+// that each counter reads as their sum, under its own name, and so does
+// the ingress byte counter read alone.
 func TestCountersSumEveryCPU(t *testing.T) {
 	d := loadDetached(t, true, 0)
 	cpus, err := ebpf.PossibleCPU()
@@ -101,6 +102,9 @@ func TestCountersSumEveryCPU(t *testing.T) {
 		}
 		assert.Equal(t, want, c[id], "counter %d", id)
 	}
+	ingress, err := d.IngressBytes()
+	require.NoError(t, err)
+	assert.Equal(t, c[IngressBytes], ingress, "the ingress byte counter read alone")
 }
 
 // TestRTTHistogramSumsEveryCPU does the same for the RTT histogram.

@@ -91,12 +91,17 @@ type wireEvent struct {
 // receive time. Every rejection is a *ParseError.
 func ParseJSON(line []byte) (Event, error) {
 	var w wireEvent
-	if err := json.Unmarshal(line, &w); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) {
-			return Event{}, &ParseError{Reason: ReasonJSONField, Err: err}
+	if !decodeRBAlloc(line, &w) {
+		// Apart from w, which then stays off the heap for rb_alloc.
+		decoded := new(wireEvent)
+		if err := json.Unmarshal(line, decoded); err != nil {
+			var typeErr *json.UnmarshalTypeError
+			if errors.As(err, &typeErr) {
+				return Event{}, &ParseError{Reason: ReasonJSONField, Err: err}
+			}
+			return Event{}, &ParseError{Reason: ReasonJSONSyntax, Err: err}
 		}
-		return Event{}, &ParseError{Reason: ReasonJSONSyntax, Err: err}
+		w = *decoded
 	}
 	if w.V == nil || *w.V != JSONVersion {
 		return Event{}, parseErrorf(ReasonJSONVersion, "want \"v\":%d", JSONVersion)

@@ -127,21 +127,24 @@ func (s *UDPSource) Run(ctx context.Context, out chan<- Event) error {
 	defer s.conn.Close()
 	// One byte more than accepted, so that the kernel's truncation flag
 	// and an exactly full buffer cannot be confused.
-	buf := make([]byte, MaxDatagram+1)
+	r, err := newDatagramReader(s.conn, MaxDatagram+1, 0)
+	if err != nil {
+		return fmt.Errorf("diag %s: %w", s.name, err)
+	}
 	for {
-		n, _, flags, _, err := s.conn.ReadMsgUDP(buf, nil)
+		datagram, _, flags, err := r.next()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return fmt.Errorf("diag %s: read: %w", s.name, err)
 		}
-		if flags&syscall.MSG_TRUNC != 0 || n > MaxDatagram {
+		if flags&syscall.MSG_TRUNC != 0 || len(datagram) > MaxDatagram {
 			s.stats.CountError(ReasonUDPTruncated)
 			continue
 		}
 		received := s.now()
-		for line := range bytes.SplitSeq(buf[:n], []byte{'\n'}) {
+		for line := range bytes.SplitSeq(datagram, []byte{'\n'}) {
 			if err := deliverLine(ctx, line, received, s.stats, out); err != nil {
 				return err
 			}

@@ -105,26 +105,28 @@ func (s *UnixSource) Run(ctx context.Context, out chan<- Event) error {
 	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
 	defer stop()
 	defer s.Close()
-	buf := make([]byte, MaxDatagram+1)
-	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred))
+	r, err := newDatagramReader(s.conn, MaxDatagram+1, unix.CmsgSpace(unix.SizeofUcred))
+	if err != nil {
+		return fmt.Errorf("diag %s: %w", s.name, err)
+	}
 	for {
-		n, oobn, flags, _, err := s.conn.ReadMsgUnix(buf, oob)
+		datagram, oob, flags, err := r.next()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return fmt.Errorf("diag %s: read: %w", s.name, err)
 		}
-		if !s.admits(oob[:oobn]) {
+		if !s.admits(oob) {
 			s.stats.CountError(ReasonPeerNotAllowed)
 			continue
 		}
-		if flags&syscall.MSG_TRUNC != 0 || n > MaxDatagram {
+		if flags&syscall.MSG_TRUNC != 0 || len(datagram) > MaxDatagram {
 			s.stats.CountError(ReasonUDPTruncated)
 			continue
 		}
 		received := time.Now()
-		for line := range bytes.SplitSeq(buf[:n], []byte{'\n'}) {
+		for line := range bytes.SplitSeq(datagram, []byte{'\n'}) {
 			if err := deliverLine(ctx, line, received, s.stats, out); err != nil {
 				return err
 			}
