@@ -340,15 +340,10 @@ func (n *NS) AddRoute(dst, gateway string) error {
 	return nil
 }
 
-// SetOffloads turns segmentation and receive offloads (TSO, GSO, GRO, LRO)
-// on or off on an interface, so that packets on the wire are MTU-sized.
-func (n *NS) SetOffloads(ctx context.Context, ifname string, on bool) error {
-	state := "off"
-	if on {
-		state = "on"
-	}
-	_, err := n.Run(ctx, "ethtool", "-K", ifname, "tso", state, "gso", state, "gro", state)
-	return err
+// SetOffloads turns the segmentation offloads (SegmentationOffloads) of an
+// interface of the namespace on or off.
+func (n *NS) SetOffloads(ifname string, on bool) error {
+	return n.Do(func() error { return SetOffloads(ifname, on, SegmentationOffloads...) })
 }
 
 // VethEnd is one end of a veth pair: its namespace and interface name.

@@ -3,7 +3,6 @@
 package datapath
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
@@ -41,7 +40,7 @@ func benchmarkIngressHook(b *testing.B, offloads bool) {
 	server, ue := vethPair(b)
 	if !offloads {
 		for _, ns := range []*nstest.NS{server, ue} {
-			require.NoError(b, ns.SetOffloads(context.Background(), "veth0", false))
+			require.NoError(b, ns.SetOffloads("veth0", false))
 		}
 	}
 	dp := loadDetached(b, false, 0)

@@ -83,11 +83,9 @@ func (b *bed) linkModem(t testing.TB) {
 	t.Helper()
 	nstest.Pair(t, b.server, b.ue, nstest.Link{AIfname: serverIface, BIfname: modemIface,
 		AAddrs: []string{serverIP + "/24"}, BAddrs: []string{ueIP + "/24"}})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	// MTU-sized segments on the wire, as on a modem link.
-	require.NoError(t, b.server.SetOffloads(ctx, serverIface, false))
-	require.NoError(t, b.ue.SetOffloads(ctx, modemIface, false))
+	require.NoError(t, b.server.SetOffloads(serverIface, false))
+	require.NoError(t, b.ue.SetOffloads(modemIface, false))
 }
 
 // removeModem deletes the modem interface, as a modem that resets or

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -231,7 +232,11 @@ func configure(ns *Namespace, iface string, addr *net.IPNet) error {
 			return fmt.Errorf("address %s on %s: %w", addr, iface, err)
 		}
 	}
-	if err := ns.Do(func() error { return disableOffloads(iface) }); err != nil {
+	// The emulator must see MTU-sized packets with complete checksums:
+	// the frames it relays are re-injected and no longer carry the
+	// sender's checksum-offload state.
+	offloads := append(slices.Clone(nstest.SegmentationOffloads), nstest.OffloadSG, nstest.OffloadTxChecksum)
+	if err := ns.Do(func() error { return nstest.SetOffloads(iface, false, offloads...) }); err != nil {
 		return err
 	}
 	if err := ns.Netlink().LinkSetUp(link); err != nil {

@@ -10,37 +10,13 @@ import (
 	"runtime"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"github.com/m2ho/m2ho/internal/nstest"
 )
-
-// offloadEnabled reads one legacy ethtool "get" flag.
-func offloadEnabled(t *testing.T, ns *Namespace, iface string, getCmd uint32) bool {
-	t.Helper()
-	var value ethtoolValue
-	require.NoError(t, ns.Do(func() error {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		value.cmd = getCmd
-		var req ifreqData
-		copy(req.name[:], iface)
-		req.data = unsafe.Pointer(&value)
-		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&req))); errno != 0 {
-			return errno
-		}
-		return nil
-	}))
-	return value.data != 0
-}
 
 func TestCreateAndClose(t *testing.T) {
 	nstest.RequireRoot(t)
@@ -63,18 +39,17 @@ func TestCreateAndClose(t *testing.T) {
 				assert.FileExists(t, filepath.Join(netnsDir, n))
 			}
 			// Offloads are off on both sides of the emulated link.
-			const (
-				getTxChecksum = 0x16
-				getTSO        = 0x1e
-				getGSO        = 0x23
-				getGRO        = 0x2b
-			)
 			for _, end := range []struct {
 				ns    *Namespace
 				iface string
 			}{{top.Server, ServerIface}, {top.Emu, EmuServerIface}, {top.Emu, EmuUEIface}, {top.UE, UEIface}} {
-				for _, cmd := range []uint32{getTxChecksum, getTSO, getGSO, getGRO} {
-					assert.False(t, offloadEnabled(t, end.ns, end.iface, cmd), "%s get %#x", end.iface, cmd)
+				for _, f := range []nstest.Offload{nstest.OffloadTxChecksum, nstest.OffloadTSO, nstest.OffloadGSO, nstest.OffloadGRO} {
+					var on bool
+					require.NoError(t, end.ns.Do(func() (err error) {
+						on, err = nstest.OffloadEnabled(end.iface, f)
+						return err
+					}))
+					assert.False(t, on, "%s offload %#x", end.iface, f)
 				}
 			}
 			link, err := top.UE.Netlink().LinkByName(UEIface)
