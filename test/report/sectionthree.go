@@ -82,7 +82,10 @@ func (o Observation) String() string {
 // sender without m2ho over handover scenarios.
 func SectionThree(runs []ObservedRun) ([]Observation, error) {
 	var all, sub6MmW, reordered, lost []Handover
-	var afterSum float64
+	// The goodput of the 3 s after and before every handover, summed: a
+	// ratio per handover would let one whose 3 s before were a stall
+	// (a sender waiting out a retransmission timeout) outweigh all others.
+	var afterSum, beforeSum float64
 	var afterN int
 	var mmWaveGood, mmWaveCap float64
 	for _, r := range runs {
@@ -103,7 +106,8 @@ func SectionThree(runs []ObservedRun) ([]Observation, error) {
 			before := meanGoodput(r.Measurements, h.ExecAt-throughputAfterWindow, h.ExecAt)
 			after := meanGoodput(r.Measurements, h.ExecAt, h.ExecAt+throughputAfterWindow)
 			if before > 0 {
-				afterSum += after/before - 1
+				afterSum += after
+				beforeSum += before
 				afterN++
 			}
 		}
@@ -136,7 +140,7 @@ func SectionThree(runs []ObservedRun) ([]Observation, error) {
 		{Name: "TCP throughput over mmWave capacity, mobile", Paper: PaperMobileMmWaveUse, Value: share2(mmWaveGood, mmWaveCap), N: len(runs), Valid: mmWaveCap > 0},
 	}
 	if afterN > 0 {
-		obs[3].Value = afterSum / float64(afterN)
+		obs[3].Value = afterSum/beforeSum - 1
 	}
 	return obs, nil
 }
