@@ -177,3 +177,40 @@ func TestPlotRunsWritesReadablePNG(t *testing.T) {
 	assert.Greater(t, img.Bounds().Dx(), 800)
 	assert.Greater(t, img.Bounds().Dy(), 500)
 }
+
+// TestSectionThreeThroughputAfterSumsGoodput: a handover whose 3 s before
+// were a stall (a sender waiting out a retransmission timeout) must not
+// outweigh the others, as a mean of per-handover ratios would let it.
+func TestSectionThreeThroughputAfterSumsGoodput(t *testing.T) {
+	sc, truth := fixture(t)
+	steady := measurements(5 * time.Second)
+	// The same run, but the sender stalled at 8 kbit/s until the handover
+	// and ran at 8 Mbit/s after it.
+	stalled := measurements(5 * time.Second)
+	var bytes float64
+	for i := range stalled.Goodput {
+		at := stalled.Goodput[i].At
+		rate := 8e3
+		if at > 10*time.Second {
+			rate = 8e6
+		}
+		if at > 0 {
+			bytes += rate / 8 * 0.1
+		}
+		stalled.Goodput[i].Bytes = uint64(bytes)
+	}
+	var runs []ObservedRun
+	for _, m := range []*traffic.Measurements{steady, stalled} {
+		hs, err := Analyze(sc, truth, m)
+		require.NoError(t, err)
+		runs = append(runs, ObservedRun{Scenario: sc, Truth: truth, Measurements: m, Handovers: hs})
+	}
+	obs, err := SectionThree(runs)
+	require.NoError(t, err)
+	after := obs[3]
+	require.Equal(t, "throughput in the 3 s after a handover against the 3 s before", after.Name)
+	assert.Equal(t, 2, after.N)
+	// Steady: 8 Mbit/s before; after, the samples of 8+20(t-10) Mbit/s at
+	// 10.1..13 s average 39. Stalled: 0.008 before, 8 after.
+	assert.InDelta(t, (39+8)/(8+0.008)-1, after.Value, 0.05)
+}
