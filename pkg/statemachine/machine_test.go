@@ -128,6 +128,12 @@ func sub6LinkFrom(fromMs, toMs int, bytesPerSecond, offset uint64) step {
 
 // handoverSteps runs a predicted pcell handover from lteA to lteB: report
 // at 0, command at 100, completion at 130.
+// predictionTimingOut predicts a handover from lteA to lteB at 10 that no
+// command follows: the prediction times out at 2*T2 (default T2).
+func predictionTimingOut() []step {
+	return []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB), tick(301), tick(302)}
+}
+
 func handoverSteps() []step {
 	return []step{
 		serve(0, lteA, diag.Cell{}),
@@ -1549,22 +1555,18 @@ func TestRamp(t *testing.T) {
 				serve(-2000, lteA, diag.Cell{})(h)
 				queuedLink(h)
 			},
-			steps: []step{
-				serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB), tick(301), tick(302),
+			steps: append(predictionTimingOut(),
 				clampIs(lteBBuffer, ClampSourceRamp, "the clamp stays as the ramp's start"),
 				rampLink(310, 370, fillingRate, queuedRate),
-				clampIs(2*lteBBuffer, ClampSourceRamp, "doubled after a full round"),
-			},
+				clampIs(2*lteBBuffer, ClampSourceRamp, "doubled after a full round")),
 			state:       Stable,
 			transitions: []string{predicted, "preparation>stable:prediction_timeout"},
 			predictions: []string{OutcomeTimedOut},
 		},
 		{
-			name:  "a prediction that times out releases a clamp the senders did not reach",
-			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); sub6Link(-300, 0, sub6Rate)(h) },
-			steps: []step{
-				serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB), tick(301), tick(302),
-			},
+			name:        "a prediction that times out releases a clamp the senders did not reach",
+			setup:       func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); sub6Link(-300, 0, sub6Rate)(h) },
+			steps:       predictionTimingOut(),
 			state:       Stable,
 			transitions: []string{predicted, "preparation>stable:prediction_timeout"},
 			predictions: []string{OutcomeTimedOut},
@@ -1574,12 +1576,10 @@ func TestRamp(t *testing.T) {
 			},
 		},
 		{
-			name:  "ramp switched off: a timed-out prediction's clamp is released at once",
-			cfg:   func(c *Config) { c.Ramp = false },
-			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); queuedLink(h) },
-			steps: []step{
-				serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB), tick(301), tick(302),
-			},
+			name:        "ramp switched off: a timed-out prediction's clamp is released at once",
+			cfg:         func(c *Config) { c.Ramp = false },
+			setup:       func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); queuedLink(h) },
+			steps:       predictionTimingOut(),
 			state:       Stable,
 			transitions: []string{predicted, "preparation>stable:prediction_timeout"},
 			predictions: []string{OutcomeTimedOut},
