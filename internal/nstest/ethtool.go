@@ -44,11 +44,6 @@ type ifreqData struct {
 // another (TSO needs scatter-gather, which needs transmit checksumming),
 // so they are switched off in the order given and on in the reverse.
 func SetOffloads(iface string, on bool, features ...Offload) error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("ethtool socket: %w", err)
-	}
-	defer unix.Close(fd)
 	order := features
 	var data uint32
 	if on {
@@ -56,12 +51,8 @@ func SetOffloads(iface string, on bool, features ...Offload) error {
 		slices.Reverse(order)
 	}
 	for _, f := range order {
-		value := ethtoolValue{cmd: uint32(f), data: data}
-		var req ifreqData
-		copy(req.name[:], iface)
-		req.data = unsafe.Pointer(&value)
-		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&req))); errno != 0 {
-			return fmt.Errorf("ethtool command %#x on %s: %w", uint32(f), iface, errno)
+		if err := ethtool(iface, &ethtoolValue{cmd: uint32(f), data: data}); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -70,17 +61,26 @@ func SetOffloads(iface string, on bool, features ...Offload) error {
 // OffloadEnabled reports whether feature f of iface is on, in the calling
 // thread's namespace. Each legacy "get" command precedes its "set".
 func OffloadEnabled(iface string, f Offload) (bool, error) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return false, fmt.Errorf("ethtool socket: %w", err)
-	}
-	defer unix.Close(fd)
 	value := ethtoolValue{cmd: uint32(f) - 1}
-	var req ifreqData
-	copy(req.name[:], iface)
-	req.data = unsafe.Pointer(&value)
-	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&req))); errno != 0 {
-		return false, fmt.Errorf("ethtool command %#x on %s: %w", value.cmd, iface, errno)
+	if err := ethtool(iface, &value); err != nil {
+		return false, err
 	}
 	return value.data != 0, nil
+}
+
+// ethtool runs one legacy ethtool command on iface, which reads or
+// writes value.
+func ethtool(iface string, value *ethtoolValue) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("ethtool socket: %w", err)
+	}
+	defer unix.Close(fd)
+	var req ifreqData
+	copy(req.name[:], iface)
+	req.data = unsafe.Pointer(value)
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&req))); errno != 0 {
+		return fmt.Errorf("ethtool command %#x on %s: %w", value.cmd, iface, errno)
+	}
+	return nil
 }
