@@ -119,6 +119,7 @@ func TestDroppedDupACKsAreNotStamped(t *testing.T) {
 	verdictOf(t, d, withTimestamps(peerData(s, 2000, 1000), 11, 1), false)
 	require.Equal(t, int32(verdictPass), verdictOf(t, d, withTimestamps(ackOf(s, 1000), 50, 11), true))
 	verdictOf(t, d, withTimestamps(peerData(s, 3000, 100), 12, 50), false) // frees every stamp
+	setSmoothedRTT(t, d, s, 40*time.Millisecond)
 
 	_, err := d.StartSuppression(time.Now().Add(time.Minute))
 	require.NoError(t, err)
@@ -140,12 +141,17 @@ func TestDroppedDupACKsAreNotStamped(t *testing.T) {
 	assert.Equal(t, uint64(1), after[m2hoCounterIdCNT_RTT_SAMPLES]-before[m2hoCounterIdCNT_RTT_SAMPLES], "the echo of the ACK that left")
 }
 
-// TestImplausibleSegmentsLeaveTheSequence checks that an ingress segment
-// further from the flow's highest sequence than the host's largest window
-// (a damaged sequence number, a stray segment of an earlier connection)
-// neither moves that sequence nor closes the flow. Otherwise the next
-// handover's snapshot would lie beyond anything the host acknowledges, and
-// the flow would drop its duplicate ACKs until the deadline.
+// setSmoothedRTT gives flow s a smoothed RTT as a cellular path has it.
+// The echo of a stamp between two BPF_PROG_RUN calls measures the test's
+// own pace, a few microseconds on a slow host, and a hold of two such RTTs
+// would be over before the next packet runs.
+func setSmoothedRTT(t *testing.T, d *Datapath, s segment, rtt time.Duration) {
+	t.Helper()
+	slot, _ := flowSlot(t, d, fixtureFlowKey(s.localPort, s.remotePort))
+	_, entry := d.table.slot(slot)
+	entry.State.SrttNs, entry.State.RttSamples = uint64(rtt), max(entry.State.RttSamples, 1)
+}
+
 // TestDupACKHold: a flow's duplicates are held only for DUPACK_HOLD_MS
 // after its acknowledgement last moved, below a Linux sender's minimum
 // RTO, and are counted when they go out; an ACK that moves restarts the
@@ -182,9 +188,7 @@ func TestDupACKHold(t *testing.T) {
 	fast := freshPorts(segment{timestamps: true, tsval: 1, sack: true})
 	handshake(t, d, fast, 7, 7)
 	verdictOf(t, d, peerData(fast, 0, 1000), false)
-	slot, _ := flowSlot(t, d, fixtureFlowKey(fast.localPort, fast.remotePort))
-	_, entry := d.table.slot(slot)
-	entry.State.SrttNs, entry.State.RttSamples = uint64(20*time.Millisecond), 1
+	setSmoothedRTT(t, d, fast, 20*time.Millisecond)
 	moved = time.Now()
 	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(fast, 1000), true))
 	verdictOf(t, d, peerData(fast, 2000, 1000), false)
@@ -253,6 +257,12 @@ func TestACKAtTheSnapshotReleasesOnlyWithoutDataAbove(t *testing.T) {
 	assert.Equal(t, 1, pending, "only the flow with the hole")
 }
 
+// TestImplausibleSegmentsLeaveTheSequence checks that an ingress segment
+// further from the flow's highest sequence than the host's largest window
+// (a damaged sequence number, a stray segment of an earlier connection)
+// neither moves that sequence nor closes the flow. Otherwise the next
+// handover's snapshot would lie beyond anything the host acknowledges, and
+// the flow would drop its duplicate ACKs until the deadline.
 func TestImplausibleSegmentsLeaveTheSequence(t *testing.T) {
 	// wscale 7: the host's window is at most 65535 << 7, about 8 MB
 	const largestWindow = 0xffff << 7
