@@ -43,10 +43,20 @@ const (
 	// MalformedValue: values no measurement gives (an empty or absurd
 	// buffer, a time in the future, more commands than reports).
 	MalformedValue = "value"
+	// MalformedCapacity: a well-formed entry of a cell and host the cache
+	// has no room for. No fleet has that many, but a peer flooding the
+	// bucket with invented cells would otherwise grow m2hod's memory
+	// without bound.
+	MalformedCapacity = "capacity"
 )
 
 // MalformedReasons lists the reasons, for metrics that show zeros.
-var MalformedReasons = []string{MalformedKey, MalformedDecode, MalformedSchema, MalformedValue}
+var MalformedReasons = []string{MalformedKey, MalformedDecode, MalformedSchema, MalformedValue, MalformedCapacity}
+
+// DefaultMaxEntries bounds the peers' entries (one per cell and host)
+// held in the cache: a thousand vehicles that each measured a hundred
+// cells of one network, about 20 MB.
+const DefaultMaxEntries = 100_000
 
 // entry is what one host publishes about one cell.
 type entry struct {

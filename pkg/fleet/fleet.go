@@ -90,6 +90,9 @@ type Options struct {
 	MaxAge time.Duration
 	// QueueSize bounds the publication queue; DefaultQueueSize when 0.
 	QueueSize int
+	// MaxEntries bounds the peers' entries held in the cache;
+	// DefaultMaxEntries when 0.
+	MaxEntries int
 	// PublishInterval paces the publisher; DefaultPublishInterval when 0.
 	PublishInterval time.Duration
 	Logger          *slog.Logger
@@ -134,6 +137,8 @@ type Client struct {
 
 	mu    sync.Mutex
 	peers map[diag.CellKey]map[string]peerEntry
+	// cached counts the entries in peers, at most opts.MaxEntries.
+	cached int
 	// own is the latest entry of each cell this host publishes, by key.
 	own map[string]*entry
 	// queue holds the keys of own waiting for publication, oldest first.
@@ -164,6 +169,7 @@ func Open(opts Options) (*Client, error) {
 	opts.Bucket = cmp.Or(opts.Bucket, DefaultBucket)
 	opts.MaxAge = cmp.Or(opts.MaxAge, DefaultMaxAge)
 	opts.QueueSize = cmp.Or(opts.QueueSize, DefaultQueueSize)
+	opts.MaxEntries = cmp.Or(opts.MaxEntries, DefaultMaxEntries)
 	opts.PublishInterval = cmp.Or(opts.PublishInterval, DefaultPublishInterval)
 	for name, v := range map[string]string{"network": opts.Network, "host": opts.Host, "bucket": opts.Bucket} {
 		if !NameRE.MatchString(v) {
@@ -404,6 +410,9 @@ func (c *Client) ingest(kve jetstream.KeyValueEntry) {
 	}
 	if kve.Operation() != jetstream.KeyValuePut || e.BufferBytes == 0 {
 		// Deleted, aged out in the bucket, or trigger counts alone.
+		if _, known := c.peers[key][host]; known {
+			c.cached--
+		}
 		delete(c.peers[key], host)
 		if len(c.peers[key]) == 0 {
 			delete(c.peers, key)
@@ -411,6 +420,14 @@ func (c *Client) ingest(kve jetstream.KeyValueEntry) {
 		return
 	}
 	hosts := c.peers[key]
+	if _, known := hosts[host]; !known {
+		if c.cached >= c.opts.MaxEntries {
+			c.malformed[MalformedCapacity]++
+			c.logger.Debug("fleet entry skipped: cache full", "key", kve.Key(), "entries", c.cached)
+			return
+		}
+		c.cached++
+	}
 	if hosts == nil {
 		hosts = make(map[string]peerEntry)
 		c.peers[key] = hosts
@@ -552,12 +569,8 @@ func (c *Client) flush(ctx context.Context, kv jetstream.KeyValue) error {
 func (c *Client) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	entries := 0
-	for _, hosts := range c.peers {
-		entries += len(hosts)
-	}
 	return Stats{
-		Connected: c.nc.IsConnected(), Entries: entries, Hits: c.hits, Misses: c.misses,
+		Connected: c.nc.IsConnected(), Entries: c.cached, Hits: c.hits, Misses: c.misses,
 		Queued: len(c.queue), Dropped: c.dropped, Published: c.published, Malformed: maps.Clone(c.malformed),
 	}
 }

@@ -44,6 +44,7 @@ func (c *clock) advance(d time.Duration)        { c.offset.Add(int64(d)) }
 func withClock(c *clock) func(*Options)         { return func(o *Options) { o.Now = c.now } }
 func withQueue(n int) func(*Options)            { return func(o *Options) { o.QueueSize = n } }
 func withMaxAge(d time.Duration) func(*Options) { return func(o *Options) { o.MaxAge = d } }
+func withMaxEntries(n int) func(*Options)       { return func(o *Options) { o.MaxEntries = n } }
 
 // startClient opens a client of url as host and runs it until the test
 // ends.
@@ -99,6 +100,9 @@ func bucket(t *testing.T, url string) jetstream.KeyValue {
 		// Without the clients' value size limit, so that a peer can
 		// write anything.
 		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: DefaultBucket, History: 1})
+		if errors.Is(err, jetstream.ErrBucketExists) { // a client created it meanwhile
+			kv, err = js.KeyValue(ctx, DefaultBucket)
+		}
 	}
 	require.NoError(t, err)
 	return kv
@@ -139,7 +143,9 @@ func TestTwoHostsShareACell(t *testing.T) {
 	assert.Positive(t, st.Hits)
 	assert.Positive(t, st.Misses)
 	assert.Empty(t, st.Malformed)
-	assert.Positive(t, first.Stats().Published)
+	// The peer's watch may deliver the entry before the publisher has
+	// taken the server's acknowledgement of it.
+	assert.Eventually(t, func() bool { return first.Stats().Published > 0 }, waitFor, tick)
 }
 
 func TestLearntReportsArePublished(t *testing.T) {
@@ -243,6 +249,39 @@ func TestPeersCannotAbuseTheFleet(t *testing.T) {
 	require.Eventually(t, func() bool { return c.Stats().Entries == 3 }, waitFor, tick)
 	bytes, _ = e.TargetBuffer(cellA)
 	assert.Equal(t, uint64(600_000), bytes, "lower median of two")
+}
+
+// TestFloodingPeerIsBounded: a peer that writes entries for invented
+// cells fills the cache up to its bound and no further; the rest are
+// counted, and a deletion makes room again.
+func TestFloodingPeerIsBounded(t *testing.T) {
+	srv := natstest.Start(t)
+	c := startClient(t, srv.URL(), "bus-1", withMaxEntries(3))
+	kv := bucket(t, srv.URL())
+	require.Eventually(t, connected(c), waitFor, tick)
+	now := time.Now().UTC()
+	for pci := uint16(1); pci <= 5; pci++ {
+		cell := diag.Cell{RAT: cellA.RAT, Band: cellA.Band, ARFCN: cellA.ARFCN, PCI: pci}
+		b, err := json.Marshal(entry{Version: entryVersion, RAT: cell.RAT, Band: cell.Band, ARFCN: cell.ARFCN, PCI: cell.PCI,
+			BufferBytes: 500_000, Bursts: 3, Updated: now})
+		require.NoError(t, err)
+		put(t, kv, cellKey(network, cell, "flood"), b)
+	}
+	require.Eventually(t, func() bool { return c.Stats().Malformed[MalformedCapacity] == 2 }, waitFor, tick,
+		"entries beyond the bound counted: %v", c.Stats().Malformed)
+	assert.Equal(t, 3, c.Stats().Entries)
+
+	first := diag.Cell{RAT: cellA.RAT, Band: cellA.Band, ARFCN: cellA.ARFCN, PCI: 1}
+	require.NoError(t, kv.Delete(context.Background(), cellKey(network, first, "flood")))
+	require.Eventually(t, func() bool { return c.Stats().Entries == 2 }, waitFor, tick)
+	sixth := diag.Cell{RAT: cellA.RAT, Band: cellA.Band, ARFCN: cellA.ARFCN, PCI: 6}
+	b, err := json.Marshal(entry{Version: entryVersion, RAT: sixth.RAT, Band: sixth.Band, ARFCN: sixth.ARFCN, PCI: sixth.PCI,
+		BufferBytes: 500_000, Bursts: 3, Updated: now})
+	require.NoError(t, err)
+	put(t, kv, cellKey(network, sixth, "flood"), b)
+	require.Eventually(t, func() bool { return c.Stats().Entries == 3 }, waitFor, tick)
+	_, ok := c.Lookup(sixth)
+	assert.True(t, ok, "room again after a deletion")
 }
 
 func TestStaleEntriesIgnored(t *testing.T) {

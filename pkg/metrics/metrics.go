@@ -317,7 +317,7 @@ var (
 	descFleetQueue       = desc("fleet_publish_queue", "Cells whose estimate waits for publication to the fleet store.")
 	descFleetPublished   = desc("fleet_published_total", "Cell entries written to the fleet store.")
 	descFleetDropped     = desc("fleet_publish_dropped_total", "Cells pushed out of the full publication queue before they were published.")
-	descFleetMalformed   = desc("fleet_malformed_total", "Fleet store entries skipped, by reason (key, decode, schema, value).", "reason")
+	descFleetMalformed   = desc("fleet_malformed_total", "Fleet store entries skipped, by reason (key, decode, schema, value, capacity).", "reason")
 )
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {

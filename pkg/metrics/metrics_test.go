@@ -331,8 +331,9 @@ m2hod_fleet_entries 7
 # TYPE m2hod_fleet_lookups_total counter
 m2hod_fleet_lookups_total{result="hit"} 3
 m2hod_fleet_lookups_total{result="miss"} 5
-# HELP m2hod_fleet_malformed_total Fleet store entries skipped, by reason (key, decode, schema, value).
+# HELP m2hod_fleet_malformed_total Fleet store entries skipped, by reason (key, decode, schema, value, capacity).
 # TYPE m2hod_fleet_malformed_total counter
+m2hod_fleet_malformed_total{reason="capacity"} 0
 m2hod_fleet_malformed_total{reason="decode"} 4
 m2hod_fleet_malformed_total{reason="key"} 0
 m2hod_fleet_malformed_total{reason="schema"} 0
