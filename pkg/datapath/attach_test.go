@@ -21,24 +21,20 @@ import (
 	"github.com/m2ho/m2ho/internal/tcptest"
 )
 
-// Addresses of the veth pair.
+// The server and ue ends of vethPair, named as the tests here use them.
 const (
-	serverAddr  = "10.77.0.1"
-	ueAddr      = "10.77.0.2"
-	serverAddr6 = "fd77::1"
-	ueAddr6     = "fd77::2"
-	uePort      = 5201
+	serverAddr  = nstest.ServerAddr
+	ueAddr      = nstest.UEAddr
+	serverAddr6 = nstest.ServerAddr6
+	ueAddr6     = nstest.UEAddr6
+	uePort      = nstest.ServerPort
 )
 
 // vethPair is an Ethernet link between a server namespace and a ue
 // namespace whose veth0 carries the programs.
-func vethPair(t testing.TB) (server, ue *nstest.NS) {
-	t.Helper()
-	nstest.RequireRoot(t)
-	server, ue = nstest.NewNS(t, "srv"), nstest.NewNS(t, "ue")
-	nstest.Pair(t, server, ue, nstest.Link{AIfname: "veth0", BIfname: "veth0",
-		AAddrs: []string{serverAddr + "/24", serverAddr6 + "/64"}, BAddrs: []string{ueAddr + "/24", ueAddr6 + "/64"}})
-	return server, ue
+func vethPair(tb testing.TB) (server, ue *nstest.NS) {
+	tb.Helper()
+	return nstest.ServerUEPair(tb)
 }
 
 // ifindexIn returns the index of interface ifname in namespace ns.
@@ -56,11 +52,12 @@ func ifindexIn(tb testing.TB, ns *nstest.NS, ifname string) int {
 }
 
 // openIn opens a datapath with opts in namespace ns, closed at the end of
-// the test.
+// the test. Without a logger in opts, attach messages stay out of the
+// test's output.
 func openIn(t *testing.T, ns *nstest.NS, opts Options) *Datapath {
 	t.Helper()
 	if opts.Logger == nil {
-		opts.Logger = quietLogger()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	var dp *Datapath
 	require.NoError(t, ns.Do(func() error {
@@ -88,7 +85,7 @@ func openOnVeth(tb testing.TB, ns *nstest.NS) *Datapath {
 	var dp *Datapath
 	require.NoError(tb, ns.Do(func() error {
 		var err error
-		dp, err = Open(Options{Iface: "veth0", Logger: quietLogger()})
+		dp, err = Open(Options{Iface: "veth0", Logger: slog.New(slog.DiscardHandler)})
 		return err
 	}))
 	tb.Cleanup(func() { _ = dp.Close() })
@@ -141,7 +138,7 @@ func TestAttachModesOnEthernet(t *testing.T) {
 			var dp *Datapath
 			require.NoError(t, ue.Do(func() error {
 				var err error
-				dp, err = Open(Options{Iface: "veth0", Attach: mode, Logger: quietLogger()})
+				dp, err = Open(Options{Iface: "veth0", Attach: mode, Logger: slog.New(slog.DiscardHandler)})
 				return err
 			}))
 			assert.Equal(t, mode, dp.AttachMode())
@@ -185,7 +182,7 @@ func TestClsactLeavesForeignStateAlone(t *testing.T) {
 	var dp *Datapath
 	require.NoError(t, ue.Do(func() error {
 		var err error
-		dp, err = Open(Options{Iface: "veth0", Attach: AttachClsact, Logger: quietLogger()})
+		dp, err = Open(Options{Iface: "veth0", Attach: AttachClsact, Logger: slog.New(slog.DiscardHandler)})
 		return err
 	}))
 	filters := tcShow(t, ue, "filter", "show", "dev", "veth0", "ingress")

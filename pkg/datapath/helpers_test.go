@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"encoding/binary"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -18,9 +17,6 @@ import (
 
 	"github.com/m2ho/m2ho/internal/nstest"
 )
-
-// quietLogger keeps attach messages out of test output.
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // loadDetached loads the programs without attaching them.
 func loadDetached(tb testing.TB, rawIP bool, maxFlows uint32) *Datapath {
@@ -43,7 +39,7 @@ func tryLoadDetached(tb testing.TB, rawIP bool, maxFlows uint32, burstGap time.D
 	if maxFlows == 0 {
 		maxFlows = DefaultMaxFlows
 	}
-	d, err := loadDatapath(rawIP, burstGap, maxFlows, pinDir, quietLogger(), "test")
+	d, err := loadDatapath(rawIP, burstGap, maxFlows, pinDir, slog.New(slog.DiscardHandler), "test")
 	if err != nil {
 		return nil, err
 	}

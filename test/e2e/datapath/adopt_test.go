@@ -40,7 +40,7 @@ type adoptionBed struct {
 func newAdoptionBed(t *testing.T, client string) adoptionBed {
 	t.Helper()
 	m := newModemLink(t, adoptionOneWay)
-	b := adoptionBed{modemLink: m, client: m.ue, addr: fmt.Sprintf("%s:%d", serverAddr, uePort)}
+	b := adoptionBed{modemLink: m, client: m.ue, addr: fmt.Sprintf("%s:%d", nstest.ServerAddr, nstest.ServerPort)}
 	switch client {
 	case lanClient:
 		b.client = m.addLAN(t)
@@ -49,7 +49,7 @@ func newAdoptionBed(t *testing.T, client string) adoptionBed {
 			"add rule ip m2ho_nat post oifname wwan0 masquerade")
 	case routedLANClient:
 		b.client = m.addLAN6(t)
-		b.addr = net.JoinHostPort(serverAddr6, fmt.Sprint(uePort))
+		b.addr = net.JoinHostPort(nstest.ServerAddr6, fmt.Sprint(nstest.ServerPort))
 		m.ue.Nft(t, "add table ip6 m2ho_firewall; "+
 			"add chain ip6 m2ho_firewall through { type filter hook forward priority filter; }; "+
 			"add rule ip6 m2ho_firewall through ct state established,related,new accept")
@@ -86,7 +86,7 @@ func (c adoptedClamp) flowLocal() string {
 	if c.client == routedLANClient {
 		return lanAddr6
 	}
-	return ueAddr
+	return nstest.UEAddr
 }
 
 // linkMSS is the MSS an adopted forwarded connection gets: the largest
@@ -239,7 +239,7 @@ func TestAdoptHandshakeUnderWay(t *testing.T) {
 			// it, would show the programs the handshake
 			b.client.Nft(t, "add table inet m2ho_hold; "+
 				"add chain inet m2ho_hold out { type filter hook output priority 0; }; "+
-				fmt.Sprintf("add rule inet m2ho_hold out tcp dport %d tcp flags & (syn | ack) == syn drop", uePort))
+				fmt.Sprintf("add rule inet m2ho_hold out tcp dport %d tcp flags & (syn | ack) == syn drop", nstest.ServerPort))
 
 			var logs logbuf.Buffer
 			opened := time.Now()

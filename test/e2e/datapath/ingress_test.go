@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	"github.com/m2ho/m2ho/internal/nstest"
 	"github.com/m2ho/m2ho/pkg/datapath"
 )
 
@@ -25,7 +26,7 @@ const ethernetHeaderLen = 14
 // they differ exactly by the Ethernet header of each IP packet.
 func TestIngressBytesMatchInterfaceStatistics(t *testing.T) {
 	const size = 4 << 20
-	server, ue := vethPair(t)
+	server, ue := nstest.ServerUEPair(t)
 	dp := openIn(t, ue, datapath.Options{Iface: "veth0"})
 
 	// snapshot reads the interface's received bytes and the counters
@@ -59,7 +60,7 @@ func TestIngressBytesMatchInterfaceStatistics(t *testing.T) {
 	var ln net.Listener
 	require.NoError(t, server.Do(func() error {
 		var err error
-		ln, err = net.Listen("tcp", net.JoinHostPort(serverAddr, fmt.Sprint(uePort)))
+		ln, err = net.Listen("tcp", net.JoinHostPort(nstest.ServerAddr, fmt.Sprint(nstest.ServerPort)))
 		return err
 	}))
 	t.Cleanup(func() { ln.Close() })
@@ -77,7 +78,7 @@ func TestIngressBytesMatchInterfaceStatistics(t *testing.T) {
 	var conn net.Conn
 	require.NoError(t, ue.Do(func() error {
 		var err error
-		conn, err = net.DialTimeout("tcp", net.JoinHostPort(serverAddr, fmt.Sprint(uePort)), 5*time.Second)
+		conn, err = net.DialTimeout("tcp", net.JoinHostPort(nstest.ServerAddr, fmt.Sprint(nstest.ServerPort)), 5*time.Second)
 		return err
 	}))
 	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))

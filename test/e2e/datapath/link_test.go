@@ -11,7 +11,6 @@ package datapath_test
 import (
 	"encoding/binary"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -45,19 +44,15 @@ type modemLink struct {
 	wg         sync.WaitGroup
 }
 
-// Addresses of the links; every test has its own namespaces.
+// Addresses of the lan behind ue; the server and ue ends are nstest's.
+// Every test has its own namespaces.
 const (
-	serverAddr  = "10.77.0.1"
-	ueAddr      = "10.77.0.2"
-	serverAddr6 = "fd77::1"
-	ueAddr6     = "fd77::2"
 	lanNet      = "10.78.0.0/24"
 	lanAddr     = "10.78.0.2"
 	lanGateway  = "10.78.0.1"
 	lanNet6     = "fd78::/64"
 	lanAddr6    = "fd78::2"
 	lanGateway6 = "fd78::1"
-	uePort      = 5201
 )
 
 func newModemLink(t *testing.T, oneWay time.Duration) *modemLink {
@@ -69,8 +64,8 @@ func newModemLink(t *testing.T, oneWay time.Duration) *modemLink {
 	require.NoError(t, err)
 	m.ueTun, err = m.ue.OpenTun("wwan0")
 	require.NoError(t, err)
-	require.NoError(t, m.server.AddAddr("srv0", serverAddr+"/24"))
-	require.NoError(t, m.ue.AddAddr("wwan0", ueAddr+"/24"))
+	require.NoError(t, m.server.AddAddr("srv0", nstest.ServerAddr+"/24"))
+	require.NoError(t, m.ue.AddAddr("wwan0", nstest.UEAddr+"/24"))
 	require.NoError(t, m.server.AddDeviceRoute(lanNet, "srv0"))
 	m.wg.Add(2)
 	go m.pump(m.srvTun, m.ueTun, true)
@@ -146,8 +141,8 @@ func (m *modemLink) addLAN(t *testing.T) *nstest.NS {
 func (m *modemLink) addLAN6(t *testing.T) *nstest.NS {
 	t.Helper()
 	lan := m.pairLAN(t, lanAddr6+"/64", lanGateway6+"/64", "default6", lanGateway6)
-	require.NoError(t, m.server.AddAddr("srv0", serverAddr6+"/64"))
-	require.NoError(t, m.ue.AddAddr("wwan0", ueAddr6+"/64"))
+	require.NoError(t, m.server.AddAddr("srv0", nstest.ServerAddr6+"/64"))
+	require.NoError(t, m.ue.AddAddr("wwan0", nstest.UEAddr6+"/64"))
 	require.NoError(t, m.server.AddDeviceRoute(lanNet6, "srv0"))
 	return lan
 }
@@ -162,12 +157,15 @@ func (m *modemLink) pairLAN(t *testing.T, clientCIDR, gatewayCIDR, defaultRoute,
 	return lan
 }
 
+// openIn, flowFrom and trackedFlow repeat pkg/datapath's: its tests cannot import a package that imports it.
+
 // openIn opens a datapath with opts in namespace ns, closed at the end of
-// the test.
+// the test. Without a logger in opts, attach messages stay out of the
+// test's output.
 func openIn(t *testing.T, ns *nstest.NS, opts datapath.Options) *datapath.Datapath {
 	t.Helper()
 	if opts.Logger == nil {
-		opts.Logger = quietLogger()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	var dp *datapath.Datapath
 	require.NoError(t, ns.Do(func() error {
@@ -179,10 +177,12 @@ func openIn(t *testing.T, ns *nstest.NS, opts datapath.Options) *datapath.Datapa
 	return dp
 }
 
-// flowFrom is the flow of the download to uePort from local.
+// flowFrom is the flow of the download to nstest.ServerPort from local.
 func flowFrom(t *testing.T, dp *datapath.Datapath, local string) datapath.Flow {
 	t.Helper()
-	f, ok, err := trackedFlow(dp, func(f datapath.Flow) bool { return f.Local.Addr().String() == local && f.Remote.Port() == uePort })
+	f, ok, err := trackedFlow(dp, func(f datapath.Flow) bool {
+		return f.Local.Addr().String() == local && f.Remote.Port() == nstest.ServerPort
+	})
 	require.NoError(t, err)
 	require.True(t, ok, "no flow from %s", local)
 	return f
@@ -212,20 +212,6 @@ func counter(t testing.TB, c datapath.Counters, name string) uint64 {
 	}
 	require.FailNow(t, "no datapath counter "+name)
 	return 0
-}
-
-// quietLogger keeps attach messages out of test output.
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// vethPair is an Ethernet link between a server namespace and a ue
-// namespace whose veth0 carries the programs.
-func vethPair(t testing.TB) (server, ue *nstest.NS) {
-	t.Helper()
-	nstest.RequireRoot(t)
-	server, ue = nstest.NewNS(t, "srv"), nstest.NewNS(t, "ue")
-	nstest.Pair(t, server, ue, nstest.Link{AIfname: "veth0", BIfname: "veth0",
-		AAddrs: []string{serverAddr + "/24", serverAddr6 + "/64"}, BAddrs: []string{ueAddr + "/24", ueAddr6 + "/64"}})
-	return server, ue
 }
 
 // TCP header flags.
@@ -261,6 +247,6 @@ func parseIPv4TCP(pkt []byte) (tcpSegment, bool) {
 		ack:        binary.BigEndian.Uint32(tcp[8:]),
 		payload:    len(tcp) - doff,
 		flags:      tcp[13],
-		fromServer: binary.BigEndian.Uint16(tcp[0:]) == uePort,
+		fromServer: binary.BigEndian.Uint16(tcp[0:]) == nstest.ServerPort,
 	}, true
 }

@@ -33,17 +33,17 @@ func TestClampRTTAndExpiry(t *testing.T) {
 	for _, client := range []string{"ue host", "lan client"} {
 		t.Run(client, func(t *testing.T) {
 			m := newModemLink(t, oneWay)
-			clientNS, clientAddr := m.ue, ueAddr
+			clientNS, clientAddr := m.ue, nstest.UEAddr
 			if client == "lan client" {
 				clientNS, clientAddr = m.addLAN(t), lanAddr
 			}
-			server := tcptest.StartBulkServer(t, m.server, fmt.Sprintf("%s:%d", serverAddr, uePort))
+			server := tcptest.StartBulkServer(t, m.server, fmt.Sprintf("%s:%d", nstest.ServerAddr, nstest.ServerPort))
 			dp := openIn(t, m.ue, datapath.Options{Iface: "wwan0"})
 			assert.Equal(t, datapath.AttachTCX, dp.AttachMode())
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			received, _ := tcptest.Download(t, ctx, clientNS, fmt.Sprintf("%s:%d", serverAddr, uePort))
+			received, _ := tcptest.Download(t, ctx, clientNS, fmt.Sprintf("%s:%d", nstest.ServerAddr, nstest.ServerPort))
 			serverConn := <-server.Conns
 			time.Sleep(500 * time.Millisecond)
 
@@ -131,20 +131,20 @@ func testDupACKSuppression(t *testing.T, lan bool) {
 	// the acknowledgement last moved: the link's delay must leave the
 	// test's pause before the epoch well within that.
 	m := newModemLink(t, 30*time.Millisecond)
-	clientNS, clientAddr := m.ue, ueAddr
+	clientNS, clientAddr := m.ue, nstest.UEAddr
 	if lan {
 		clientNS, clientAddr = m.addLAN(t), lanAddr
 	}
 	// one duplicate ACK per out-of-order segment: no SACK compression
 	require.NoError(t, clientNS.SetSysctl("net.ipv4.tcp_comp_sack_nr", "0"))
-	server := tcptest.StartBulkServer(t, m.server, fmt.Sprintf("%s:%d", serverAddr, uePort))
+	server := tcptest.StartBulkServer(t, m.server, fmt.Sprintf("%s:%d", nstest.ServerAddr, nstest.ServerPort))
 	dp := openIn(t, m.ue, datapath.Options{Iface: "wwan0"})
 	// a small receive window keeps the transfer steady and the test quick
 	require.NoError(t, dp.SetClamp(128<<10, time.Now().Add(time.Minute)))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	received, _ := tcptest.Download(t, ctx, clientNS, fmt.Sprintf("%s:%d", serverAddr, uePort))
+	received, _ := tcptest.Download(t, ctx, clientNS, fmt.Sprintf("%s:%d", nstest.ServerAddr, nstest.ServerPort))
 	<-server.Conns
 	time.Sleep(300 * time.Millisecond)
 
@@ -230,13 +230,13 @@ func testDupACKSuppression(t *testing.T, lan bool) {
 func TestRealLossDuringSuppression(t *testing.T) {
 	m := newModemLink(t, 20*time.Millisecond)
 	require.NoError(t, m.ue.SetSysctl("net.ipv4.tcp_comp_sack_nr", "0"))
-	server := tcptest.StartBulkServer(t, m.server, fmt.Sprintf("%s:%d", serverAddr, uePort))
+	server := tcptest.StartBulkServer(t, m.server, fmt.Sprintf("%s:%d", nstest.ServerAddr, nstest.ServerPort))
 	dp := openIn(t, m.ue, datapath.Options{Iface: "wwan0"})
 	require.NoError(t, dp.SetClamp(128<<10, time.Now().Add(time.Minute)))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	received, _ := tcptest.Download(t, ctx, m.ue, fmt.Sprintf("%s:%d", serverAddr, uePort))
+	received, _ := tcptest.Download(t, ctx, m.ue, fmt.Sprintf("%s:%d", nstest.ServerAddr, nstest.ServerPort))
 	<-server.Conns
 	time.Sleep(500 * time.Millisecond)
 	timeoutsBefore := tcpExtCounter(t, m.server, "TCPTimeouts")
@@ -274,7 +274,7 @@ func TestRealLossDuringSuppression(t *testing.T) {
 
 	c, err := dp.Counters()
 	require.NoError(t, err)
-	flow := flowFrom(t, dp, ueAddr)
+	flow := flowFrom(t, dp, nstest.UEAddr)
 	t.Logf("lost %d, sent again after %v, srtt %v, counters %+v", lost.Load(),
 		time.Duration(repairedAt.Load()-lostAt.Load()), time.Duration(flow.SRTT), c)
 	assert.Positive(t, counter(t, c, "dupack_suppressed"), "duplicates were held")
@@ -321,7 +321,7 @@ func tcpExtCounter(t *testing.T, ns *nstest.NS, name string) uint64 {
 // closed flows removes exactly the two.
 func TestFlowsClose(t *testing.T) {
 	m := newModemLink(t, 2*time.Millisecond)
-	addr := fmt.Sprintf("%s:%d", serverAddr, uePort)
+	addr := fmt.Sprintf("%s:%d", nstest.ServerAddr, nstest.ServerPort)
 	server := tcptest.StartBulkServer(t, m.server, addr)
 	dp := openIn(t, m.ue, datapath.Options{Iface: "wwan0"})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -408,14 +408,14 @@ func enableBigTCP(t *testing.T, ns *nstest.NS, ifname string) {
 // TCP, so the receiver's flow counts every byte the socket took in and the
 // sender stamps its TSvals and matches their echoes.
 func TestBigTCP(t *testing.T) {
-	for _, tc := range []struct{ family, server string }{{"ipv4", serverAddr}, {"ipv6", serverAddr6}} {
+	for _, tc := range []struct{ family, server string }{{"ipv4", nstest.ServerAddr}, {"ipv6", nstest.ServerAddr6}} {
 		t.Run(tc.family, func(t *testing.T) {
-			server, ue := vethPair(t)
+			server, ue := nstest.ServerUEPair(t)
 			enableBigTCP(t, server, "veth0")
 			enableBigTCP(t, ue, "veth0")
 			receiverDP := openIn(t, ue, datapath.Options{Iface: "veth0"})
 			senderDP := openIn(t, server, datapath.Options{Iface: "veth0"})
-			addr := net.JoinHostPort(tc.server, fmt.Sprint(uePort))
+			addr := net.JoinHostPort(tc.server, fmt.Sprint(nstest.ServerPort))
 			// writes of 1 MiB let the sender fill segments up to the limit
 			srv := tcptest.StartBulkServerWrites(t, server, addr, 1<<20, tcptest.AnyCPU)
 			ctx, cancel := context.WithCancel(context.Background())
@@ -430,7 +430,7 @@ func TestBigTCP(t *testing.T) {
 			const inTransit = 64 * bigTCPSize
 			before, err := tcptest.TCPInfo(conn)
 			require.NoError(t, err)
-			flow, ok, err := trackedFlow(receiverDP, func(f datapath.Flow) bool { return f.Remote.Port() == uePort })
+			flow, ok, err := trackedFlow(receiverDP, func(f datapath.Flow) bool { return f.Remote.Port() == nstest.ServerPort })
 			require.NoError(t, err)
 			require.True(t, ok, "the receiver tracks no flow")
 			after, err := tcptest.TCPInfo(conn)
