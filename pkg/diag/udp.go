@@ -90,27 +90,6 @@ func setReceiveBuffer(conn datagramConn, size int) error {
 	return nil
 }
 
-// ReceiveBuffer returns the size of the socket's receive buffer as the
-// kernel reports it: twice the size asked for, since the kernel counts
-// its own per-packet overhead in it.
-func (s *UDPSource) ReceiveBuffer() (int, error) {
-	raw, err := s.conn.SyscallConn()
-	if err != nil {
-		return 0, fmt.Errorf("diag %s: socket: %w", s.name, err)
-	}
-	var size int
-	var sockErr error
-	if err := raw.Control(func(fd uintptr) {
-		size, sockErr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
-	}); err != nil {
-		return 0, fmt.Errorf("diag %s: socket: %w", s.name, err)
-	}
-	if sockErr != nil {
-		return 0, fmt.Errorf("diag %s: read receive buffer size: %w", s.name, sockErr)
-	}
-	return size, nil
-}
-
 // Name returns the URI the source was opened from.
 func (s *UDPSource) Name() string { return s.name }
 

@@ -32,11 +32,6 @@ func TestUDPSourceAbsorbsBursts(t *testing.T) {
 			stats := &diag.Stats{}
 			src, err := diag.ListenUDP("udp://127.0.0.1:0", "127.0.0.1:0", stats)
 			require.NoError(t, err)
-			size, err := src.ReceiveBuffer()
-			require.NoError(t, err)
-			// The kernel reports twice the size asked for.
-			assert.GreaterOrEqual(t, size, diag.ReceiveBufferBytes)
-
 			conn, err := net.Dial("udp", src.Addr().String())
 			require.NoError(t, err)
 			defer conn.Close()

@@ -50,28 +50,22 @@ const (
 	tcpConntrackSynSent2 = 9
 )
 
-// Conntrack lists the handshakes of the TCP connections conntrack tracks
-// that may still carry data, and the ends of those still in their
-// handshake, IPv4 and IPv6. Conntrack keeps each side's scale when both
-// SYNs offered one; when either did not, the handshake agreed on no
-// scaling. A connection conntrack picked up mid-stream, whose SYNs it never
-// saw, is marked liberal instead: it counts as Unknown, unless both offers
-// are there all the same (conntrack also marks liberal a connection it
-// saw from the start, for flow offload).
+// conntrackInto hands into the handshakes of the TCP connections
+// conntrack tracks that may still carry data, and the ends of those still
+// in their handshake, IPv4 and IPv6. Conntrack keeps each side's scale
+// when both SYNs offered one; when either did not, the handshake agreed on
+// no scaling. A connection conntrack picked up mid-stream, whose SYNs it
+// never saw, is marked liberal instead: it counts as Unknown, unless both
+// offers are there all the same (conntrack also marks liberal a connection
+// it saw from the start, for flow offload).
 //
 // An entry cannot tell which side's ACKs leave through the modem link, so
 // each yields two handshakes: the originator's, keyed as its packets look
 // once translated (the reply tuple reversed), and the responder's, keyed
 // as the original tuple reversed. Only the one matching a flow on the link
-// is ever used; the scanner's onLink, when set, leaves the other out.
-// Conntrack is active only in a namespace whose rules use it
-// (NAT, state matches); elsewhere the list is empty.
-func (s *Scanner) Conntrack() (Found, error) {
-	var found Found
-	err := s.conntrackInto(gathering(&found, s.onLink))
-	return found, err
-}
-
+// is ever used; the collector's onLink (the scanner's), when set, leaves
+// the other out. Conntrack is active only in a namespace whose rules use
+// it (NAT, state matches); elsewhere it finds nothing.
 func (s *Scanner) conntrackInto(into collector) error {
 	return s.dumpFamilies("conntrack", unix.NETLINK_NETFILTER, unix.NFNL_SUBSYS_CTNETLINK<<8|ipctnlMsgCTGet,
 		func(family uint8) []byte { return []byte{family, unix.NFNETLINK_V0, 0, 0} }, parseConntrackInto, into)

@@ -179,15 +179,6 @@ func listenUDP(name, addr string) (*net.UDPConn, error) {
 // Name returns the URI the source was opened from.
 func (s *GSMTAPSource) Name() string { return s.name }
 
-// Addrs are the bound GSMTAP addresses, indexed by SIM subscription, and
-// the QCSuper NR address.
-func (s *GSMTAPSource) Addrs() (gsmtapAddrs []net.Addr, qcsuperNRAddr net.Addr) {
-	for _, c := range s.gsmtapConns {
-		gsmtapAddrs = append(gsmtapAddrs, c.LocalAddr())
-	}
-	return gsmtapAddrs, s.qcsuperConn.LocalAddr()
-}
-
 // Close releases the sockets of a source that was never Run.
 func (s *GSMTAPSource) Close() error {
 	var errs []error
