@@ -122,10 +122,12 @@ GENERATED := ./pkg/datapath/... ./test/scaledcc/...
 generate: deps
 	$(GO) generate $(GENERATED)
 
-# Tests come in tiers: pure Go tests beside the code; BPF_PROG_RUN packet
-# fixtures in pkg/datapath; tests on namespaces, veth pairs and real kernel
-# TCP, the datapath's in test/e2e/datapath and the daemon's in test/e2e;
-# and benchmarks. test runs all but the benchmarks (as root, which the
+# Tests come in tiers: beside the code, pure Go tests and the tests that
+# need the kernel for the code itself, such as pkg/datapath's BPF_PROG_RUN
+# packet fixtures and its attach tests, which need a real link (a veth pair
+# between namespaces); end-to-end tests with real kernel TCP, the
+# datapath's in test/e2e/datapath and the daemon's in test/e2e; and
+# benchmarks. test runs all but the benchmarks (as root, which the
 # fixtures and namespaces need); test-unit only what needs nothing but Go:
 # with -short, nstest.RequireRoot skips the rest, even as root.
 test: deps build $(VENV)/.installed $(GSMTAP_VENV)/.installed
