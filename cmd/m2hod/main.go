@@ -168,7 +168,7 @@ func parseSubcommand(fs *flag.FlagSet, args []string, usage string, stdout, stde
 // decode prints the events of a diag input as version-1 JSON lines, or
 // its DIAG log packets with --raw, and a summary of what was skipped.
 func decode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	const usage = "usage: m2hod decode [--raw] URI   (jsonl:PATH, qmdl:PATH, pcap:PATH, udp://, gsmtap://, serial:)"
+	const usage = "usage: m2hod decode [--raw] [--subscription auto|N] URI   (jsonl:PATH, qmdl:PATH, pcap:PATH, unix:PATH, udp://, gsmtap://, serial:DEV)"
 	fs := flag.NewFlagSet("m2hod decode", flag.ContinueOnError)
 	// A mistake gets a one-line reason; the full usage is for -h.
 	fs.SetOutput(io.Discard)
@@ -206,7 +206,16 @@ func decode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(stderr, "m2hod decode: %v\n", err)
-		return exitFailure
+		return inputFailure(err)
 	}
 	return 0
+}
+
+// inputFailure is the exit status of a command whose input failed: the
+// usage status when the URI names no input the command reads, else 1.
+func inputFailure(err error) int {
+	if errors.Is(err, diagsrc.ErrBadURI) {
+		return exitUsage
+	}
+	return exitFailure
 }

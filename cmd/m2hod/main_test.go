@@ -38,7 +38,7 @@ func TestRunFailsWithOneLine(t *testing.T) {
 			wantLine: "m2hod: config: default_buffer_bytes: must be 0 (default) or at least 65536, got 2000"},
 		{name: "decode, unknown flag", args: []string{"decode", "--bogus", "jsonl:-"}, wantCode: exitUsage,
 			wantLine: "m2hod decode: flag provided but not defined: -bogus (m2hod decode -h lists the flags)"},
-		{name: "decode, no input", args: []string{"decode"}, wantCode: exitUsage, wantLine: "usage: m2hod decode [--raw] URI"},
+		{name: "decode, no input", args: []string{"decode"}, wantCode: exitUsage, wantLine: "usage: m2hod decode [--raw] [--subscription auto|N] URI   (jsonl:PATH, qmdl:PATH, pcap:PATH, unix:PATH, udp://, gsmtap://, serial:DEV)"},
 		{name: "extra argument", args: []string{"--iface", "wwan0", "start"}, wantCode: exitUsage,
 			wantLine: `m2hod: command line: unexpected argument "start"`},
 		{name: "bad log format", args: []string{"--iface", "wwan0", "--log-format", "xml"}, wantCode: exitConfig,
@@ -183,6 +183,9 @@ func TestDecode(t *testing.T) {
 		{name: "two uris", args: []string{"decode", "jsonl:a", "jsonl:b"}, wantCode: exitUsage, wantStderr: []string{"usage: m2hod decode"}},
 		{name: "missing file", args: []string{"decode", "jsonl:/nonexistent.jsonl"}, wantCode: exitFailure,
 			wantStderr: []string{"m2hod decode:"}},
+		{name: "unknown scheme", args: []string{"decode", "bogus:x"}, wantCode: exitUsage, wantStderr: []string{"unknown scheme"}},
+		{name: "no scheme", args: []string{"decode", "capture.qmdl"}, wantCode: exitUsage, wantStderr: []string{"want SCHEME"}},
+		{name: "raw listing of JSON", args: []string{"decode", "--raw", "jsonl:" + path}, wantCode: exitUsage, wantStderr: []string{"needs a DIAG or GSMTAP input"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

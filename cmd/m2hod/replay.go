@@ -41,7 +41,7 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		res, err := replay.Replay(ctx, uri, follow, learnt)
 		if err != nil {
 			fmt.Fprintf(stderr, "m2hod replay: %v\n", err)
-			return exitFailure
+			return inputFailure(err)
 		}
 		results = append(results, res)
 		if p, ok := res.Predictor(replay.PredictorLearning); ok && *carry {

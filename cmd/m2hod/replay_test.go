@@ -31,17 +31,18 @@ func TestReplayCommand(t *testing.T) {
 		wantStderr string
 	}{
 		{name: "table", args: []string{"replay", "jsonl:" + path},
-			wantStdout: []string{"jsonl:" + path + ": 3 events", "algorithm1  total", "learning    total", "100.0 (1/1)", "policy:"}},
+			wantStdout: []string{"jsonl:" + path + ": 3 events", "algorithm1  sub6-sub6", "algorithm1  Overall", "learning    Overall", "100.0 (1/1)", "policy:"}},
 		{name: "two inputs", args: []string{"replay", "jsonl:" + path, "jsonl:" + path},
 			wantStdout: []string{"jsonl:" + path + ": 3 events"}},
 		{name: "learning carried over", args: []string{"replay", "--carry", "jsonl:" + path, "jsonl:" + path},
-			wantStdout: []string{"learning    total"}},
+			wantStdout: []string{"learning    Overall"}},
 		{name: "no input", args: []string{"replay"}, wantCode: exitUsage, wantStderr: "usage: m2hod replay [--json] [--carry] [--subscription auto|N] URI..."},
 		{name: "unknown flag", args: []string{"replay", "--bogus", "jsonl:" + path}, wantCode: exitUsage,
 			wantStderr: "m2hod replay: flag provided but not defined: -bogus (m2hod replay -h lists the flags)"},
 		{name: "help", args: []string{"replay", "-h"}, wantStdout: []string{"usage: m2hod replay", "-carry", "-subscription"}},
 		{name: "bad subscription", args: []string{"replay", "--subscription", "sim2", "jsonl:" + path}, wantCode: exitUsage, wantStderr: "want auto or an index"},
-		{name: "live input", args: []string{"replay", "udp://127.0.0.1:0"}, wantCode: exitFailure, wantStderr: "not a live input"},
+		{name: "live input", args: []string{"replay", "udp://127.0.0.1:0"}, wantCode: exitUsage, wantStderr: "a replay reads a recording"},
+		{name: "unknown scheme", args: []string{"replay", "bogus:x"}, wantCode: exitUsage, wantStderr: "a replay reads a recording"},
 		{name: "missing file", args: []string{"replay", "qmdl:/nonexistent.qmdl"}, wantCode: exitFailure, wantStderr: "m2hod replay:"},
 	}
 	for _, tt := range tests {
@@ -74,8 +75,8 @@ func TestReplayCommandJSON(t *testing.T) {
 	require.Len(t, results, 1)
 	require.Len(t, results[0].Predictors, 2)
 	for _, p := range results[0].Predictors {
-		total := p.Classes[len(p.Classes)-1]
-		assert.Equal(t, "total", total.Class)
-		assert.Equal(t, 248, total.Handovers, p.Predictor)
+		overall := p.Classes[len(p.Classes)-1]
+		assert.Equal(t, "overall", overall.Class, "the key of every class together, as in the evaluation's results")
+		assert.Equal(t, 248, overall.Handovers, p.Predictor)
 	}
 }

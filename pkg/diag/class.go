@@ -1,5 +1,7 @@
 package diag
 
+import "slices"
+
 // The paper's handover classes, by the bands of the cells that carry the
 // data before and after the handover.
 const (
@@ -12,8 +14,19 @@ const (
 // HandoverClasses are the classes in the paper's order.
 var HandoverClasses = []string{ClassSub6Sub6, ClassSub6MmWave, ClassMmWaveMmWave, ClassMmWaveSub6}
 
+// AllClasses is the key of the row or column of every class together,
+// beside the class keys (JSON "class" fields and map keys of the
+// evaluation's results and of m2hod replay).
+const AllClasses = "overall"
+
 // AllClassesLabel heads the row or column of every class together.
 const AllClassesLabel = "Overall"
+
+// ClassesWithAll lists HandoverClasses in the paper's order, then
+// AllClasses: the rows of a table by class with its overall row last.
+func ClassesWithAll() []string {
+	return append(slices.Clone(HandoverClasses), AllClasses)
+}
 
 // classLabels are the names the paper's tables give the classes.
 var classLabels = map[string]string{
@@ -38,9 +51,12 @@ func HandoverClass(source, target Band) string {
 	return ClassSub6Sub6
 }
 
-// ClassLabel is the paper's name of a class ("sub6-mmW"); anything else,
-// such as a row of all classes, is returned as it is.
+// ClassLabel is the paper's name of a class ("sub6-mmW"), AllClassesLabel
+// for AllClasses; anything else is returned as it is.
 func ClassLabel(class string) string {
+	if class == AllClasses {
+		return AllClassesLabel
+	}
 	if l, ok := classLabels[class]; ok {
 		return l
 	}

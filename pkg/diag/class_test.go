@@ -25,5 +25,7 @@ func TestHandoverClass(t *testing.T) {
 		assert.Equal(t, tt.label, ClassLabel(got))
 	}
 	assert.Equal(t, []string{"sub6_sub6", "sub6_mmwave", "mmwave_mmwave", "mmwave_sub6"}, HandoverClasses)
-	assert.Equal(t, "overall", ClassLabel("overall"), "not a class: as it is")
+	assert.Equal(t, []string{"sub6_sub6", "sub6_mmwave", "mmwave_mmwave", "mmwave_sub6", "overall"}, ClassesWithAll())
+	assert.Equal(t, "Overall", ClassLabel(AllClasses))
+	assert.Equal(t, "no_handover", ClassLabel("no_handover"), "not a class: as it is")
 }

@@ -52,7 +52,7 @@ func Read(ctx context.Context, uri string, follow rrc.Follow) (*Recording, error
 	switch scheme {
 	case "qmdl", "pcap", "jsonl":
 	default:
-		return nil, fmt.Errorf("replay %s: want a recording (qmdl:PATH, pcap:PATH or jsonl:PATH), not a live input", uri)
+		return nil, fmt.Errorf("replay %s: %w: a replay reads a recording (qmdl:PATH, pcap:PATH or jsonl:PATH)", uri, diagsrc.ErrBadURI)
 	}
 	logger := slog.New(slog.DiscardHandler)
 	decoder := rrc.NewSubscriptions(logger, follow)
@@ -99,8 +99,8 @@ func Read(ctx context.Context, uri string, follow rrc.Follow) (*Recording, error
 // PredictorResult is how one predictor did over a recording.
 type PredictorResult struct {
 	Predictor string `json:"predictor"`
-	// Classes are in the order of Classes(), ClassTotal last; a class
-	// with neither handovers nor predictions is left out.
+	// Classes are in the order of diag.ClassesWithAll(), diag.AllClasses
+	// last; a class with neither handovers nor predictions is left out.
 	Classes []ClassResult `json:"classes"`
 	// Outcomes counts the predictions by outcome.
 	Outcomes map[string]int `json:"outcomes"`

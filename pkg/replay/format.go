@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/m2ho/m2ho/pkg/diag"
 )
 
 // String renders "93.8 (45/48)", percent first, or "- (0/0)".
@@ -41,7 +43,8 @@ func WriteJSON(w io.Writer, results []*Result) error {
 }
 
 // WriteTable writes each result as a table: one row per predictor and
-// handover class, then the misses and the policy of each predictor.
+// handover class, by the classes' labels (diag.ClassLabel), then the
+// misses and the policy of each predictor.
 func WriteTable(w io.Writer, results []*Result) error {
 	var b strings.Builder
 	for i, res := range results {
@@ -57,7 +60,7 @@ func WriteTable(w io.Writer, results []*Result) error {
 		fmt.Fprintln(tw, "predictor\tclass\thandovers\tfailures\tprecision\trecall\trecall (reported)\tearliness mean/median\tlead mean/median")
 		for _, p := range res.Predictors {
 			for _, c := range p.Classes {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Predictor, c.Class, c.Handovers, c.Failures,
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Predictor, diag.ClassLabel(c.Class), c.Handovers, c.Failures,
 					c.Precision, c.Recall, c.RecallReported, meanMedianMillis(c.EarlinessMean, c.EarlinessMedian, c.Predicted), meanMedianMillis(c.LeadMean, c.LeadMedian, c.Predicted))
 			}
 		}
@@ -65,8 +68,8 @@ func WriteTable(w io.Writer, results []*Result) error {
 			return err
 		}
 		for _, p := range res.Predictors {
-			total, _ := p.Class(ClassTotal)
-			fmt.Fprintf(&b, "%s: misses %s; outcomes %s\n", p.Predictor, orNone(renderCounts(total.Misses)), orNone(renderCounts(p.Outcomes)))
+			all, _ := p.Class(diag.AllClasses)
+			fmt.Fprintf(&b, "%s: misses %s; outcomes %s\n", p.Predictor, orNone(renderCounts(all.Misses)), orNone(renderCounts(p.Outcomes)))
 			pol := p.Policy
 			fmt.Fprintf(&b, "%s: policy: %d clamps (median %d bytes, %v in force), %d freezes, %d suppression windows (%v in all, mean %v)\n",
 				p.Predictor, pol.Clamps, pol.ClampBytesMedian, pol.ClampedFor.Round(time.Millisecond), pol.Freezes,

@@ -15,15 +15,6 @@ import (
 // 4.2), and data/handover-timing.md finds none beyond one second.
 const ReportWindow = time.Second
 
-// ClassTotal labels the row of every handover class together.
-const ClassTotal = "total"
-
-// Classes lists the handover classes in the paper's table order, then
-// ClassTotal.
-func Classes() []string {
-	return append(slices.Clone(diag.HandoverClasses), ClassTotal)
-}
-
 // Why an unpredicted handover was missed.
 const (
 	// MissNoReport: no measurement report came within ReportWindow
@@ -71,7 +62,7 @@ func (r Ratio) Value() (v float64, ok bool) {
 }
 
 // ClassResult is how a predictor did on one handover class, or on all
-// (ClassTotal).
+// (diag.AllClasses).
 type ClassResult struct {
 	Class string `json:"class"`
 	// Handovers counts handover command sets (the commands of one
@@ -302,7 +293,7 @@ func (j *judge) classes() []ClassResult {
 		return a
 	}
 	for _, h := range j.handovers {
-		for _, a := range []*acc{get(h.class), get(ClassTotal)} {
+		for _, a := range []*acc{get(h.class), get(diag.AllClasses)} {
 			if h.failure {
 				a.Failures++
 				a.Misses[h.miss]++
@@ -342,7 +333,7 @@ func (j *judge) classes() []ClassResult {
 				class = h.class
 			}
 		}
-		for _, a := range []*acc{get(class), get(ClassTotal)} {
+		for _, a := range []*acc{get(class), get(diag.AllClasses)} {
 			a.Predictions++
 			if p.Outcome == statemachine.OutcomeConfirmed {
 				a.Confirmed++
@@ -350,9 +341,9 @@ func (j *judge) classes() []ClassResult {
 		}
 	}
 	var out []ClassResult
-	for _, class := range Classes() {
+	for _, class := range diag.ClassesWithAll() {
 		a, ok := byClass[class]
-		if !ok && class != ClassTotal {
+		if !ok && class != diag.AllClasses {
 			continue
 		}
 		if !ok {

@@ -61,7 +61,6 @@ type Player struct {
 	// next is the time of the next tick; last that of the latest event;
 	// now the latest time the machine was given.
 	next, last, now time.Time
-	sessions        int
 }
 
 // NewPlayer returns a player with a fresh machine and estimator.
@@ -101,15 +100,11 @@ func (p *Player) start() error {
 	m.SetObserver(p.opts.Observer)
 	p.machine, p.est = m, est
 	p.next, p.last, p.now = time.Time{}, time.Time{}, time.Time{}
-	p.sessions++
 	return nil
 }
 
 // Machine is the machine handling events now (a new one per session).
 func (p *Player) Machine() *statemachine.Machine { return p.machine }
-
-// Sessions is how many recordings the player has seen so far.
-func (p *Player) Sessions() int { return p.sessions }
 
 // Play runs the timers up to ev's time, then the event.
 func (p *Player) Play(ev diag.Event) error {

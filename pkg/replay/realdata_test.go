@@ -52,7 +52,7 @@ func TestReplaySharedCaptures(t *testing.T) {
 		res, err := Replay(context.Background(), uri, rrc.FollowAuto, nil)
 		require.NoError(t, err)
 		for _, p := range res.Predictors {
-			total, ok := p.Class(ClassTotal)
+			total, ok := p.Class(diag.AllClasses)
 			require.True(t, ok)
 			t.Logf("%-42s %-10s %5d %5d %8d %15s %15s %15s", filepath.Base(uri), p.Predictor, total.Handovers, total.Failures,
 				total.Reported, total.Precision, total.Recall, total.RecallReported)
@@ -106,7 +106,7 @@ func TestReplayCarriesLearning(t *testing.T) {
 			if carry {
 				learnt = p.Learnt
 			}
-			total, _ := p.Class(ClassTotal)
+			total, _ := p.Class(diag.AllClasses)
 			s.predicted += total.PredictedReported
 			s.reported += total.Reported
 			s.confirmed += total.Confirmed

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/test/emu"
 	"github.com/m2ho/m2ho/test/report"
 	"github.com/m2ho/m2ho/test/scenario"
@@ -201,7 +202,7 @@ func (a *Analysis) evaluateDupAcks(m *Manifest, groups map[string][]UnitResult) 
 		var precision, recall []cluster
 		for _, run := range runs {
 			one := report.SummarizeDupAcks(name, []report.DupAckRun{run})
-			overall, _ := one.Class(report.ClassOverall)
+			overall, _ := one.Class(diag.AllClasses)
 			p, r := overall.Events.Precision(), overall.Events.Recall()
 			precision = append(precision, cluster{num: float64(p.Num), den: float64(p.Den)})
 			recall = append(recall, cluster{num: float64(r.Num), den: float64(r.Den)})
@@ -240,7 +241,7 @@ func (a *Analysis) dupAckGoals() []Goal {
 		if d.Variant != a.Headline {
 			continue
 		}
-		overall, ok := d.Class(report.ClassOverall)
+		overall, ok := d.Class(diag.AllClasses)
 		if !ok {
 			return nil
 		}
@@ -288,7 +289,7 @@ func (a *Analysis) evaluatePrediction(groups map[string][]UnitResult) error {
 			return fmt.Errorf("evaluating prediction: %w", err)
 		}
 		if p, ok := one.Predictor(report.PredictorM2HO); ok {
-			if overall, ok := p.Class(report.ClassOverall); ok {
+			if overall, ok := p.Class(diag.AllClasses); ok {
 				precision = append(precision, cluster{num: float64(overall.Precision.Num), den: float64(overall.Precision.Den)})
 				recall = append(recall, cluster{num: float64(overall.Recall.Num), den: float64(overall.Recall.Den)})
 			}
@@ -306,7 +307,7 @@ func (a *Analysis) predictionGoals() []Goal {
 	if !ok {
 		return nil
 	}
-	overall, ok := p.Class(report.ClassOverall)
+	overall, ok := p.Class(diag.AllClasses)
 	if !ok {
 		return nil
 	}
@@ -370,10 +371,10 @@ func goals(a *Analysis) []Goal {
 		return nil
 	}
 	ref := report.Title(a.Reference)
-	gain := p.Gain[report.ClassOverall]
+	gain := p.Gain[diag.AllClasses]
 	out = append(out, Goal{Name: "handover throughput over " + ref + ", overall", Target: ">= +46%, whole interval above +30%",
 		Measured: gain.Percent(true), Met: gain.Value >= 0.46 && gain.AtLeast(0.30), Value: gain.Value})
-	if g, ok := p.Gain["sub6_mmwave"]; ok {
+	if g, ok := p.Gain[diag.ClassSub6MmWave]; ok {
 		out = append(out, Goal{Name: "handover throughput over " + ref + ", sub6 to mmWave", Target: ">= +100%",
 			Measured: g.Percent(true), Met: g.AtLeast(1), Value: g.Value})
 	}
@@ -383,8 +384,8 @@ func goals(a *Analysis) []Goal {
 		Measured: fmt.Sprintf("%s (%s: %s)", p.LossFree.Percent(false), ref, p.ReferenceLossFree.Percent(false)),
 		Met:      p.LossFree.AtLeast(0.85), Value: p.LossFree.Value})
 	var worse []string
-	for _, class := range report.ClassOrder {
-		if g, ok := p.Gain[class]; ok && class != report.ClassOverall && !g.AtLeast(-0.02) {
+	for _, class := range diag.HandoverClasses {
+		if g, ok := p.Gain[class]; ok && !g.AtLeast(-0.02) {
 			worse = append(worse, fmt.Sprintf("%s %s", class, g.Percent(true)))
 		}
 	}
@@ -395,7 +396,7 @@ func goals(a *Analysis) []Goal {
 	out = append(out, Goal{Name: "no handover class where m2ho may be worse than " + ref, Target: "every class's interval above -2%",
 		Measured: measured, Met: len(worse) == 0, Value: float64(len(worse))})
 	if b := a.BBRPaired; b != nil {
-		g := b.Gain[report.ClassOverall]
+		g := b.Gain[diag.AllClasses]
 		ratio := Interval{Value: 1 + g.Value, Low: 1 + g.Low, High: 1 + g.High, Scenarios: g.Scenarios, Valid: g.Valid}
 		out = append(out, Goal{Name: "BBR + m2ho relative to BBR", Target: ">= 99%",
 			Measured: ratio.Percent(false), Met: ratio.AtLeast(0.99), Value: ratio.Value})
@@ -416,12 +417,12 @@ func writeTable2(w io.Writer, a *Analysis, m2ho string, baselines []string, pair
 		sep += "---:|---:|---:|---:|"
 	}
 	fmt.Fprintf(w, "\n%s\n", sep)
-	for _, class := range report.ClassOrder {
+	for _, class := range diag.ClassesWithAll() {
 		x, ok := a.summary(m2ho, class)
 		if !ok {
 			continue
 		}
-		fmt.Fprintf(w, "| %s (%d) | %.1f | %.1f |", report.ClassLabel(class), x.Handovers, x.ThroughputBps/1e6, x.ConvergenceTime.Seconds())
+		fmt.Fprintf(w, "| %s (%d) | %.1f | %.1f |", diag.ClassLabel(class), x.Handovers, x.ThroughputBps/1e6, x.ConvergenceTime.Seconds())
 		for _, b := range baselines {
 			s, ok := a.summary(b, class)
 			p, paired := pair(m2ho, b)
@@ -445,13 +446,13 @@ func writeOutcomes(w io.Writer, a *Analysis, variants []string) {
 	fmt.Fprintf(w, "| variant | scenarios | handovers | tput (Mbit/s) | vs %s (paired, 95%% CI) | convergence (s) | converged | loss-free | retrans/HO | cwnd drop | buffer drops |\n", report.Title(a.Reference))
 	fmt.Fprintln(w, "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
 	for _, v := range variants {
-		s, ok := a.summary(v, report.ClassOverall)
+		s, ok := a.summary(v, diag.AllClasses)
 		if !ok {
 			continue
 		}
 		vs := "reference"
 		if p, ok := a.Paired[v]; ok {
-			vs = fmt.Sprintf("%s (%d scenarios)", p.Gain[report.ClassOverall].Percent(true), p.Scenarios)
+			vs = fmt.Sprintf("%s (%d scenarios)", p.Gain[diag.AllClasses].Percent(true), p.Scenarios)
 		}
 		fmt.Fprintf(w, "| %s | %d | %d | %.1f | %s | %.2f | %d | %d (%.1f%%) | %.1f | %.0f%% | %d |\n",
 			report.Title(v), a.Runs[v], s.Handovers, s.ThroughputBps/1e6, vs, s.ConvergenceTime.Seconds(), s.Converged,
@@ -462,18 +463,19 @@ func writeOutcomes(w io.Writer, a *Analysis, variants []string) {
 // writeLossFree prints the loss-free fraction per class and variant
 // (the paper's figure 13).
 func writeLossFree(w io.Writer, a *Analysis, variants []string) {
+	classes := diag.ClassesWithAll()
 	fmt.Fprint(w, "| variant |")
-	for _, c := range report.ClassOrder {
-		fmt.Fprintf(w, " %s |", report.ClassLabel(c))
+	for _, c := range classes {
+		fmt.Fprintf(w, " %s |", diag.ClassLabel(c))
 	}
 	fmt.Fprint(w, "\n|---|")
-	for range report.ClassOrder {
+	for range classes {
 		fmt.Fprint(w, "---:|")
 	}
 	fmt.Fprintln(w)
 	for _, v := range variants {
 		fmt.Fprintf(w, "| %s |", report.Title(v))
-		for _, c := range report.ClassOrder {
+		for _, c := range classes {
 			if s, ok := a.summary(v, c); ok {
 				fmt.Fprintf(w, " %.0f%% (%d/%d) |", 100*float64(s.LossFree)/float64(s.Handovers), s.LossFree, s.Handovers)
 			} else {
@@ -563,7 +565,7 @@ func writeMarkdown(w io.Writer, m *Manifest, a *Analysis) error {
 		}
 		fmt.Fprintf(w, "\nSuppressed is generated (%s) minus seen on the uplink. The datapath's own count of suppressed duplicate ACKs:\n", generatedSource(a.groups))
 		for _, d := range a.DupAcks {
-			overall, _ := d.Class(report.ClassOverall)
+			overall, _ := d.Class(diag.AllClasses)
 			fmt.Fprintf(w, "%s %d (table: %d);", report.Title(d.Variant), d.DatapathSuppressed, overall.Acks.Suppressed)
 		}
 		fmt.Fprintln(w)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/m2ho/m2ho/internal/nstest"
+	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/test/emu"
 	"github.com/m2ho/m2ho/test/report"
 )
@@ -194,7 +195,7 @@ func TestComparePairedMatchesScenariosAndHandovers(t *testing.T) {
 	p := comparePaired("cubic", ref, "cubic+m2ho", m2ho)
 	assert.Equal(t, 4, p.Scenarios)
 	assert.Equal(t, 8, p.Handovers)
-	gain := p.Gain[report.ClassOverall]
+	gain := p.Gain[diag.AllClasses]
 	assert.InDelta(t, 0.5, gain.Value, 1e-9)
 	assert.InDelta(t, 0.5, gain.Low, 1e-9, "every scenario gains 50%: no spread")
 	assert.InDelta(t, 0.5, gain.High, 1e-9)
@@ -240,17 +241,17 @@ func TestGoalsNeedTheWholeInterval(t *testing.T) {
 	a := &Analysis{Reference: "scubic", Headline: "scubic+m2ho", Paired: map[string]Paired{
 		"scubic+m2ho": {
 			Gain: map[string]Interval{
-				report.ClassOverall: iv(0.50, 0.35, 0.65),
-				"sub6_mmwave":       iv(1.2, 0.9, 1.5),
-				"mmwave_sub6":       iv(0.01, -0.05, 0.07),
-				"sub6_sub6":         iv(0.10, 0.01, 0.19),
+				diag.AllClasses: iv(0.50, 0.35, 0.65),
+				"sub6_mmwave":   iv(1.2, 0.9, 1.5),
+				"mmwave_sub6":   iv(0.01, -0.05, 0.07),
+				"sub6_sub6":     iv(0.10, 0.01, 0.19),
 			},
 			ConvergenceRatio:  iv(0.30, 0.2, 0.4),
 			LossFree:          iv(0.90, 0.86, 0.94),
 			ReferenceLossFree: iv(0.30, 0.2, 0.4),
 		},
 	}}
-	bbr := Paired{Gain: map[string]Interval{report.ClassOverall: iv(0.005, -0.002, 0.012)}}
+	bbr := Paired{Gain: map[string]Interval{diag.AllClasses: iv(0.005, -0.002, 0.012)}}
 	a.BBRPaired = &bbr
 	byName := map[string]Goal{}
 	for _, g := range goals(a) {

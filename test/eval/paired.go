@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/test/report"
 )
 
@@ -64,13 +65,13 @@ func pairScenarios(ref, v []UnitResult) []scenarioPair {
 func comparePaired(refName string, ref []UnitResult, name string, v []UnitResult) Paired {
 	pairs := pairScenarios(ref, v)
 	p := Paired{Variant: name, Reference: refName, Scenarios: len(pairs), Gain: map[string]Interval{}, ConvergenceByClass: map[string]Interval{}}
-	for _, class := range report.ClassOrder {
+	for _, class := range diag.ClassesWithAll() {
 		tput := make([]cluster, 0, len(pairs))
 		conv := make([]cluster, 0, len(pairs))
 		for _, sp := range pairs {
 			var t, c cluster
 			for i := range sp.v {
-				if class == report.ClassOverall || sp.v[i].Class == class {
+				if class == diag.AllClasses || sp.v[i].Class == class {
 					t.num += sp.v[i].ThroughputBps
 					t.den += sp.ref[i].ThroughputBps
 					c.num += sp.v[i].ConvergenceTime.Seconds()
@@ -86,7 +87,7 @@ func comparePaired(refName string, ref []UnitResult, name string, v []UnitResult
 			p.ConvergenceByClass[class] = iv
 		}
 	}
-	p.ConvergenceRatio = p.ConvergenceByClass[report.ClassOverall]
+	p.ConvergenceRatio = p.ConvergenceByClass[diag.AllClasses]
 	var lossFree, refLossFree []cluster
 	for _, sp := range pairs {
 		var l, rl cluster

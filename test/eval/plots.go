@@ -10,6 +10,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
+	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/test/report"
 )
 
@@ -74,7 +75,7 @@ func plotLossFreeBars(path string, a *Analysis, variants []string) error {
 	values := make(plotter.Values, len(variants))
 	names := make([]string, len(variants))
 	for i, v := range variants {
-		if s, ok := a.summary(v, report.ClassOverall); ok && s.Handovers > 0 {
+		if s, ok := a.summary(v, diag.AllClasses); ok && s.Handovers > 0 {
 			values[i] = 100 * float64(s.LossFree) / float64(s.Handovers)
 		}
 		names[i] = report.Title(v)

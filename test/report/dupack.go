@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/test/emu"
 )
 
@@ -269,7 +270,7 @@ func lossOwner(hos []emu.HandoverRecord, at time.Duration) int {
 
 // DupAckClass is the duplicate-ACK handling of one handover class, of the
 // duplicates outside every handover (ClassNoHandover), or of everything
-// (ClassOverall).
+// (diag.AllClasses).
 type DupAckClass struct {
 	Class     string `json:"class"`
 	Handovers int    `json:"handovers"`
@@ -282,7 +283,7 @@ type DupAckSummary struct {
 	Variant string `json:"variant"`
 	Runs    int    `json:"runs"`
 	// Classes holds every handover class in the paper's order, then
-	// ClassNoHandover, then ClassOverall (which alone counts handovers of
+	// ClassNoHandover, then diag.AllClasses (which alone counts handovers of
 	// a class outside the paper's four).
 	Classes              []DupAckClass  `json:"classes"`
 	GeneratedNotRecorded int            `json:"generated_not_recorded"`
@@ -291,7 +292,7 @@ type DupAckSummary struct {
 }
 
 // dupAckClassOrder is the order of DupAckSummary.Classes.
-var dupAckClassOrder = slices.Insert(slices.Clone(ClassOrder), len(ClassOrder)-1, ClassNoHandover)
+var dupAckClassOrder = slices.Insert(diag.ClassesWithAll(), len(diag.HandoverClasses), ClassNoHandover)
 
 // SummarizeDupAcks aggregates the runs of one variant.
 func SummarizeDupAcks(variant string, runs []DupAckRun) DupAckSummary {
@@ -300,10 +301,10 @@ func SummarizeDupAcks(variant string, runs []DupAckRun) DupAckSummary {
 	for _, class := range dupAckClassOrder {
 		classes[class] = &DupAckClass{Class: class}
 	}
-	overall, outside := classes[ClassOverall], classes[ClassNoHandover]
+	overall, outside := classes[diag.AllClasses], classes[ClassNoHandover]
 	for _, r := range runs {
 		for _, h := range r.Handovers {
-			if c, ok := classes[h.Class]; ok && h.Class != ClassOverall && h.Class != ClassNoHandover {
+			if c, ok := classes[h.Class]; ok && h.Class != diag.AllClasses && h.Class != ClassNoHandover {
 				c.Handovers++
 				c.merge(h.DupAckTally)
 			}
@@ -379,7 +380,7 @@ func dupAckClassLabel(class string) string {
 	if class == ClassNoHandover {
 		return "No HO"
 	}
-	return ClassLabel(class)
+	return diag.ClassLabel(class)
 }
 
 // DupAckModelCheck compares the receiver model with the uplink in runs
@@ -403,7 +404,7 @@ type DupAckModelCheck struct {
 // CheckDupAckModel reads the model check off a summary of runs without
 // suppression.
 func CheckDupAckModel(s DupAckSummary) DupAckModelCheck {
-	all, _ := s.Class(ClassOverall)
+	all, _ := s.Class(diag.AllClasses)
 	return DupAckModelCheck{
 		Variant: s.Variant, Runs: s.Runs,
 		Generated: all.Acks.Generated, Seen: all.Acks.Seen,

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/test/emu"
 )
 
@@ -246,7 +247,7 @@ func TestSummarizeDupAcks(t *testing.T) {
 		{class: "mmwave_mmwave"},
 		{class: "mmwave_sub6", wantHandovers: 1, wantEvents: dupCounts(1, 1, 0, 1, 0, 0), wantAcks: dupCounts(3, 3, 0, 3, 0, 0)},
 		{class: ClassNoHandover, wantEvents: dupCounts(1, 0, 1, 0, 0, 0), wantAcks: dupCounts(3, 0, 3, 0, 0, 0)},
-		{class: ClassOverall, wantHandovers: 4, wantEvents: dupCounts(6, 1, 5, 4, 3, 0), wantAcks: dupCounts(18, 3, 15, 12, 9, 0)},
+		{class: diag.AllClasses, wantHandovers: 4, wantEvents: dupCounts(6, 1, 5, 4, 3, 0), wantAcks: dupCounts(18, 3, 15, 12, 9, 0)},
 	}
 	require.Len(t, s.Classes, len(tests))
 	for i, tt := range tests {

@@ -3,6 +3,8 @@ package report
 import (
 	"fmt"
 	"time"
+
+	"github.com/m2ho/m2ho/pkg/diag"
 )
 
 // Figures of the paper's section 3.3 the testbed is compared with.
@@ -26,7 +28,7 @@ func Findings(hs []Handover) []string {
 		if h.OverflowDrops+h.DropsAfter > 0 {
 			overflow.add(h)
 		}
-		if h.Class == "sub6_mmwave" {
+		if h.Class == diag.ClassSub6MmWave {
 			vertical.add(h)
 		}
 	}

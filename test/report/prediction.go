@@ -82,7 +82,7 @@ const (
 type Ratio = replay.Ratio
 
 // ClassPrediction is how one predictor did on one handover class (or on
-// all of them, ClassOverall).
+// all of them, diag.AllClasses).
 //
 // A prediction's class is that of the handover it correctly predicted;
 // a wrong prediction's class is made of the bands it names: M2HO's
@@ -109,7 +109,7 @@ type ClassPrediction struct {
 // PredictorResult is one predictor over every run.
 type PredictorResult struct {
 	Predictor string `json:"predictor"`
-	// Classes are in the paper's order, ClassOverall last; a class with
+	// Classes are in the paper's order, diag.AllClasses last; a class with
 	// neither handovers nor predictions is left out.
 	Classes []ClassPrediction `json:"classes"`
 	// Outcomes counts M2HO's predictions by outcome (the machine's, or
@@ -399,7 +399,7 @@ func (a *predictorAccumulator) counts(class string) *classCounts {
 // and to the overall row.
 func (a *predictorAccumulator) addRun(truth *emu.GroundTruth, preds []scoredPrediction) {
 	for _, p := range preds {
-		for _, c := range []*classCounts{a.counts(p.class), a.counts(ClassOverall)} {
+		for _, c := range []*classCounts{a.counts(p.class), a.counts(diag.AllClasses)} {
 			c.predictions++
 			if p.handover >= 0 {
 				c.correct++
@@ -409,7 +409,7 @@ func (a *predictorAccumulator) addRun(truth *emu.GroundTruth, preds []scoredPred
 	first := firstPredictions(preds)
 	for i, h := range truth.Handovers {
 		at, predicted := first[i]
-		for _, c := range []*classCounts{a.counts(h.Class), a.counts(ClassOverall)} {
+		for _, c := range []*classCounts{a.counts(h.Class), a.counts(diag.AllClasses)} {
 			c.records++
 			if h.Procedure == emu.ProcedureHandover {
 				c.handovers++
@@ -425,7 +425,7 @@ func (a *predictorAccumulator) addRun(truth *emu.GroundTruth, preds []scoredPred
 // classes renders the rows in the paper's order.
 func (a *predictorAccumulator) classes() []ClassPrediction {
 	var out []ClassPrediction
-	for _, class := range ClassOrder {
+	for _, class := range diag.ClassesWithAll() {
 		c, ok := a.byClass[class]
 		if !ok {
 			continue
@@ -446,13 +446,14 @@ func (a *predictorAccumulator) classes() []ClassPrediction {
 // p and recall r in percent with their counts, per handover class, one
 // row per predictor, and the daemons' own totals when res.Live is set.
 func WritePredictionTable(w io.Writer, res *PredictionResult) error {
+	classes := diag.ClassesWithAll()
 	var b strings.Builder
 	b.WriteString("| Predictor |")
-	for _, class := range ClassOrder {
-		fmt.Fprintf(&b, " %s p | %s r |", ClassLabel(class), ClassLabel(class))
+	for _, class := range classes {
+		fmt.Fprintf(&b, " %s p | %s r |", diag.ClassLabel(class), diag.ClassLabel(class))
 	}
-	b.WriteString(" Overall r, handovers only |\n|---|")
-	b.WriteString(strings.Repeat("---|", 2*len(ClassOrder)+1))
+	fmt.Fprintf(&b, " %s r, handovers only |\n|---|", diag.AllClassesLabel)
+	b.WriteString(strings.Repeat("---|", 2*len(classes)+1))
 	b.WriteString("\n")
 	for _, name := range predictorOrder {
 		p, ok := res.Predictor(name)
@@ -460,16 +461,16 @@ func WritePredictionTable(w io.Writer, res *PredictionResult) error {
 			continue
 		}
 		fmt.Fprintf(&b, "| %s |", predictorLabels[name])
-		for _, class := range ClassOrder {
+		for _, class := range classes {
 			row, _ := p.Class(class)
 			fmt.Fprintf(&b, " %s | %s |", row.Precision, row.Recall)
 		}
-		overall, _ := p.Class(ClassOverall)
+		overall, _ := p.Class(diag.AllClasses)
 		fmt.Fprintf(&b, " %s |\n", overall.RecallHandovers)
 	}
 	if l := res.Live; l != nil {
 		fmt.Fprintf(&b, "| M2HO live (m2hod) |%s %s | %s | - |\n",
-			strings.Repeat(" - | - |", len(ClassOrder)-1), l.Precision(), l.Recall())
+			strings.Repeat(" - | - |", len(classes)-1), l.Precision(), l.Recall())
 	}
 	fmt.Fprintf(&b, "\np: correct predictions / predictions; r: handovers predicted at or before their command / handovers and radio link failures (%% and counts). HO-Naive counts a report correct when a handover is commanded after it and executes within %v.", NaiveWindow)
 	if res.Live != nil {
@@ -491,8 +492,8 @@ func WriteEarlinessTable(w io.Writer, res *PredictionResult) error {
 		fmt.Fprintf(&b, " %s |", predictorLabels[name])
 	}
 	b.WriteString("\n|---|" + strings.Repeat("---|", len(columns)) + "\n")
-	for _, class := range ClassOrder {
-		fmt.Fprintf(&b, "| %s |", ClassLabel(class))
+	for _, class := range diag.ClassesWithAll() {
+		fmt.Fprintf(&b, "| %s |", diag.ClassLabel(class))
 		for _, name := range columns {
 			b.WriteString(" " + earlinessCell(res, name, class) + " |")
 		}

@@ -226,7 +226,7 @@ func TestPredictionHandBuiltRuns(t *testing.T) {
 			for name, want := range tt.want {
 				p, ok := res.Predictor(name)
 				require.True(t, ok, name)
-				overall, ok := p.Class(ClassOverall)
+				overall, ok := p.Class(diag.AllClasses)
 				require.True(t, ok, name)
 				assert.Equal(t, want.precision, overall.Precision, "%s precision", name)
 				assert.Equal(t, want.recall, overall.Recall, "%s recall", name)
@@ -256,7 +256,7 @@ func TestPredictionClassesFollowTheHandover(t *testing.T) {
 		{class: "sub6_mmwave", precision: Ratio{Num: 1, Den: 1}, recall: Ratio{Num: 1, Den: 1}, earlinessMean: msAt(180), earlM: msAt(180)},
 		{class: "mmwave_mmwave", precision: Ratio{Num: 1, Den: 1}, recall: Ratio{Num: 1, Den: 1}, earlinessMean: msAt(200), earlM: msAt(200)},
 		{class: "mmwave_sub6", precision: Ratio{Num: 1, Den: 2}, recall: Ratio{Num: 1, Den: 1}, earlinessMean: msAt(300), earlM: msAt(300)},
-		{class: ClassOverall, precision: Ratio{Num: 3, Den: 4}, recall: Ratio{Num: 3, Den: 3}, earlinessMean: msAt(680) / 3, earlM: msAt(200)},
+		{class: diag.AllClasses, precision: Ratio{Num: 3, Den: 4}, recall: Ratio{Num: 3, Den: 3}, earlinessMean: msAt(680) / 3, earlM: msAt(200)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.class, func(t *testing.T) {
@@ -288,7 +288,7 @@ func TestPredictionSkipsMalformedSignalling(t *testing.T) {
 		diag.ReasonJSONSyntax: 1, diag.ReasonJSONVersion: 1, diag.ReasonJSONTime: 1, skipNoTime: 1,
 	}, res.Skipped)
 	m2ho, _ := res.Predictor(PredictorM2HO)
-	overall, _ := m2ho.Class(ClassOverall)
+	overall, _ := m2ho.Class(diag.AllClasses)
 	assert.Equal(t, Ratio{Num: 1, Den: 1}, overall.Recall)
 }
 
@@ -324,7 +324,7 @@ func TestPredictionSumsRuns(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, res.Runs)
 	m2ho, _ := res.Predictor(PredictorM2HO)
-	overall, _ := m2ho.Class(ClassOverall)
+	overall, _ := m2ho.Class(diag.AllClasses)
 	assert.Equal(t, Ratio{Num: 2, Den: 3}, overall.Precision)
 	assert.Equal(t, Ratio{Num: 2, Den: 3}, overall.Recall)
 	assert.Equal(t, Ratio{Num: 2, Den: 2}, overall.RecallHandovers)
@@ -348,7 +348,7 @@ func TestPredictionReplayCrossesLongGaps(t *testing.T) {
 	require.NoError(t, err)
 	m2ho, _ := res.Predictor(PredictorM2HO)
 	assert.Equal(t, map[string]int{statemachine.OutcomeTimedOut: 1, statemachine.OutcomeConfirmed: 1}, m2ho.Outcomes)
-	overall, _ := m2ho.Class(ClassOverall)
+	overall, _ := m2ho.Class(diag.AllClasses)
 	assert.Equal(t, Ratio{Num: 1, Den: 2}, overall.Precision)
 	assert.Equal(t, msAt(180), overall.EarlinessMean)
 }
@@ -523,7 +523,7 @@ func TestPredictionGeneratedScenarios(t *testing.T) {
 			target, _ := sc.Cell(e.Target)
 			class := diag.HandoverClass(source.Band, target.Band)
 			commandLeads[class] = append(commandLeads[class], e.CommandLead)
-			commandLeads[ClassOverall] = append(commandLeads[ClassOverall], e.CommandLead)
+			commandLeads[diag.AllClasses] = append(commandLeads[diag.AllClasses], e.CommandLead)
 		}
 		for _, h := range truth.Handovers {
 			if h.Procedure == emu.ProcedureRLF {
@@ -550,7 +550,7 @@ func TestPredictionGeneratedScenarios(t *testing.T) {
 	assert.Equal(t, unparsable, sumCounts(res.Skipped))
 
 	m2ho, _ := res.Predictor(PredictorM2HO)
-	overall, ok := m2ho.Class(ClassOverall)
+	overall, ok := m2ho.Class(diag.AllClasses)
 	require.True(t, ok)
 	precision, _ := overall.Precision.Value()
 	recall, _ := overall.Recall.Value()
@@ -569,7 +569,7 @@ func TestPredictionGeneratedScenarios(t *testing.T) {
 	assert.LessOrEqual(t, overall.EarlinessMean, NaiveWindow)
 
 	naive, _ := res.Predictor(PredictorNaive)
-	naiveOverall, _ := naive.Class(ClassOverall)
+	naiveOverall, _ := naive.Class(diag.AllClasses)
 	assert.Equal(t, Ratio{Num: handovers, Den: handovers}, naiveOverall.RecallHandovers, "HO-Naive sees every handover's report")
 	assert.LessOrEqual(t, naiveOverall.Precision.Num*overall.Precision.Den, overall.Precision.Num*naiveOverall.Precision.Den,
 		"HO-Naive is no more precise than Algorithm 1")
@@ -660,7 +660,7 @@ func TestPredictionRandomSignallingInvariants(t *testing.T) {
 				}
 			}
 			m2ho, _ := res.Predictor(PredictorM2HO)
-			overall, ok := m2ho.Class(ClassOverall)
+			overall, ok := m2ho.Class(diag.AllClasses)
 			require.True(t, ok)
 			assert.Equal(t, overall.Precision.Den, sumCounts(m2ho.Outcomes), "every prediction has one outcome")
 			assert.LessOrEqual(t, overall.Precision.Num, m2ho.Outcomes[statemachine.OutcomeConfirmed])

@@ -130,7 +130,7 @@ func TestSummariesAndTables(t *testing.T) {
 	summary := Summarize("cubic", hs)
 	require.Len(t, summary, 2, "the class and the overall row")
 	assert.Equal(t, "sub6_mmwave", summary[0].Class)
-	assert.Equal(t, ClassOverall, summary[1].Class)
+	assert.Equal(t, diag.AllClasses, summary[1].Class)
 	assert.Equal(t, 0, summary[1].LossFree)
 	assert.Equal(t, 5, summary[1].OverflowDrops)
 

@@ -12,22 +12,6 @@ import (
 	"github.com/m2ho/m2ho/test/scaledcc"
 )
 
-// ClassOverall is the row of a summary over every handover.
-const ClassOverall = "overall"
-
-// ClassOrder is the paper's table order of the handover classes, with
-// the overall row last.
-var ClassOrder = append(slices.Clone(diag.HandoverClasses), ClassOverall)
-
-// ClassLabel is the name the paper's tables give a class, or the
-// overall row.
-func ClassLabel(class string) string {
-	if class == ClassOverall {
-		return diag.AllClassesLabel
-	}
-	return diag.ClassLabel(class)
-}
-
 // Summary aggregates the handovers of one class in one variant.
 type Summary struct {
 	Variant   string `json:"variant"`
@@ -50,10 +34,10 @@ func Summarize(variant string, hs []Handover) []Summary {
 	groups := map[string][]Handover{}
 	for _, h := range hs {
 		groups[h.Class] = append(groups[h.Class], h)
-		groups[ClassOverall] = append(groups[ClassOverall], h)
+		groups[diag.AllClasses] = append(groups[diag.AllClasses], h)
 	}
 	var out []Summary
-	for _, class := range ClassOrder {
+	for _, class := range diag.ClassesWithAll() {
 		g := groups[class]
 		if len(g) == 0 {
 			continue
@@ -106,7 +90,7 @@ func WriteHandoverTable(w io.Writer, variant string, hs []Handover) error {
 func WriteComparison(w io.Writer, summaries [][]Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "class\tvariant\thandovers\ttput (Mbit/s)\tconverge (s)\tconverged\tloss-free\tretrans/HO\tcwnd drop\tbuffer drops")
-	for _, class := range ClassOrder {
+	for _, class := range diag.ClassesWithAll() {
 		for _, variant := range summaries {
 			i := slices.IndexFunc(variant, func(s Summary) bool { return s.Class == class })
 			if i < 0 {

@@ -29,7 +29,7 @@ func Decode(ctx context.Context, w io.Writer, uri string, raw bool, opts Options
 		switch scheme {
 		case "qmdl", "serial", "gsmtap", "pcap":
 		default:
-			return fmt.Errorf("decode --raw %s: a raw listing needs a DIAG or GSMTAP input", uri)
+			return fmt.Errorf("decode --raw %s: %w: a raw listing needs a DIAG or GSMTAP input", uri, ErrBadURI)
 		}
 		opts.observe = func(r record) error {
 			if _, err := bw.WriteString(r.line()); err != nil {

@@ -62,6 +62,11 @@ const (
 	defaultListenHost = "127.0.0.1"
 )
 
+// ErrBadURI marks a URI that names no input m2hod reads: no scheme, an
+// unknown one, or an input the caller cannot use. Commands report it as a
+// usage mistake, not as an input that failed.
+var ErrBadURI = errors.New("not a diag input")
+
 // Open returns the input the URI names:
 //
 //	udp://HOST:PORT     JSON events over UDP (default 127.0.0.1:5599)
@@ -78,7 +83,7 @@ func Open(uri string, opts Options) (diag.Source, error) {
 	opts.drops = newDropWarner(opts.Logger, uri)
 	scheme, rest, ok := strings.Cut(uri, ":")
 	if !ok || rest == "" {
-		return nil, fmt.Errorf("diag input %q: want SCHEME:..., one of unix udp jsonl qmdl serial gsmtap pcap", uri)
+		return nil, fmt.Errorf("diag input %q: %w: want SCHEME:..., one of unix udp jsonl qmdl serial gsmtap pcap", uri, ErrBadURI)
 	}
 	switch scheme {
 	case "udp":
@@ -107,7 +112,7 @@ func Open(uri string, opts Options) (diag.Source, error) {
 	case "pcap":
 		return newPcapSource(uri, rest, opts)
 	}
-	return nil, fmt.Errorf("diag input %q: unknown scheme %q", uri, scheme)
+	return nil, fmt.Errorf("diag input %q: %w: unknown scheme %q", uri, ErrBadURI, scheme)
 }
 
 // listenAddr turns the part after "scheme:" of //HOST:PORT into an

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,16 +30,50 @@ func splitList(s string) []string {
 	return out
 }
 
+// listFlag is a comma-separated flag (splitList) filling a list.
+type listFlag struct{ list *[]string }
+
+func (f listFlag) String() string {
+	if f.list == nil {
+		return ""
+	}
+	return strings.Join(*f.list, ",")
+}
+
+func (f listFlag) Set(s string) error {
+	*f.list = splitList(s)
+	return nil
+}
+
+// corpusFlags registers on fs the flags of an evaluation corpus but its
+// lead model (--handovers, --seed, --scenario-duration, --mobility,
+// --scale, --traces), with the values of def as their defaults, and
+// returns the corpus they fill in as fs parses. with starts every usage
+// ("with --paper: "), empty when the flags always apply.
+func corpusFlags(fs *flag.FlagSet, def eval.Corpus, with string) *eval.Corpus {
+	c := def
+	c.Mobilities = slices.Clone(def.Mobilities)
+	fs.IntVar(&c.Handovers, "handovers", def.Handovers, with+"minimum handovers of each mobility pattern's corpus")
+	fs.Uint64Var(&c.Seed, "seed", def.Seed, with+"seed of the first scenario of the corpus")
+	fs.DurationVar(&c.ScenarioDuration, "scenario-duration", def.ScenarioDuration, with+"length of each scenario")
+	fs.Var(listFlag{&c.Mobilities}, "mobility", with+"comma-separated mobility `patterns`: walking, driving")
+	fs.Float64Var(&c.Scale, "scale", def.Scale, with+"capacity and buffer scale factor")
+	fs.StringVar(&c.Traces, "traces", def.Traces, with+"folder of Lumos5G or Mahimahi traces for the mmWave cells (\"\" for synthetic cells)")
+	return &c
+}
+
+// defaultCorpus is the corpus the evaluation runs by default, with at
+// least handovers handovers of each mobility pattern.
+func defaultCorpus(handovers int) eval.Corpus {
+	return eval.Corpus{Handovers: handovers, Seed: 1, ScenarioDuration: 2 * time.Minute,
+		Mobilities: eval.DefaultMobilities, Scale: 0.1, Traces: defaultTraces}
+}
+
 func cmdEval(ctx context.Context, args []string, out io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	outDir := fs.String("out", "out/eval", "output directory (an earlier evaluation there resumes)")
-	handovers := fs.Int("handovers", 70, "minimum handovers of each mobility pattern's corpus")
-	seed := fs.Uint64("seed", 1, "seed of the first scenario of the corpus")
-	duration := fs.Duration("scenario-duration", 2*time.Minute, "length of each scenario")
-	mobility := fs.String("mobility", strings.Join(eval.DefaultMobilities, ","), "comma-separated mobility patterns: walking, driving")
-	scale := fs.Float64("scale", 0.1, "capacity and buffer scale factor")
-	traces := fs.String("traces", defaultTraces, "folder of Lumos5G or Mahimahi traces for the mmWave cells (\"\" for synthetic cells)")
-	leads := fs.String("leads", scenario.LeadsPaper, "lead model of the corpus: paper or captures")
+	corpus := corpusFlags(fs, defaultCorpus(70), "")
+	fs.StringVar(&corpus.Leads, "leads", scenario.LeadsPaper, "lead model of the corpus: paper or captures")
 	variants := fs.String("variants", strings.Join(eval.DefaultVariants, ","), "comma-separated variants run on every scenario: the reference first, then the headline m2ho variant")
 	extra := fs.String("extra-variants", strings.Join(eval.DefaultExtraVariants, ","), "comma-separated variants run on the first --extra-scenarios scenarios of each mobility pattern")
 	extraScenarios := fs.Int("extra-scenarios", 1, "scenarios of each mobility pattern the extra variants run on")
@@ -48,9 +83,8 @@ func cmdEval(ctx context.Context, args []string, out io.Writer, log *slog.Logger
 		return err
 	}
 	opts := eval.Options{
-		Out: *outDir,
-		Corpus: eval.Corpus{Handovers: *handovers, Seed: *seed, ScenarioDuration: *duration, Mobilities: splitList(*mobility),
-			Scale: *scale, Traces: *traces, Leads: *leads},
+		Out:      *outDir,
+		Corpus:   *corpus,
 		Variants: splitList(*variants), ExtraVariants: splitList(*extra), ExtraScenarios: *extraScenarios,
 		M2hod: *m2hod, Log: log, Progress: out,
 	}

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/m2ho/m2ho/test/emu"
@@ -70,12 +69,7 @@ func cmdFidelity(ctx context.Context, args []string, out io.Writer, log *slog.Lo
 	paper := fs.Bool("paper", false, "measure the paper's section 3 observations with plain senders instead of the emulator's own fidelity")
 	from := fs.String("from", "", "with --paper: an evaluation output whose runs of the senders to use instead of running a corpus")
 	senders := fs.String("senders", "cubic,scubic", "with --paper: comma-separated senders without m2ho")
-	handovers := fs.Int("handovers", 40, "with --paper: minimum handovers of each mobility pattern")
-	seed := fs.Uint64("seed", 1, "with --paper: first scenario seed")
-	duration := fs.Duration("scenario-duration", 2*time.Minute, "with --paper: length of each scenario")
-	mobility := fs.String("mobility", strings.Join(eval.DefaultMobilities, ","), "with --paper: comma-separated mobility patterns")
-	scale := fs.Float64("scale", 0.1, "with --paper: capacity and buffer scale factor")
-	traces := fs.String("traces", defaultTraces, "with --paper: folder of Lumos5G or Mahimahi traces for the mmWave cells")
+	corpus := corpusFlags(fs, defaultCorpus(40), "with --paper: ")
 	staticRuns := fs.Int("static-runs", 2, "with --paper: static mmWave runs per sender")
 	staticDuration := fs.Duration("static-duration", time.Minute, "with --paper: length of a static run")
 	similarity := fs.Bool("similarity", false, "check scaled CUBIC: the kernel's CUBIC and scaled CUBIC at full scale and at --scale on a constant link")
@@ -89,7 +83,7 @@ func cmdFidelity(ctx context.Context, args []string, out io.Writer, log *slog.Lo
 	}
 	if *similarity {
 		runs, err := testbed.MeasureSimilarity(ctx, testbed.SimilarityConfig{
-			FullMbps: *fullMbps, OneWayDelay: *delay, Duration: *simDuration, Scale: *scale, OutDir: *outDir, Log: log,
+			FullMbps: *fullMbps, OneWayDelay: *delay, Duration: *simDuration, Scale: corpus.Scale, OutDir: *outDir, Log: log,
 		})
 		if err != nil {
 			return err
@@ -103,8 +97,7 @@ func cmdFidelity(ctx context.Context, args []string, out io.Writer, log *slog.Lo
 	if *paper {
 		path, err := eval.PaperFidelity(ctx, eval.PaperFidelityOptions{
 			Out: *outDir, From: *from, Senders: splitList(*senders),
-			Corpus: eval.Corpus{Handovers: *handovers, Seed: *seed, ScenarioDuration: *duration,
-				Mobilities: splitList(*mobility), Scale: *scale, Traces: *traces},
+			Corpus:     *corpus,
 			StaticRuns: *staticRuns, StaticDuration: *staticDuration, Log: log, Progress: out,
 		})
 		if err != nil {
