@@ -64,6 +64,10 @@ type Corpus struct {
 	Traces string
 	// Leads is the lead model (scenario.LeadsPaper when empty).
 	Leads string
+	// CellBuffer sizes the cells' buffers in time at their band's mean
+	// capacity (scenario.GenerateOptions.CellBuffer); 0 for the
+	// generator's defaults.
+	CellBuffer time.Duration
 }
 
 // Options are one evaluation's parameters. Everything but Out, Log and
@@ -109,6 +113,7 @@ type Manifest struct {
 	ExtraVariants    []string      `json:"extra_variants,omitempty"`
 	ExtraScenarios   int           `json:"extra_scenarios,omitempty"`
 	Leads            string        `json:"leads,omitempty"`
+	CellBuffer       time.Duration `json:"cell_buffer_ns,omitempty"`
 	// M2hodSHA256 is the SHA-256 of the m2hod binary the m2ho variants
 	// run, empty without such variants: a resumed evaluation must run the
 	// same daemon, or one table would mix versions.
@@ -208,7 +213,7 @@ func Prepare(opts Options) (*Manifest, error) {
 	want := Manifest{
 		Handovers: opts.Handovers, Seed: opts.Seed, ScenarioDuration: opts.ScenarioDuration,
 		Mobilities: opts.Mobilities, Scale: opts.Scale, Traces: opts.Traces, Variants: opts.Variants,
-		ExtraVariants: opts.ExtraVariants, ExtraScenarios: opts.ExtraScenarios, Leads: opts.Leads, M2hodSHA256: daemon,
+		ExtraVariants: opts.ExtraVariants, ExtraScenarios: opts.ExtraScenarios, Leads: opts.Leads, CellBuffer: opts.CellBuffer, M2hodSHA256: daemon,
 	}
 	path := filepath.Join(opts.Out, ManifestFile)
 	if old, err := ReadManifest(opts.Out); err == nil {
@@ -307,7 +312,7 @@ func sameParameters(a, b *Manifest) bool {
 	return a.Handovers == b.Handovers && a.Seed == b.Seed && a.ScenarioDuration == b.ScenarioDuration &&
 		slices.Equal(a.Mobilities, b.Mobilities) && a.Scale == b.Scale && a.Traces == b.Traces &&
 		slices.Equal(a.Variants, b.Variants) && slices.Equal(a.ExtraVariants, b.ExtraVariants) &&
-		a.ExtraScenarios == b.ExtraScenarios && a.Leads == b.Leads
+		a.ExtraScenarios == b.ExtraScenarios && a.Leads == b.Leads && a.CellBuffer == b.CellBuffer
 }
 
 // generate writes the scenario of one seed into the corpus, its handover
@@ -315,7 +320,7 @@ func sameParameters(a, b *Manifest) bool {
 // the duplicate ACKs m2ho drops are known exactly.
 func generate(opts Options, mobility string, seed uint64, traces []scenario.Trace) (CorpusEntry, error) {
 	gen := scenario.GenerateOptions{Seed: seed, Duration: opts.ScenarioDuration, Mobility: mobility, Scale: opts.Scale,
-		MatchMix: true, Traces: traces, TracesFrom: opts.Traces, Leads: opts.Leads, LANReceiver: true}
+		MatchMix: true, Traces: traces, TracesFrom: opts.Traces, Leads: opts.Leads, LANReceiver: true, CellBuffer: opts.CellBuffer}
 	sc, err := scenario.Generate(gen)
 	if err != nil {
 		return CorpusEntry{}, fmt.Errorf("seed %d: %w", seed, err)

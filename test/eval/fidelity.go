@@ -119,6 +119,7 @@ func staticRuns(ctx context.Context, o PaperFidelityOptions, sender string, trac
 		seed := o.Seed + uint64(i)
 		sc, err := scenario.GenerateStatic(scenario.GenerateOptions{
 			Seed: seed, Duration: o.StaticDuration, Mobility: scenario.MobilityWalking, Scale: o.Scale, Traces: traces,
+			CellBuffer: o.CellBuffer,
 		})
 		if err != nil {
 			return nil, err

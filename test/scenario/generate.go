@@ -95,6 +95,30 @@ type GenerateOptions struct {
 	// CPE case, where the testbed reads the receiver's ACKs before the
 	// UE's datapath and so knows exactly which duplicates m2ho dropped.
 	LANReceiver bool
+	// CellBuffer sizes every cell's buffer as the time its band's mean
+	// capacity (sub-6 150 Mbit/s, mmWave 1 Gbit/s at full scale) takes
+	// to drain it; 0 keeps the defaults, 1.5 MB sub-6 (80 ms) and 12 MB
+	// mmWave (96 ms). No measurement fixes a cell's buffer, so the
+	// fidelity study varies it.
+	CellBuffer time.Duration
+}
+
+// Mean capacities of the generated cells at full scale, in Mbit/s, and
+// their default buffers in bytes.
+const (
+	sub6MeanMbps        = 150
+	mmWaveMeanMbps      = 1000
+	defaultSub6Buffer   = 1_500_000
+	defaultMmWaveBuffer = 12_000_000
+)
+
+// cellBuffer is the full-scale buffer of a cell of a band whose mean
+// capacity is mbps.
+func (o GenerateOptions) cellBuffer(mbps float64, byDefault int) int {
+	if o.CellBuffer <= 0 {
+		return byDefault
+	}
+	return int(mbps * 1e6 / 8 * o.CellBuffer.Seconds())
 }
 
 // Trace is a capacity trace as the generator cuts it: the mean rate of
@@ -135,6 +159,9 @@ func (o GenerateOptions) Flags() string {
 	if o.LANReceiver {
 		flags += " --lan-receiver"
 	}
+	if o.CellBuffer > 0 {
+		flags += fmt.Sprintf(" --cell-buffer %v", o.CellBuffer)
+	}
 	return flags
 }
 
@@ -157,7 +184,7 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 	if opts.Scale == 0 {
 		opts.Scale = 1
 	}
-	g := generator{rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x6d32686f)), scale: opts.Scale,
+	g := generator{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x6d32686f)), scale: opts.Scale,
 		windows: traceWindows(opts.Traces, opts.Mobility)}
 	name := fmt.Sprintf("generated-%s-seed%d", opts.Mobility, opts.Seed)
 	if len(opts.Traces) > 0 && len(g.windows) == 0 {
@@ -280,7 +307,8 @@ func (m *mixTracker) count(source, target diag.Band) {
 }
 
 type generator struct {
-	rng *rand.Rand
+	opts GenerateOptions
+	rng  *rand.Rand
 	// scale is the scenario's scale factor: buffers shrink with it.
 	scale float64
 	// windows are the trace stretches mmWave cells may take.
@@ -355,13 +383,13 @@ func (g *generator) cells(sc *Scenario, band diag.Band, n int) []Cell {
 		if band == diag.BandSub6 {
 			c.Name = fmt.Sprintf("sub6-%d", i+1)
 			c.PCI, c.ARFCN = uint16(100+i), 627264
-			base, spread = 150, 30
-			c.BufferBytes = 1500000
+			base, spread = sub6MeanMbps, 30
+			c.BufferBytes = g.opts.cellBuffer(base, defaultSub6Buffer)
 		} else {
 			c.Name = fmt.Sprintf("mmwave-%d", i+1)
 			c.PCI, c.ARFCN = uint16(200+i), 2079167
-			base, spread = 1000, 250
-			c.BufferBytes = 12000000
+			base, spread = mmWaveMeanMbps, 250
+			c.BufferBytes = g.opts.cellBuffer(base, defaultMmWaveBuffer)
 		}
 		if band == diag.BandMmWave && len(g.windows) > 0 {
 			c.Capacity = g.traceCapacity()
@@ -507,7 +535,7 @@ func GenerateStatic(opts GenerateOptions) (*Scenario, error) {
 	if opts.Scale == 0 {
 		opts.Scale = 1
 	}
-	g := generator{rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x73746174)), scale: opts.Scale,
+	g := generator{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x73746174)), scale: opts.Scale,
 		windows: traceWindows(opts.Traces, opts.Mobility)}
 	if len(opts.Traces) > 0 && len(g.windows) == 0 {
 		return nil, fmt.Errorf("no trace has %d s with a mean of at least %d Mbit/s for a mmWave cell", TraceWindow, MmWaveTraceMinMbps)

@@ -334,6 +334,34 @@ func TestGenerateCutsMmWaveCellsFromTraces(t *testing.T) {
 	assert.ErrorContains(t, err, "no trace has")
 }
 
+// TestCellBuffer: a cell buffer given in time sizes every cell's buffer
+// at its band's mean capacity and changes nothing else; none keeps the
+// default sizes.
+func TestCellBuffer(t *testing.T) {
+	opts := GenerateOptions{Seed: 5, Duration: 3 * time.Minute, Mobility: MobilityDriving, Scale: 0.1, MatchMix: true}
+	byDefault, err := Generate(opts)
+	require.NoError(t, err)
+	opts.CellBuffer = 20 * time.Millisecond
+	sized, err := Generate(opts)
+	require.NoError(t, err)
+	assert.Contains(t, opts.Flags(), "--cell-buffer 20ms")
+	require.Len(t, sized.Cells, len(byDefault.Cells))
+	for i, c := range sized.Cells {
+		want, was := 375_000, 1_500_000 // 150 Mbit/s for 20 ms
+		if c.Band == diag.BandMmWave {
+			want, was = 2_500_000, 12_000_000 // 1 Gbit/s for 20 ms
+		}
+		assert.Equal(t, want, c.BufferBytes, c.Name)
+		assert.Equal(t, was, byDefault.Cells[i].BufferBytes, c.Name)
+		c.BufferBytes = byDefault.Cells[i].BufferBytes
+		assert.Equal(t, byDefault.Cells[i], c, "only the buffer differs")
+	}
+	require.Len(t, sized.Timeline, len(byDefault.Timeline))
+	for i, ev := range sized.Timeline {
+		assert.Equal(t, byDefault.Timeline[i].At, ev.At, "the same timeline")
+	}
+}
+
 func TestGenerateStaticIsOneMmWaveCell(t *testing.T) {
 	sc, err := GenerateStatic(GenerateOptions{Seed: 2, Duration: time.Minute, Scale: 0.1,
 		Traces: []Trace{flatTrace("5g_trace_9_walking", 0, 80, 900)}})
