@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/m2ho/m2ho/test/emu"
@@ -110,6 +111,9 @@ func WriteResults(out string) (string, error) {
 		return "", err
 	}
 	results := all
+	if len(m.Variants) < 2 {
+		return "", fmt.Errorf("%s: the results compare a reference variant with an m2ho variant; it runs only %s", out, strings.Join(m.Variants, ", "))
+	}
 	if !slices.ContainsFunc(results, func(r UnitResult) bool { return r.Variant == m.Variants[0] }) {
 		return "", fmt.Errorf("no run of the reference variant %s has finished yet", m.Variants[0])
 	}

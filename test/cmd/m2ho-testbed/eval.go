@@ -89,6 +89,9 @@ func cmdEval(ctx context.Context, args []string, out io.Writer, log *slog.Logger
 		Variants: splitList(*variants), ExtraVariants: splitList(*extra), ExtraScenarios: *extraScenarios,
 		M2hod: *m2hod, Log: log, Progress: out,
 	}
+	if len(opts.Variants) < 2 {
+		return errors.New("--variants: the evaluation compares a reference variant with an m2ho variant (name both)")
+	}
 	var runErr error
 	if !*reportOnly {
 		if err := requireRoot(); err != nil {
