@@ -20,29 +20,41 @@ const dropWarnInterval = time.Minute
 // warnings naming the input and the reasons, so that a feed that loses
 // most of its messages shows in the log and not only in counters.
 type dropWarner struct {
-	logger *slog.Logger
-	input  string
+	logger   *slog.Logger
+	input    string
+	interval time.Duration
 
 	mu       sync.Mutex
 	lastWarn time.Time
 	pending  map[string]uint64
+	// later reports the drops held back by the interval once it is
+	// over, so that a burst of drops on a live input that then goes
+	// quiet is not left unreported until the input ends.
+	later *time.Timer
 }
 
 func newDropWarner(logger *slog.Logger, input string) *dropWarner {
-	return &dropWarner{logger: logger, input: input, pending: map[string]uint64{}}
+	return &dropWarner{logger: logger, input: input, interval: dropWarnInterval, pending: map[string]uint64{}}
 }
 
-// note records one drop for reason and warns when the interval allows.
+// note records one drop for reason and warns when the interval allows,
+// or else when it is over.
 func (w *dropWarner) note(reason string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.pending[reason]++
-	if now := time.Now(); w.lastWarn.IsZero() || now.Sub(w.lastWarn) >= dropWarnInterval {
+	now := time.Now()
+	if w.lastWarn.IsZero() || now.Sub(w.lastWarn) >= w.interval {
 		w.warnLocked(now)
+		return
+	}
+	if w.later == nil {
+		w.later = time.AfterFunc(w.lastWarn.Add(w.interval).Sub(now), w.flush)
 	}
 }
 
-// flush reports the drops not reported yet (at the end of an input).
+// flush reports the drops not reported yet: when the interval is over,
+// and at the end of an input.
 func (w *dropWarner) flush() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -67,4 +79,8 @@ func (w *dropWarner) warnLocked(now time.Time) {
 		"reasons", strings.Join(reasons, " "), "since", since)
 	w.lastWarn = now
 	clear(w.pending)
+	if w.later != nil {
+		w.later.Stop()
+		w.later = nil
+	}
 }
