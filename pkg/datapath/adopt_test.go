@@ -309,7 +309,7 @@ func TestFinishedRescanRemovesItsCloseHook(t *testing.T) {
 // looks for it again after a second, then closes the datapath: the rescan
 // due a further two seconds later does not come.
 func TestHandshakeRescanStopsAtClose(t *testing.T) {
-	server, ue := vethPair(t)
+	server, ue := nstest.ServerUEPair(t)
 	server.Nft(t, "add table inet m2ho_drop; "+
 		"add chain inet m2ho_drop in { type filter hook input priority 0; }; "+
 		"add rule inet m2ho_drop in tcp flags & (syn | ack) == syn drop")
@@ -319,7 +319,7 @@ func TestHandshakeRescanStopsAtClose(t *testing.T) {
 			return err
 		}
 		t.Cleanup(func() { unix.Close(fd) })
-		to := &unix.SockaddrInet4{Addr: netip.MustParseAddr(serverAddr).As4(), Port: uePort}
+		to := &unix.SockaddrInet4{Addr: netip.MustParseAddr(nstest.ServerAddr).As4(), Port: nstest.ServerPort}
 		if err := unix.Connect(fd, to); !errors.Is(err, unix.EINPROGRESS) {
 			return fmt.Errorf("non-blocking connect: %w", err)
 		}

@@ -21,22 +21,6 @@ import (
 	"github.com/m2ho/m2ho/internal/tcptest"
 )
 
-// The server and ue ends of vethPair, named as the tests here use them.
-const (
-	serverAddr  = nstest.ServerAddr
-	ueAddr      = nstest.UEAddr
-	serverAddr6 = nstest.ServerAddr6
-	ueAddr6     = nstest.UEAddr6
-	uePort      = nstest.ServerPort
-)
-
-// vethPair is an Ethernet link between a server namespace and a ue
-// namespace whose veth0 carries the programs.
-func vethPair(tb testing.TB) (server, ue *nstest.NS) {
-	tb.Helper()
-	return nstest.ServerUEPair(tb)
-}
-
 // ifindexIn returns the index of interface ifname in namespace ns.
 func ifindexIn(tb testing.TB, ns *nstest.NS, ifname string) int {
 	tb.Helper()
@@ -69,10 +53,10 @@ func openIn(t *testing.T, ns *nstest.NS, opts Options) *Datapath {
 	return dp
 }
 
-// flowFrom is the flow of the download to uePort from local.
+// flowFrom is the flow of the download to nstest.ServerPort from local.
 func flowFrom(t *testing.T, dp *Datapath, local string) Flow {
 	t.Helper()
-	f, ok, err := trackedFlow(dp, func(f Flow) bool { return f.Local.Addr().String() == local && f.Remote.Port() == uePort })
+	f, ok, err := trackedFlow(dp, func(f Flow) bool { return f.Local.Addr().String() == local && f.Remote.Port() == nstest.ServerPort })
 	require.NoError(t, err)
 	require.True(t, ok, "no flow from %s", local)
 	return f
@@ -126,14 +110,14 @@ func TestAttachModesOnEthernet(t *testing.T) {
 		mode           string
 		server, client string
 	}{
-		{AttachTCX, serverAddr, ueAddr},
-		{AttachClsact, serverAddr6, ueAddr6},
+		{AttachTCX, nstest.ServerAddr, nstest.UEAddr},
+		{AttachClsact, nstest.ServerAddr6, nstest.UEAddr6},
 	}
 	for _, tc := range tests {
 		mode := tc.mode
 		t.Run(mode, func(t *testing.T) {
-			server, ue := vethPair(t)
-			serverEndpoint := net.JoinHostPort(tc.server, fmt.Sprint(uePort))
+			server, ue := nstest.ServerUEPair(t)
+			serverEndpoint := net.JoinHostPort(tc.server, fmt.Sprint(nstest.ServerPort))
 			srv := tcptest.StartBulkServer(t, server, serverEndpoint)
 			var dp *Datapath
 			require.NoError(t, ue.Do(func() error {
@@ -171,7 +155,7 @@ func TestAttachModesOnEthernet(t *testing.T) {
 // TestClsactLeavesForeignStateAlone attaches next to someone else's clsact
 // qdisc and filter and checks that both survive Close.
 func TestClsactLeavesForeignStateAlone(t *testing.T) {
-	_, ue := vethPair(t)
+	_, ue := nstest.ServerUEPair(t)
 	ctx := context.Background()
 	_, err := ue.Run(ctx, "tc", "qdisc", "add", "dev", "veth0", "clsact")
 	require.NoError(t, err)
@@ -200,7 +184,7 @@ func TestClsactLeavesForeignStateAlone(t *testing.T) {
 // TestCloseStopsReadBursts checks that ReadBursts returns when the
 // datapath closes.
 func TestCloseStopsReadBursts(t *testing.T) {
-	_, ue := vethPair(t)
+	_, ue := nstest.ServerUEPair(t)
 	dp := openOnVeth(t, ue)
 	done := make(chan error, 1)
 	go func() { done <- dp.ReadBursts(context.Background(), func(Burst) {}) }()
@@ -222,8 +206,8 @@ func TestCloseStopsReadBursts(t *testing.T) {
 func TestFollowsTheInterface(t *testing.T) {
 	for _, mode := range []string{AttachTCX, AttachClsact} {
 		t.Run(mode, func(t *testing.T) {
-			server, ue := vethPair(t)
-			serverEndpoint := net.JoinHostPort(serverAddr, fmt.Sprint(uePort))
+			server, ue := nstest.ServerUEPair(t)
+			serverEndpoint := net.JoinHostPort(nstest.ServerAddr, fmt.Sprint(nstest.ServerPort))
 			srv := tcptest.StartBulkServer(t, server, serverEndpoint)
 			dp := openIn(t, ue, Options{Iface: "veth0", Attach: mode})
 			require.NoError(t, dp.SetClamp(32<<10, time.Now().Add(time.Minute)))
@@ -290,7 +274,7 @@ func resetModem(t *testing.T, dp *Datapath, server, ue *nstest.NS, mode string) 
 	require.Eventually(t, func() bool { return dp.AttachMode() == AttachNone }, 5*time.Second, 5*time.Millisecond,
 		"the programs leave the interface that is gone")
 	nstest.Pair(t, server, ue, nstest.Link{AIfname: "veth0", BIfname: "veth0",
-		AAddrs: []string{serverAddr + "/24"}, BAddrs: []string{ueAddr + "/24"}})
+		AAddrs: []string{nstest.ServerAddr + "/24"}, BAddrs: []string{nstest.UEAddr + "/24"}})
 	require.Eventually(t, func() bool { return dp.AttachMode() == mode }, 5*time.Second, 5*time.Millisecond,
 		"the programs attach to the interface that took the name")
 }
@@ -302,7 +286,7 @@ func resetModem(t *testing.T, dp *Datapath, server, ue *nstest.NS, mode string) 
 // it: the process holds no more after many resets than after the first few.
 func TestModemResetsLeaveNothingBehind(t *testing.T) {
 	const warmUpResets, resets = 3, 30
-	server, ue := vethPair(t)
+	server, ue := nstest.ServerUEPair(t)
 	dp := openIn(t, ue, Options{Iface: "veth0"})
 	// what a process holds: its descriptors and goroutines, and the
 	// datapath's close hooks
@@ -342,7 +326,7 @@ func TestModemResetsLeaveNothingBehind(t *testing.T) {
 // read their headers at fixed offsets for one framing, so they stay
 // detached, and the log says why.
 func TestFollowRefusesOtherFraming(t *testing.T) {
-	_, ue := vethPair(t)
+	_, ue := nstest.ServerUEPair(t)
 	var logs logbuf.Buffer
 	dp := openIn(t, ue, Options{Iface: "veth0", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	link, err := ue.Netlink().LinkByName("veth0")
@@ -364,7 +348,7 @@ func TestFollowRefusesOtherFraming(t *testing.T) {
 // interface is gone: the follower subscribes again and finds out by
 // looking, and follows the interfaces that come after.
 func TestFollowAfterLostLinkMessages(t *testing.T) {
-	server, ue := vethPair(t)
+	server, ue := nstest.ServerUEPair(t)
 	var logs logbuf.Buffer
 	dp := openIn(t, ue, Options{Iface: "veth0", Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	lo, err := ue.Netlink().LinkByName("lo")

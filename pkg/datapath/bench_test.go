@@ -532,7 +532,7 @@ const (
 )
 
 // startVethDownload starts one CUBIC bulk TCP download from server to ue
-// over the veth pair of vethPair, its sender and receiver bound to cpu
+// over the veth pair of nstest.ServerUEPair, its sender and receiver bound to cpu
 // unless it is tcptest.AnyCPU, lets it ramp up, and returns a reader of
 // the bytes the receiving socket has taken in so far. The count is the
 // kernel's (TCP_INFO bytes_received), so that a window's figure does not
@@ -540,7 +540,7 @@ const (
 // benchmark.
 func startVethDownload(b *testing.B, server, ue *nstest.NS, cpu int) (received func() uint64) {
 	b.Helper()
-	addr := fmt.Sprintf("%s:%d", serverAddr, uePort)
+	addr := fmt.Sprintf("%s:%d", nstest.ServerAddr, nstest.ServerPort)
 	srv := tcptest.StartBulkServerWrites(b, server, addr, tcptest.BulkWriteSize, cpu)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
@@ -789,7 +789,7 @@ func benchmarkVethThroughput(b *testing.B, cpu int) {
 	// minRounds is the least number of rounds, whatever b.N, so that the
 	// medians have noise to average over.
 	const minRounds = 100
-	server, ue := vethPair(b)
+	server, ue := nstest.ServerUEPair(b)
 	reference := newReferencePrograms(b)
 	receiver := newVethReceiver(b, ue, reference)
 	received := startVethDownload(b, server, ue, cpu)
@@ -849,7 +849,7 @@ func BenchmarkVethThroughputSharedCPU(b *testing.B) {
 	var receivers [2]*vethReceiver
 	var received [2]func() uint64
 	for i := range receivers {
-		server, ue := vethPair(b)
+		server, ue := nstest.ServerUEPair(b)
 		receivers[i] = newVethReceiver(b, ue, reference)
 		received[i] = startVethDownload(b, server, ue, cpu)
 	}
@@ -1137,7 +1137,7 @@ func BenchmarkVethProgramTime(b *testing.B) {
 	if otherObject == "" {
 		b.Skip(compareObjectEnv + " names no object to compare with")
 	}
-	server, ue := vethPair(b)
+	server, ue := nstest.ServerUEPair(b)
 	dp := openOnVeth(b, ue)
 	readBursts(b, dp)
 	// each build's programs, ingress then egress

@@ -37,7 +37,7 @@ func benchmarkIngressHook(b *testing.B, offloads bool) {
 	// minRounds is the least number of rounds, each a pair of windows per
 	// hook, whatever b.N.
 	const minRounds = 30
-	server, ue := vethPair(b)
+	server, ue := nstest.ServerUEPair(b)
 	if !offloads {
 		for _, ns := range []*nstest.NS{server, ue} {
 			require.NoError(b, ns.SetOffloads("veth0", false))

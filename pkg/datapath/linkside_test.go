@@ -72,12 +72,12 @@ type busyRouter struct {
 
 func newBusyRouter(tb testing.TB, clients int) busyRouter {
 	tb.Helper()
-	_, ue := vethPair(tb)
+	_, ue := nstest.ServerUEPair(tb)
 	nstest.Pair(tb, ue, nstest.NewNS(tb, "lan"), nstest.Link{AIfname: "lan0", BIfname: "eth0",
 		AAddrs: []string{"192.168.0.1/16"}, BAddrs: []string{"192.168.0.2/16"}})
 	ue.TrackConnections(tb)
 	r := busyRouter{ue: ue}
-	wan := netip.MustParseAddr(ueAddr)
+	wan := netip.MustParseAddr(nstest.UEAddr)
 	entries := make([]nstest.ConntrackEntry, clients)
 	for i := range entries {
 		client := netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 168, byte(i >> 8), byte(i)}), 50000)
