@@ -28,12 +28,14 @@ func ClassesWithAll() []string {
 	return append(slices.Clone(HandoverClasses), AllClasses)
 }
 
-// classLabels are the names the paper's tables give the classes.
+// classLabels are the names the paper's tables give the classes and
+// their overall row.
 var classLabels = map[string]string{
 	ClassSub6Sub6:     "sub6-sub6",
 	ClassSub6MmWave:   "sub6-mmW",
 	ClassMmWaveMmWave: "mmW-mmW",
 	ClassMmWaveSub6:   "mmW-sub6",
+	AllClasses:        AllClassesLabel,
 }
 
 // HandoverClass is the class of a handover from a cell of band source to
@@ -54,9 +56,6 @@ func HandoverClass(source, target Band) string {
 // ClassLabel is the paper's name of a class ("sub6-mmW"), AllClassesLabel
 // for AllClasses; anything else is returned as it is.
 func ClassLabel(class string) string {
-	if class == AllClasses {
-		return AllClassesLabel
-	}
 	if l, ok := classLabels[class]; ok {
 		return l
 	}
