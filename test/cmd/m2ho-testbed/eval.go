@@ -45,6 +45,9 @@ func (f listFlag) Set(s string) error {
 	return nil
 }
 
+// cellBufferUsage explains --cell-buffer wherever a corpus is generated.
+const cellBufferUsage = "every cell's buffer as the time its band's mean capacity takes to drain it (0: 1.5 MB sub-6, 12 MB mmWave)"
+
 // corpusFlags registers on fs the flags of an evaluation corpus but its
 // lead model (--handovers, --seed, --scenario-duration, --mobility,
 // --scale, --traces, --cell-buffer), with the values of def as their defaults, and
@@ -59,7 +62,7 @@ func corpusFlags(fs *flag.FlagSet, def eval.Corpus, with string) *eval.Corpus {
 	fs.Var(listFlag{&c.Mobilities}, "mobility", with+"comma-separated mobility `patterns`: walking, driving")
 	fs.Float64Var(&c.Scale, "scale", def.Scale, with+"capacity and buffer scale factor")
 	fs.StringVar(&c.Traces, "traces", def.Traces, with+"folder of Lumos5G or Mahimahi traces for the mmWave cells (\"\" for synthetic cells)")
-	fs.DurationVar(&c.CellBuffer, "cell-buffer", def.CellBuffer, with+"every cell's buffer as the time its band's mean capacity takes to drain it (0: 1.5 MB sub-6, 12 MB mmWave)")
+	fs.DurationVar(&c.CellBuffer, "cell-buffer", def.CellBuffer, with+cellBufferUsage)
 	return &c
 }
 

@@ -26,7 +26,7 @@ commands:
   run --scenario FILE --variant cubic|scubic|bbr|reno[+m2ho|+freeze|+m2ho-no-COMPONENT] --out DIR [--m2hod PATH] [--pcap]
   demo [--out out/demo] [--scenario test/scenarios/demo.yaml] [--m2hod bin/m2hod]
   gen-scenario --seed N [--duration 120s] [--mobility walking|driving] [--scale 0.1] [--match-mix] [--traces DIR] [--leads paper|captures] [--lan-receiver] [--cell-buffer D] [--out FILE]
-  eval [--out out/eval] [--handovers 70] [--seed 1] [--scenario-duration 2m] [--mobility walking,driving] [--traces DIR] [--leads paper|captures]
+  eval [--out out/eval] [--handovers 70] [--seed 1] [--scenario-duration 2m] [--mobility walking,driving] [--traces DIR] [--cell-buffer D] [--leads paper|captures]
        [--variants LIST] [--extra-variants LIST] [--extra-scenarios 1] [--m2hod bin/m2hod] [--report-only]
   fidelity [--out DIR]                  the emulator's own fidelity (packet rate, TCP on a constant link)
   fidelity --paper [--from EVALDIR] [--senders cubic,scubic] [--out DIR]   the paper's section 3 with plain senders

@@ -27,7 +27,7 @@ func cmdGenScenario(_ context.Context, args []string, out io.Writer, _ *slog.Log
 	traces := fs.String("traces", "", "folder of Lumos5G or Mahimahi traces for the mmWave cells' capacity (default: synthetic)")
 	leads := fs.String("leads", scenario.LeadsPaper, "lead model: paper (the paper's means) or captures (measured on real captures)")
 	lan := fs.Bool("lan-receiver", false, "put the receiver behind the UE (the CPE case, with exact duplicate-ACK ground truth)")
-	cellBuffer := fs.Duration("cell-buffer", 0, "every cell's buffer as the time its band's mean capacity takes to drain it (0: 1.5 MB sub-6, 12 MB mmWave)")
+	cellBuffer := fs.Duration("cell-buffer", 0, cellBufferUsage)
 	outPath := fs.String("out", "", "output file (default: standard output)")
 	if err := fs.Parse(args); err != nil {
 		return err
