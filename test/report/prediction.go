@@ -21,7 +21,8 @@ import (
 
 // Handover predictors compared in Tables 4 and 5 of the paper.
 const (
-	// PredictorM2HO is Algorithm 1 as m2hod runs it: the run's signalling
+	// PredictorM2HO is m2hod's predictor as it runs by default (the
+	// learning predictor, Algorithm 1 its prior): the run's signalling
 	// replayed through statemachine.Machine. A prediction is correct when
 	// the machine confirms it (a handover command, or a completion the log
 	// announced no command for, arrives while it is pending) and a
