@@ -112,13 +112,13 @@ const (
 	defaultMmWaveBuffer = 12_000_000
 )
 
-// cellBuffer is the full-scale buffer of a cell of a band whose mean
-// capacity is mbps.
-func (o GenerateOptions) cellBuffer(mbps float64, byDefault int) int {
-	if o.CellBuffer <= 0 {
+// cellBufferBytes is the full-scale buffer of a cell of a band whose
+// mean capacity is mbps.
+func (g *generator) cellBufferBytes(mbps float64, byDefault int) int {
+	if g.cellBuffer <= 0 {
 		return byDefault
 	}
-	return int(mbps * 1e6 / 8 * o.CellBuffer.Seconds())
+	return int(mbps * 1e6 / 8 * g.cellBuffer.Seconds())
 }
 
 // Trace is a capacity trace as the generator cuts it: the mean rate of
@@ -184,7 +184,7 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 	if opts.Scale == 0 {
 		opts.Scale = 1
 	}
-	g := generator{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x6d32686f)), scale: opts.Scale,
+	g := generator{cellBuffer: opts.CellBuffer, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x6d32686f)), scale: opts.Scale,
 		windows: traceWindows(opts.Traces, opts.Mobility)}
 	name := fmt.Sprintf("generated-%s-seed%d", opts.Mobility, opts.Seed)
 	if len(opts.Traces) > 0 && len(g.windows) == 0 {
@@ -307,10 +307,11 @@ func (m *mixTracker) count(source, target diag.Band) {
 }
 
 type generator struct {
-	opts GenerateOptions
-	rng  *rand.Rand
+	rng *rand.Rand
 	// scale is the scenario's scale factor: buffers shrink with it.
 	scale float64
+	// cellBuffer is GenerateOptions.CellBuffer.
+	cellBuffer time.Duration
 	// windows are the trace stretches mmWave cells may take.
 	windows []traceWindow
 	// leads, when set, are drawn from instead of the paper's means.
@@ -384,12 +385,12 @@ func (g *generator) cells(sc *Scenario, band diag.Band, n int) []Cell {
 			c.Name = fmt.Sprintf("sub6-%d", i+1)
 			c.PCI, c.ARFCN = uint16(100+i), 627264
 			base, spread = sub6MeanMbps, 30
-			c.BufferBytes = g.opts.cellBuffer(base, defaultSub6Buffer)
+			c.BufferBytes = g.cellBufferBytes(base, defaultSub6Buffer)
 		} else {
 			c.Name = fmt.Sprintf("mmwave-%d", i+1)
 			c.PCI, c.ARFCN = uint16(200+i), 2079167
 			base, spread = mmWaveMeanMbps, 250
-			c.BufferBytes = g.opts.cellBuffer(base, defaultMmWaveBuffer)
+			c.BufferBytes = g.cellBufferBytes(base, defaultMmWaveBuffer)
 		}
 		if band == diag.BandMmWave && len(g.windows) > 0 {
 			c.Capacity = g.traceCapacity()
@@ -535,7 +536,7 @@ func GenerateStatic(opts GenerateOptions) (*Scenario, error) {
 	if opts.Scale == 0 {
 		opts.Scale = 1
 	}
-	g := generator{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x73746174)), scale: opts.Scale,
+	g := generator{cellBuffer: opts.CellBuffer, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x73746174)), scale: opts.Scale,
 		windows: traceWindows(opts.Traces, opts.Mobility)}
 	if len(opts.Traces) > 0 && len(g.windows) == 0 {
 		return nil, fmt.Errorf("no trace has %d s with a mean of at least %d Mbit/s for a mmWave cell", TraceWindow, MmWaveTraceMinMbps)
