@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -72,6 +73,40 @@ func TestMonotonicConversion(t *testing.T) {
 		})
 	}
 	assert.Zero(t, toMonotonic(time.Unix(0, 0)), "instants before boot map to 0")
+}
+
+// TestDecodeBurst: the hand decoder reads the record the BPF header
+// defines, and a record of another size is an error.
+func TestDecodeBurst(t *testing.T) {
+	want := m2hoBurstEvent{StartNs: 1, EndNs: 2 << 40, Bytes: 3 << 20, Packets: 4}
+	assert.Equal(t, uintptr(burstEventSize), unsafe.Sizeof(want))
+	raw, err := binary.Append(nil, binary.NativeEndian, want)
+	require.NoError(t, err)
+	var got m2hoBurstEvent
+	require.NoError(t, decodeBurst(raw, &got))
+	assert.Equal(t, want, got)
+	assert.Error(t, decodeBurst(raw[:burstEventSize-1], &got))
+}
+
+// TestMonotonicFollowsTheKernelClock: the readings derived from Go's clock
+// stay on CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns, bracketed by
+// two system-call readings.
+func TestMonotonicFollowsTheKernelClock(t *testing.T) {
+	kernel := func() uint64 {
+		var ts unix.Timespec
+		require.NoError(t, unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts))
+		return uint64(ts.Nano())
+	}
+	// Slack for the pairing at start, off by half a system call.
+	const slack = uint64(50 * time.Microsecond)
+	for range 100 {
+		before := kernel()
+		derived := monotonicNow()
+		after := kernel()
+		assert.GreaterOrEqual(t, derived+slack, before)
+		assert.LessOrEqual(t, derived, after+slack)
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func TestLinkFraming(t *testing.T) {
