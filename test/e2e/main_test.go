@@ -7,9 +7,11 @@ package e2e
 import (
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -18,7 +20,34 @@ import (
 var m2hodBin string
 
 func TestMain(m *testing.M) {
+	if addr := os.Getenv(bareReceiverEnv); addr != "" {
+		os.Exit(bareReceiver(addr))
+	}
 	os.Exit(runTests(m))
+}
+
+// bareReceiverEnv makes the test binary a bare receiver of datagrams on
+// the address it names, instead of running tests.
+const bareReceiverEnv = "M2HO_E2E_BARE_RECEIVER"
+
+// bareReceiver reads datagrams on addr and does nothing with them, on one
+// OS thread for Go code as m2hod runs: the floor of what receiving a
+// stream of diag datagrams costs a Go process on this host, which the
+// overhead benchmarks report beside m2hod's cost.
+func bareReceiver(addr string) int {
+	runtime.GOMAXPROCS(1)
+	conn, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bare receiver:", err)
+		return 1
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		if _, _, err := conn.ReadFrom(buf); err != nil {
+			fmt.Fprintln(os.Stderr, "bare receiver:", err)
+			return 1
+		}
+	}
 }
 
 func runTests(m *testing.M) int {
