@@ -1167,7 +1167,14 @@ func (m *Machine) applyPreparationPolicy(target diag.Cell, limit time.Time) {
 			bytes, source = bw, ClampSourceBandwidth
 		}
 	}
+	before := m.pol
 	m.holdClamp(windowBytes(bytes), source, limit)
+	// One line per clamp a Preparation sets, not per renewal: where each
+	// target's clamp came from (measured here, the fleet, the band's
+	// minimum) is what an operator checks a fleet store by.
+	if before.clampBytes != m.pol.clampBytes || before.clampSource != m.pol.clampSource {
+		m.logger.Info("preparation clamp", "target", target, "bytes", m.pol.clampBytes, "source", source)
+	}
 }
 
 // windowBytes fits an estimate into a window; the estimator never returns

@@ -2,12 +2,15 @@ package statemachine
 
 import (
 	"encoding/json"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/m2ho/m2ho/internal/logbuf"
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/estimator"
 )
@@ -1773,4 +1776,27 @@ func TestSenderAwareClamps(t *testing.T) {
 			},
 		},
 	})
+}
+
+// TestPreparationClampIsLogged: each clamp a Preparation sets is one log
+// line naming where its size came from, and renewing it writes none.
+func TestPreparationClampIsLogged(t *testing.T) {
+	var log logbuf.Buffer
+	est, err := seededEstimator()
+	require.NoError(t, err)
+	h := &harness{t: t, est: est, act: &fakeActuator{failing: map[string]bool{}}, obs: &recordingObserver{}}
+	h.m, err = New(DefaultConfig(), est, h.act, slog.New(slog.NewTextHandler(&log, nil)))
+	require.NoError(t, err)
+	for _, s := range []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB), tick(100), tick(200)} {
+		s(h)
+	}
+	var clamps []string
+	for l := range strings.Lines(log.String()) {
+		if strings.Contains(l, `msg="preparation clamp"`) {
+			clamps = append(clamps, l)
+		}
+	}
+	require.Len(t, clamps, 1, log.String())
+	assert.Contains(t, clamps[0], "bytes=400000")
+	assert.Contains(t, clamps[0], "source="+estimator.SourceCell)
 }
