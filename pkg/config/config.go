@@ -237,12 +237,21 @@ func DefaultDiag() string {
 // (StateDirectory=, passed as $STATE_DIRECTORY), so that the unit alone
 // names it, and DefaultStateDir elsewhere.
 func defaultStateDir() string {
-	// systemd lists one directory per StateDirectory= entry, separated
-	// by colons; the unit has one.
-	if dir, _, _ := strings.Cut(os.Getenv("STATE_DIRECTORY"), ":"); filepath.IsAbs(dir) {
+	if dir := systemdStateDir(); dir != "" {
 		return dir
 	}
 	return DefaultStateDir
+}
+
+// systemdStateDir is the unit's state directory, empty outside a unit
+// that has one.
+func systemdStateDir() string {
+	// systemd lists one directory per StateDirectory= entry, separated
+	// by colons; the unit has one.
+	if dir, _, _ := strings.Cut(os.Getenv("STATE_DIRECTORY"), ":"); filepath.IsAbs(dir) {
+		return filepath.Clean(dir)
+	}
+	return ""
 }
 
 // file is the YAML configuration file. Pointers tell "absent" from zero so
@@ -416,6 +425,12 @@ func (c Config) Validate() error {
 	}
 	if c.StateDir == "" {
 		return errors.New("state_dir: must not be empty")
+	}
+	// Under a unit with StateDirectory=, only that directory is writable
+	// (ProtectSystem=strict) and the unit's other commands find the state
+	// there: another one named here would split the state in two places.
+	if dir := systemdStateDir(); dir != "" && filepath.Clean(c.StateDir) != dir {
+		return fmt.Errorf("state_dir: the unit's StateDirectory= (%s, $STATE_DIRECTORY) is the state directory under systemd; remove state_dir and --state-dir, got %q", dir, c.StateDir)
 	}
 	if c.Policy != PolicyM2HO && c.Policy != PolicyFreeze {
 		return fmt.Errorf("policy: must be m2ho or freeze, got %q", c.Policy)

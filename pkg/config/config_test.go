@@ -269,18 +269,37 @@ func FuzzLoadFile(f *testing.F) {
 	})
 }
 
-// TestStateDirFromSystemd: the unit's StateDirectory=, which systemd passes
-// as $STATE_DIRECTORY, is the default; a flag or key still wins.
+// TestStateDirFromSystemd: under a unit with StateDirectory=, which
+// systemd passes as $STATE_DIRECTORY, that directory is the state
+// directory, and a flag or key naming another is a configuration error;
+// elsewhere the flag or key chooses.
 func TestStateDirFromSystemd(t *testing.T) {
 	t.Setenv("STATE_DIRECTORY", "/var/lib/m2ho-unit")
 	cfg, err := Parse([]string{"--iface", "x"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "/var/lib/m2ho-unit", cfg.StateDir)
-	cfg, err = Parse([]string{"--iface", "x", "--state-dir", "/srv/m2ho"}, io.Discard)
-	require.NoError(t, err)
-	assert.Equal(t, "/srv/m2ho", cfg.StateDir)
+	cfg, err = Parse([]string{"--iface", "x", "--state-dir", "/var/lib/m2ho-unit/"}, io.Discard)
+	require.NoError(t, err, "the same directory, spelt otherwise")
+	assert.Equal(t, "/var/lib/m2ho-unit/", cfg.StateDir)
+
+	_, err = Parse([]string{"--iface", "x", "--state-dir", "/srv/m2ho"}, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `state_dir: the unit's StateDirectory= (/var/lib/m2ho-unit, $STATE_DIRECTORY)`)
+	assert.Contains(t, err.Error(), `got "/srv/m2ho"`)
+	assert.False(t, errors.Is(err, ErrCommandLine), "a configuration error (exit 6, not restarted)")
+	path := filepath.Join(t.TempDir(), "m2hod.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("iface: x\nstate_dir: /srv/m2ho\n"), 0o644))
+	_, err = Parse([]string{"--config", path}, io.Discard)
+	assert.ErrorContains(t, err, "state_dir: the unit's StateDirectory=", "in the file too")
+
+	t.Setenv("STATE_DIRECTORY", "/var/lib/m2ho-unit:/var/lib/other")
+	assert.Equal(t, "/var/lib/m2ho-unit", Default().StateDir, "the unit's first StateDirectory=")
 	t.Setenv("STATE_DIRECTORY", "relative")
 	assert.Equal(t, DefaultStateDir, Default().StateDir, "only an absolute path is systemd's")
+	t.Setenv("STATE_DIRECTORY", "")
+	cfg, err = Parse([]string{"--config", path}, io.Discard)
+	require.NoError(t, err, "without systemd's directory, the file chooses")
+	assert.Equal(t, "/srv/m2ho", cfg.StateDir)
 }
 
 // TestParseErrorKinds: command-line mistakes are ErrCommandLine, a wrong

@@ -225,7 +225,7 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 
 	// Each input is counted apart, so that a silent one shows.
 	for _, uri := range cfg.Diag {
-		d.inputs = append(d.inputs, metrics.DiagInput{Name: uri, Stats: &diag.Stats{}})
+		d.inputs = append(d.inputs, metrics.DiagInput{Name: uri, Stats: &diag.Stats{}, Reasons: diagsrc.Reasons(uri)})
 	}
 	states := []string{statemachine.Stable.String(), statemachine.Preparation.String(), statemachine.Smoothing.String()}
 	d.act = &recorder{}

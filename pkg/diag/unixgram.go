@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -26,11 +28,14 @@ const SocketMode = 0o660
 // UDPSource does on a UDP port, but only from the senders the host allows.
 // Two checks admit a sender. The kernel's: the socket is SocketMode, so
 // only root, the daemon's user and the members of the daemon's group can
-// send at all. Then the input's own, on the credentials the kernel
-// attaches to every datagram: the sender runs as root, as the daemon's
-// user, or with the daemon's group as its group (a supplementary group is
-// not enough). A datagram of any other sender is dropped and counted as
-// ReasonPeerNotAllowed.
+// send at all. The kernel checks the mode when a sender reaches the
+// socket by its path, not when it writes on a socket connected before (by
+// a process that passed it on, or while it still had the group), so the
+// input checks again, on the credentials the kernel attaches to every
+// datagram: the sender runs as root, as the daemon's user, or is a member
+// of the daemon's group, as its primary group or a supplementary one (see
+// memberOfGroup). A datagram of any other sender is dropped and counted
+// as ReasonPeerNotAllowed.
 type UnixSource struct {
 	name  string
 	path  string
@@ -141,7 +146,101 @@ func (s *UnixSource) admits(oob []byte) bool {
 	if err != nil {
 		return false
 	}
-	return cred.Uid == 0 || cred.Uid == s.uid || cred.Gid == s.gid
+	if cred.Uid == 0 || cred.Uid == s.uid || cred.Gid == s.gid {
+		return true
+	}
+	return s.memberOfGroup(cred)
+}
+
+// memberOfGroup says whether the sender of cred has the daemon's group as
+// its effective group or a supplementary one. The kernel's credentials
+// carry only the sender's pid, user and primary group, so the groups are
+// read from the sender's /proc entry. The process found there must run
+// with the user and group of the credentials: the pid of a sender that
+// has exited may already be another's, and another user's process must
+// not vouch for it. A sender whose entry cannot be read is refused: one
+// that has exited, or one that /proc hides from the daemon (systemd's
+// ProtectProc=invisible hides other users' processes from it). Only such
+// senders cost a read; root and the daemon's own user and group are
+// admitted on the credentials alone.
+func (s *UnixSource) memberOfGroup(cred *unix.Ucred) bool {
+	if cred.Pid <= 0 {
+		return false
+	}
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(int(cred.Pid)) + "/status")
+	if err != nil {
+		return false
+	}
+	ids, err := parseProcStatus(status)
+	if err != nil {
+		return false
+	}
+	return ids.admits(cred, s.gid)
+}
+
+// procIDs are the identity lines of /proc/PID/status: the real,
+// effective, saved and file system user and group ids, and the
+// supplementary groups.
+type procIDs struct {
+	uids, gids [4]uint32
+	groups     []uint32
+}
+
+// admits says whether the process is the sender of cred, as far as its
+// ids tell (the kernel lets a sender claim its real, effective or saved
+// ids), and has gid as its effective or a supplementary group.
+func (p procIDs) admits(cred *unix.Ucred, gid uint32) bool {
+	if !slices.Contains(p.uids[:3], cred.Uid) || !slices.Contains(p.gids[:3], cred.Gid) {
+		return false
+	}
+	return p.gids[1] == gid || slices.Contains(p.groups, gid)
+}
+
+func parseProcStatus(status []byte) (procIDs, error) {
+	var p procIDs
+	var found int
+	for line := range bytes.Lines(status) {
+		key, value, ok := bytes.Cut(bytes.TrimSpace(line), []byte(":"))
+		if !ok {
+			continue
+		}
+		switch string(key) {
+		case "Uid", "Gid":
+			ids, err := parseIDs(value)
+			if err != nil || len(ids) != 4 {
+				return procIDs{}, fmt.Errorf("%s: %q", key, value)
+			}
+			if string(key) == "Uid" {
+				p.uids = [4]uint32(ids)
+			} else {
+				p.gids = [4]uint32(ids)
+			}
+			found++
+		case "Groups":
+			ids, err := parseIDs(value)
+			if err != nil {
+				return procIDs{}, fmt.Errorf("%s: %q", key, value)
+			}
+			p.groups = ids
+			found++
+		}
+	}
+	if found != 3 {
+		return procIDs{}, errors.New("no Uid, Gid or Groups line")
+	}
+	return p, nil
+}
+
+func parseIDs(field []byte) ([]uint32, error) {
+	var ids []uint32
+	for f := range bytes.FieldsSeq(field) {
+		id, err := strconv.ParseUint(string(f), 10, 32)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, uint32(id))
+	}
+	return ids, nil
 }
 
 func senderCredentials(oob []byte) (*unix.Ucred, error) {

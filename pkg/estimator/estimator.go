@@ -226,7 +226,10 @@ func New(cfg Config, store Store, logger *slog.Logger) (*Estimator, error) {
 		cells:   make(map[diag.CellKey]*CellRecord),
 		bandMin: make(map[diag.Band]uint64),
 		slots:   make(map[diag.CellKey]*SlotBursts),
-		skipped: make(map[string]uint64),
+		skipped: make(map[string]uint64, len(SkipReasons)),
+	}
+	for _, reason := range SkipReasons {
+		e.skipped[reason] = 0
 	}
 	if store == nil {
 		return e, nil
@@ -364,8 +367,19 @@ func (e *Estimator) Cells() []CellRecord {
 	return out
 }
 
+// SkipReasons are the reasons the estimator rejects an input for. Each is
+// counted from the start, 0 until its first rejection, so that Skipped
+// lists them all.
+var SkipReasons = []string{
+	"bytes_time_backwards", "bytes_duplicate_time", "bytes_counter_reset",
+	"rtt_previous_cell", "rtt_not_positive", "rtt_implausible",
+	"burst_no_serving_cell", "burst_too_long", "burst_empty", "slot_burst_no_bytes",
+	"rb_alloc_no_cell", "rb_alloc_bad_slot_duration", "rb_alloc_no_slots", "rb_alloc_bad_slot",
+	"stored_record_invalid", "store_save_failed",
+}
+
 // Skipped returns how many inputs were rejected, by reason, sorted by
-// reason.
+// reason; every one of SkipReasons is there.
 func (e *Estimator) Skipped() []diag.Counter {
 	e.mu.Lock()
 	out := make([]diag.Counter, 0, len(e.skipped))

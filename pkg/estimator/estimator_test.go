@@ -1,7 +1,9 @@
 package estimator
 
 import (
+	"cmp"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -44,12 +46,26 @@ func newEstimator(t *testing.T, store Store) *Estimator {
 	return e
 }
 
+// skipped returns the reasons the estimator rejected inputs for at least
+// once.
 func skipped(e *Estimator) map[string]uint64 {
 	out := map[string]uint64{}
 	for _, c := range e.Skipped() {
-		out[c.Label] = c.Value
+		if c.Value > 0 {
+			out[c.Label] = c.Value
+		}
 	}
 	return out
+}
+
+// TestSkipReasonsStartAtZero: a new estimator lists every reason, at 0.
+func TestSkipReasonsStartAtZero(t *testing.T) {
+	var want []diag.Counter
+	for _, reason := range SkipReasons {
+		want = append(want, diag.Counter{Label: reason})
+	}
+	slices.SortFunc(want, func(a, b diag.Counter) int { return cmp.Compare(a.Label, b.Label) })
+	assert.Equal(t, want, newEstimator(t, nil).Skipped())
 }
 
 func TestTargetBufferLookupRules(t *testing.T) {

@@ -75,6 +75,10 @@ type PolicySnapshot struct {
 type DiagInput struct {
 	Name  string
 	Stats *diag.Stats
+	// Reasons are the errors the input can count: each has a series from
+	// the start, 0 until its first error, so that a healthy input shows
+	// as one without errors rather than as nothing.
+	Reasons []string
 }
 
 // Sources are read at every scrape. Any may be nil.
@@ -355,8 +359,16 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(descDiagEvents, prometheus.CounterValue, 0, in.Name, string(t))
 			}
 		}
+		seenErrs := make(map[string]bool, len(errs))
 		for _, e := range errs {
+			seenErrs[e.Label] = true
 			ch <- prometheus.MustNewConstMetric(descDiagErrors, prometheus.CounterValue, float64(e.Value), in.Name, e.Label)
+		}
+		for _, reason := range in.Reasons {
+			if !seenErrs[reason] {
+				seenErrs[reason] = true
+				ch <- prometheus.MustNewConstMetric(descDiagErrors, prometheus.CounterValue, 0, in.Name, reason)
+			}
 		}
 		last := 0.0
 		if t := in.Stats.LastEvent(); !t.IsZero() {

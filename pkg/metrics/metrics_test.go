@@ -357,3 +357,33 @@ m2hod_fleet_published_total 11
 	require.NoError(t, err)
 	assert.Zero(t, n, "no fleet metrics without a fleet")
 }
+
+// TestDiagErrorReasonsStartAtZero: each input's reasons have a series from
+// the start, at 0 until counted, and a counted one is not repeated.
+func TestDiagErrorReasonsStartAtZero(t *testing.T) {
+	var stats diag.Stats
+	m := New(nil, Info{}, Sources{Diag: []DiagInput{{Name: "unix:/run/m2ho/diag.sock", Stats: &stats,
+		Reasons: []string{diag.ReasonJSONSyntax, diag.ReasonPeerNotAllowed}}}}, nil)
+	errorsOf := func() map[string]float64 {
+		out := map[string]float64{}
+		families, err := m.Registry().Gather()
+		require.NoError(t, err)
+		for _, f := range families {
+			if f.GetName() != "m2hod_diag_errors_total" {
+				continue
+			}
+			for _, metric := range f.GetMetric() {
+				for _, l := range metric.GetLabel() {
+					if l.GetName() == "reason" {
+						out[l.GetValue()] = metric.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return out
+	}
+	assert.Equal(t, map[string]float64{"json_syntax": 0, "peer_not_allowed": 0}, errorsOf())
+	stats.CountError(diag.ReasonPeerNotAllowed)
+	stats.CountError(diag.ReasonUDPTruncated)
+	assert.Equal(t, map[string]float64{"json_syntax": 0, "peer_not_allowed": 1, "udp_truncated": 1}, errorsOf())
+}
