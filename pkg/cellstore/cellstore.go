@@ -1,7 +1,8 @@
 // Package cellstore persists the per-cell buffer estimates of m2hod, and
-// what its learning predictor learnt of the network's measurement
-// reports, in an embedded bbolt database in the state directory, so that
-// what was learnt about a cell survives restarts. It implements
+// what its learning predictor learnt of each mobile network (which
+// measurement reports it follows with a handover command, and how long
+// after them), in an embedded bbolt database in the state directory, so
+// that what was learnt about a cell survives restarts. It implements
 // estimator.Store and statemachine.LearntStore.
 //
 // Writes are coalesced per cell and committed in the background: the
@@ -46,8 +47,9 @@ const DefaultFlushInterval = time.Second
 // m2hod before it gives up.
 const lockTimeout = time.Second
 
-// recordVersion is written in every record so that a future format can
-// tell old records apart.
+// recordVersion is written in every cell record so that a future format
+// can tell old records apart (the learning predictor's records have
+// their own, reports.go).
 const recordVersion = 1
 
 var cellsBucket = []byte("cells")
@@ -76,8 +78,10 @@ type Store struct {
 	// saves a record at every burst, so the database key is only
 	// formatted when the record is written.
 	pending map[diag.CellKey]estimator.CellRecord
-	// pendingReports are the learning predictor's counts to write.
+	// pendingReports and pendingLeads are the learning predictor's
+	// counts and intervals to write.
 	pendingReports map[string]statemachine.ReportStats
+	pendingLeads   map[string]statemachine.LeadStats
 	closed         bool
 
 	wake      chan struct{}
@@ -131,6 +135,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		pending: make(map[diag.CellKey]estimator.CellRecord),
 
 		pendingReports: make(map[string]statemachine.ReportStats),
+		pendingLeads:   make(map[string]statemachine.LeadStats),
 		wake:           make(chan struct{}, 1),
 		stop:           make(chan struct{}),
 		interval:       opts.FlushInterval,
@@ -165,7 +170,7 @@ func openChecked(path string) (db *bolt.DB, err error) {
 				return fmt.Errorf("%w: %v", errCorrupt, checkErr)
 			}
 		}
-		for _, name := range [][]byte{cellsBucket, reportsBucket} {
+		for _, name := range [][]byte{cellsBucket, reportsBucket, leadsBucket} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -236,10 +241,7 @@ func (s *Store) LoadCells() ([]estimator.CellRecord, error) {
 				err = validRecord(r)
 			}
 			if err != nil {
-				s.mu.Lock()
-				s.skipped++
-				s.mu.Unlock()
-				s.logger.Warn("cell store: skipping unreadable record", "key", string(k), "err", err)
+				s.skip("cell", k, err)
 				return nil
 			}
 			byKey[string(k)] = r.cellRecord()
@@ -278,6 +280,14 @@ func (s *Store) SaveCell(c estimator.CellRecord) error {
 	return nil
 }
 
+// skip counts and logs a stored record of kind that cannot be decoded.
+func (s *Store) skip(kind string, key []byte, err error) {
+	s.mu.Lock()
+	s.skipped++
+	s.mu.Unlock()
+	s.logger.Warn("cell store: skipping unreadable "+kind+" record", "key", string(key), "err", err)
+}
+
 // Skipped returns how many stored records could not be decoded so far.
 func (s *Store) Skipped() int {
 	s.mu.Lock()
@@ -308,11 +318,12 @@ func (s *Store) flushLoop() {
 // Flush commits every pending update now.
 func (s *Store) Flush() error {
 	s.mu.Lock()
-	batch, reports := s.pending, s.pendingReports
+	batch, reports, leads := s.pending, s.pendingReports, s.pendingLeads
 	s.pending = make(map[diag.CellKey]estimator.CellRecord)
 	s.pendingReports = make(map[string]statemachine.ReportStats)
+	s.pendingLeads = make(map[string]statemachine.LeadStats)
 	s.mu.Unlock()
-	if len(batch) == 0 && len(reports) == 0 {
+	if len(batch) == 0 && len(reports) == 0 && len(leads) == 0 {
 		return nil
 	}
 	err := s.db.Update(func(tx *bolt.Tx) error {
@@ -327,7 +338,10 @@ func (s *Store) Flush() error {
 				return fmt.Errorf("put %s: %w", k, err)
 			}
 		}
-		return putReports(tx, reports)
+		if err := putReports(tx, reports); err != nil {
+			return err
+		}
+		return putLeads(tx, leads)
 	})
 	if err != nil {
 		// Put the batch back unless a newer update replaced it meanwhile.
@@ -340,6 +354,11 @@ func (s *Store) Flush() error {
 		for k, r := range reports {
 			if _, newer := s.pendingReports[k]; !newer {
 				s.pendingReports[k] = r
+			}
+		}
+		for k, l := range leads {
+			if _, newer := s.pendingLeads[k]; !newer {
+				s.pendingLeads[k] = l
 			}
 		}
 		s.mu.Unlock()

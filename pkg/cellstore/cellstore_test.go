@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -293,4 +294,184 @@ func TestSaveReportStatsAfterClose(t *testing.T) {
 	s := openStore(t, t.TempDir())
 	require.NoError(t, s.Close())
 	assert.ErrorIs(t, s.SaveReportStats(statemachine.ReportStats{RAT: diag.RATLTE, Band: diag.BandSub6, Event: diag.EventA3}), ErrClosed)
+}
+
+func TestLeadStatsPersistAcrossRestarts(t *testing.T) {
+	ms := time.Millisecond
+	sub6 := statemachine.LeadStats{Network: "001-01", Band: diag.BandSub6, Samples: []time.Duration{60 * ms, 310 * ms, 85*ms + 250*time.Microsecond}}
+	mmWave := statemachine.LeadStats{Network: "001-01", Band: diag.BandMmWave, Samples: []time.Duration{40 * ms}}
+	// The same band of another network is another record.
+	otherNetwork := statemachine.LeadStats{Network: "310-260", Band: diag.BandSub6, Samples: []time.Duration{700 * ms, 650 * ms}}
+	noNetwork := statemachine.LeadStats{Band: diag.BandSub6, Samples: []time.Duration{120 * ms}}
+
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	for _, l := range []statemachine.LeadStats{sub6, mmWave, otherNetwork, noNetwork} {
+		require.NoError(t, s.SaveLeadStats(l))
+	}
+	updated := sub6
+	updated.Samples = append(slices.Clone(sub6.Samples), 95*ms)
+	require.NoError(t, s.SaveLeadStats(updated))
+	want := []statemachine.LeadStats{noNetwork, mmWave, updated, otherNetwork} // by network, then band
+	before, err := s.LoadLeadStats()
+	require.NoError(t, err)
+	assert.Equal(t, want, before, "before the flush, pending updates are visible")
+	require.NoError(t, s.Close())
+
+	s = openStore(t, dir)
+	defer func() { require.NoError(t, s.Close()) }()
+	after, err := s.LoadLeadStats()
+	require.NoError(t, err)
+	assert.Equal(t, want, after, "after a restart")
+	assert.Zero(t, s.Skipped())
+}
+
+// putRaw writes records as another version of m2hod (or damage) left
+// them.
+func putRaw(t *testing.T, s *Store, bucket []byte, records map[string]string) {
+	t.Helper()
+	require.NoError(t, s.db.Update(func(tx *bolt.Tx) error {
+		for k, v := range records {
+			if err := tx.Bucket(bucket).Put([]byte(k), []byte(v)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
+func TestLearntRecordVersions(t *testing.T) {
+	tests := []struct {
+		name        string
+		bucket      []byte
+		value       string
+		wantReports []statemachine.ReportStats
+		wantLeads   []statemachine.LeadStats
+		wantSkipped int
+	}{
+		{name: "version 1 report counts load as counts of no network", bucket: reportsBucket,
+			value: `{"v":1,"rat":"lte","band":"sub6","event":"A3","measured":"sub6","carrier":"intra_frequency","reports":9,"followed":7}`,
+			wantReports: []statemachine.ReportStats{{RAT: diag.RATLTE, Band: diag.BandSub6, Event: diag.EventA3, Measured: diag.BandSub6,
+				Carrier: statemachine.CarrierIntraFrequency, Reports: 9, Followed: 7}}},
+		{name: "version 2 report counts name their network", bucket: reportsBucket,
+			value: `{"v":2,"network":"001-01","cell":{"rat":"nr","band":"sub6","pci":7,"arfcn":632628},"rat":"nr","band":"sub6","event":"A2","reports":3,"followed":1}`,
+			wantReports: []statemachine.ReportStats{{Network: "001-01", Cell: nrSub6, RAT: diag.RATNR, Band: diag.BandSub6, Event: diag.EventA2,
+				Reports: 3, Followed: 1}}},
+		{name: "a version 1 report record cannot name a network", bucket: reportsBucket,
+			value: `{"v":1,"network":"001-01","rat":"lte","band":"sub6","event":"A3","reports":1}`, wantSkipped: 1},
+		{name: "a report record of a later version", bucket: reportsBucket,
+			value: `{"v":3,"rat":"lte","band":"sub6","event":"A3","reports":1}`, wantSkipped: 1},
+		{name: "a report record that is not JSON", bucket: reportsBucket, value: "\x00\xff", wantSkipped: 1},
+		{name: "intervals", bucket: leadsBucket, value: `{"v":1,"network":"001-01","band":"sub6","samples_us":[60000,310500]}`,
+			wantLeads: []statemachine.LeadStats{{Network: "001-01", Band: diag.BandSub6,
+				Samples: []time.Duration{60 * time.Millisecond, 310500 * time.Microsecond}}}},
+		{name: "intervals of a later version", bucket: leadsBucket, value: `{"v":2,"band":"sub6","samples_us":[60000]}`, wantSkipped: 1},
+		{name: "intervals that are not numbers", bucket: leadsBucket, value: `{"v":1,"band":"sub6","samples_us":["soon"]}`, wantSkipped: 1},
+		{name: "far more intervals than any machine keeps", bucket: leadsBucket,
+			value: `{"v":1,"band":"sub6","samples_us":[` + strings.Repeat("1000,", maxLeadSamples) + `1000]}`, wantSkipped: 1},
+		{name: "intervals that are not JSON", bucket: leadsBucket, value: "{", wantSkipped: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openStore(t, t.TempDir())
+			defer func() { require.NoError(t, s.Close()) }()
+			putRaw(t, s, tt.bucket, map[string]string{"k": tt.value})
+			reports, err := s.LoadReportStats()
+			require.NoError(t, err)
+			leads, err := s.LoadLeadStats()
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantReports, nilIfEmpty(reports))
+			assert.Equal(t, tt.wantLeads, nilIfEmpty(leads))
+			assert.Equal(t, tt.wantSkipped, s.Skipped())
+		})
+	}
+}
+
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+// TestLegacyCountsGoOn: counts of no network saved now replace the
+// version 1 record of their kind rather than being kept beside it, and
+// the same kind in a network is a record of its own.
+func TestLegacyCountsGoOn(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	defer func() { require.NoError(t, s.Close()) }()
+	legacy := statemachine.ReportStats{RAT: diag.RATLTE, Band: diag.BandSub6, Event: diag.EventA3, Reports: 9, Followed: 7}
+	putRaw(t, s, reportsBucket, map[string]string{
+		reportKey(legacy): `{"v":1,"rat":"lte","band":"sub6","event":"A3","reports":9,"followed":7}`,
+	})
+	next := legacy
+	next.Reports, next.Followed = 10, 8
+	inNetwork := legacy
+	inNetwork.Network, inNetwork.Reports, inNetwork.Followed = "001-01", 1, 0
+	require.NoError(t, s.SaveReportStats(next))
+	require.NoError(t, s.SaveReportStats(inNetwork))
+	require.NoError(t, s.Flush())
+	got, err := s.LoadReportStats()
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []statemachine.ReportStats{next, inNetwork}, got)
+}
+
+// nopActuator lets a machine run without a datapath.
+type nopActuator struct{}
+
+func (nopActuator) SetClamp(uint32, time.Time) error { return nil }
+func (nopActuator) SetFreeze(time.Time) error        { return nil }
+func (nopActuator) ClearClamp() error                { return nil }
+func (nopActuator) StartSuppression(time.Time) error { return nil }
+func (nopActuator) StopSuppression() error           { return nil }
+
+// TestLearntSurvivesARestart runs the learning predictor on the store,
+// closes it, and starts another machine on the reopened store: the
+// counts and the report-to-command intervals of its network are back,
+// another network's are not.
+func TestLearntSurvivesARestart(t *testing.T) {
+	newMachine := func(t *testing.T, s *Store, network string) *statemachine.Machine {
+		t.Helper()
+		est, err := estimator.New(estimator.DefaultConfig(), s, nil)
+		require.NoError(t, err)
+		m, err := statemachine.New(statemachine.DefaultConfig(), est, nopActuator{}, nil)
+		require.NoError(t, err)
+		require.NoError(t, m.UseLearntStore(s, network))
+		return m
+	}
+	serving := diag.Cell{RAT: diag.RATLTE, Band: diag.BandSub6, PCI: 1, ARFCN: 1850}
+	neighbor := diag.Cell{RAT: diag.RATLTE, Band: diag.BandSub6, PCI: 2, ARFCN: 1850}
+	start := time.Date(2026, 11, 22, 7, 0, 0, 0, time.UTC)
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	m := newMachine(t, s, "001-01")
+	// The network answers eight A3 reports 400 ms later, each at the
+	// serving cell and back.
+	for i := range 8 {
+		at := start.Add(time.Duration(i) * 2 * time.Second)
+		from, to := serving, neighbor
+		if i%2 == 1 {
+			from, to = neighbor, serving
+		}
+		m.HandleEvent(diag.Event{Type: diag.TypeMeasReport, Time: at, Meas: diag.EventA3, Serving: from, Neighbor: to})
+		m.HandleEvent(diag.Event{Type: diag.TypeHOCommand, Time: at.Add(400 * time.Millisecond), Kind: diag.HOPCell, Source: from, Target: to})
+		m.HandleEvent(diag.Event{Type: diag.TypeHOComplete, Time: at.Add(420 * time.Millisecond), Cell: to})
+	}
+	learnt := m.Learnt()
+	require.NotEmpty(t, learnt)
+	window := m.Status().T2[0].WindowMillis
+	assert.GreaterOrEqual(t, window, 400.0)
+	require.NoError(t, s.Close())
+
+	s = openStore(t, dir)
+	defer func() { require.NoError(t, s.Close()) }()
+	restarted := newMachine(t, s, "001-01")
+	assert.Equal(t, learnt, restarted.Learnt())
+	st := restarted.Status()
+	require.Equal(t, diag.BandSub6, st.T2[0].Band)
+	assert.InDelta(t, 400, st.T2[0].WindowMillis, 0.001, "the intervals' quantile, before any T2 is learnt again")
+
+	other := newMachine(t, s, "310-260")
+	assert.Empty(t, other.Learnt())
+	assert.InDelta(t, 292, other.Status().T2[0].WindowMillis, 0.001, "2*T2: nothing learnt in this network")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -16,11 +17,24 @@ import (
 // measurement report the network follows with a handover command.
 var reportsBucket = []byte("reports")
 
+// leadsBucket holds the learning predictor's report-to-command
+// intervals, per network and band of serving cell.
+var leadsBucket = []byte("leads")
+
 var _ statemachine.LearntStore = (*Store)(nil)
+
+// Versions of the learning predictor's records. A version 1 report
+// record names no network: it was written before counts were kept per
+// network, and loads as counts of no network.
+const (
+	reportRecordVersion = 2
+	leadRecordVersion   = 1
+)
 
 // reportRecord is the stored form of a statemachine.ReportStats.
 type reportRecord struct {
 	Version  int            `json:"v"`
+	Network  string         `json:"network,omitempty"`
 	Cell     *diag.Cell     `json:"cell,omitempty"`
 	Neighbor *diag.Cell     `json:"neighbor,omitempty"`
 	RAT      diag.RAT       `json:"rat"`
@@ -33,7 +47,7 @@ type reportRecord struct {
 }
 
 func toReportRecord(r statemachine.ReportStats) reportRecord {
-	rec := reportRecord{Version: recordVersion, RAT: r.RAT, Band: r.Band, Event: r.Event, Measured: r.Measured,
+	rec := reportRecord{Version: reportRecordVersion, Network: r.Network, RAT: r.RAT, Band: r.Band, Event: r.Event, Measured: r.Measured,
 		Carrier: r.Carrier, Reports: r.Reports, Followed: r.Followed}
 	if !r.Cell.IsZero() {
 		c := r.Cell
@@ -47,7 +61,7 @@ func toReportRecord(r statemachine.ReportStats) reportRecord {
 }
 
 func (r reportRecord) stats() statemachine.ReportStats {
-	s := statemachine.ReportStats{RAT: r.RAT, Band: r.Band, Event: r.Event, Measured: r.Measured, Carrier: r.Carrier,
+	s := statemachine.ReportStats{Network: r.Network, RAT: r.RAT, Band: r.Band, Event: r.Event, Measured: r.Measured, Carrier: r.Carrier,
 		Reports: r.Reports, Followed: r.Followed}
 	if r.Cell != nil {
 		s.Cell = r.Cell.Normalized()
@@ -59,9 +73,25 @@ func (r reportRecord) stats() statemachine.ReportStats {
 }
 
 // reportKey is the database key of a kind of report: its scope and
-// trigger.
+// trigger, and its network when it has one. Counts of no network keep
+// the key they had before networks were recorded, so that they go on
+// from the version 1 record rather than beside it.
 func reportKey(r statemachine.ReportStats) string {
-	return fmt.Sprintf("%s/%s/%s/%s/%s/%s/%s", r.RAT, r.Band, r.Event, r.Measured, r.Carrier, cellKey(r.Cell), cellKey(r.Neighbor))
+	k := fmt.Sprintf("%s/%s/%s/%s/%s/%s/%s", r.RAT, r.Band, r.Event, r.Measured, r.Carrier, cellKey(r.Cell), cellKey(r.Neighbor))
+	if r.Network != "" {
+		k += "/network:" + r.Network
+	}
+	return k
+}
+
+func (r reportRecord) check() error {
+	switch {
+	case r.Version == 1 && r.Network != "":
+		return fmt.Errorf("a version 1 record with network %q", r.Network)
+	case r.Version != 1 && r.Version != reportRecordVersion:
+		return fmt.Errorf("unknown record version %d", r.Version)
+	}
+	return nil
 }
 
 // LoadReportStats returns what the learning predictor stored, including
@@ -73,14 +103,11 @@ func (s *Store) LoadReportStats() ([]statemachine.ReportStats, error) {
 		return tx.Bucket(reportsBucket).ForEach(func(k, v []byte) error {
 			var r reportRecord
 			err := json.Unmarshal(v, &r)
-			if err == nil && r.Version != recordVersion {
-				err = fmt.Errorf("unknown record version %d", r.Version)
+			if err == nil {
+				err = r.check()
 			}
 			if err != nil {
-				s.mu.Lock()
-				s.skipped++
-				s.mu.Unlock()
-				s.logger.Warn("cell store: skipping unreadable report record", "key", string(k), "err", err)
+				s.skip("report", k, err)
 				return nil
 			}
 			byKey[string(k)] = r.stats()
@@ -120,6 +147,114 @@ func putReports(tx *bolt.Tx, reports map[string]statemachine.ReportStats) error 
 	b := tx.Bucket(reportsBucket)
 	for k, r := range reports {
 		v, err := json.Marshal(toReportRecord(r))
+		if err != nil {
+			return fmt.Errorf("encode %s: %w", k, err)
+		}
+		if err := b.Put([]byte(k), v); err != nil {
+			return fmt.Errorf("put %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// leadRecord is the stored form of a statemachine.LeadStats.
+type leadRecord struct {
+	Version int       `json:"v"`
+	Network string    `json:"network,omitempty"`
+	Band    diag.Band `json:"band"`
+	// SamplesMicros are the intervals in microseconds, oldest first.
+	SamplesMicros []int64 `json:"samples_us"`
+}
+
+// maxLeadSamples bounds a stored record: the machine keeps 64 intervals
+// per band, and a record far longer is damage, not history.
+const maxLeadSamples = 1024
+
+func toLeadRecord(l statemachine.LeadStats) leadRecord {
+	rec := leadRecord{Version: leadRecordVersion, Network: l.Network, Band: l.Band, SamplesMicros: make([]int64, len(l.Samples))}
+	for i, d := range l.Samples {
+		rec.SamplesMicros[i] = d.Microseconds()
+	}
+	return rec
+}
+
+func (r leadRecord) stats() statemachine.LeadStats {
+	l := statemachine.LeadStats{Network: r.Network, Band: r.Band, Samples: make([]time.Duration, len(r.SamplesMicros))}
+	for i, us := range r.SamplesMicros {
+		l.Samples[i] = time.Duration(us) * time.Microsecond
+	}
+	return l
+}
+
+func (r leadRecord) check() error {
+	switch {
+	case r.Version != leadRecordVersion:
+		return fmt.Errorf("unknown record version %d", r.Version)
+	case len(r.SamplesMicros) > maxLeadSamples:
+		return fmt.Errorf("%d intervals", len(r.SamplesMicros))
+	}
+	return nil
+}
+
+// leadKey is the database key of the intervals of a network and band.
+func leadKey(l statemachine.LeadStats) string {
+	return l.Network + "/" + string(l.Band)
+}
+
+// LoadLeadStats returns the learning predictor's report-to-command
+// intervals, including updates not yet flushed, ordered by key. Records
+// that cannot be decoded are logged and skipped (the machine validates
+// the intervals).
+func (s *Store) LoadLeadStats() ([]statemachine.LeadStats, error) {
+	byKey := make(map[string]statemachine.LeadStats)
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(leadsBucket).ForEach(func(k, v []byte) error {
+			var r leadRecord
+			err := json.Unmarshal(v, &r)
+			if err == nil {
+				err = r.check()
+			}
+			if err != nil {
+				s.skip("lead", k, err)
+				return nil
+			}
+			byKey[string(k)] = r.stats()
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cell store: load leads: %w", err)
+	}
+	s.mu.Lock()
+	maps.Copy(byKey, s.pendingLeads)
+	s.mu.Unlock()
+	out := make([]statemachine.LeadStats, 0, len(byKey))
+	for _, k := range slices.Sorted(maps.Keys(byKey)) {
+		out = append(out, byKey[k])
+	}
+	return out, nil
+}
+
+// SaveLeadStats records the latest intervals of a network and band. Like
+// SaveCell it never blocks on disk.
+func (s *Store) SaveLeadStats(l statemachine.LeadStats) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.pendingLeads[leadKey(l)] = l
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func putLeads(tx *bolt.Tx, leads map[string]statemachine.LeadStats) error {
+	b := tx.Bucket(leadsBucket)
+	for k, l := range leads {
+		v, err := json.Marshal(toLeadRecord(l))
 		if err != nil {
 			return fmt.Errorf("encode %s: %w", k, err)
 		}

@@ -241,7 +241,9 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 		return nil, err
 	}
 	d.machine.SetObserver(observer{d.metrics})
-	if err := d.machine.UseLearntStore(learnt); err != nil {
+	// The diag events name no PLMN: the fleet's network is the one the
+	// host is told it is in.
+	if err := d.machine.UseLearntStore(learnt, cfg.Fleet.Network); err != nil {
 		logger.Warn("learnt measurement reports unreadable, learning again from scratch", "err", err)
 	}
 

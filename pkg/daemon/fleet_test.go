@@ -82,3 +82,33 @@ func TestNoFleetNoFleetStatus(t *testing.T) {
 	h := startHarness(t, testConfig(t))
 	assert.Nil(t, h.status(t).Fleet)
 }
+
+// TestFleetThroughALeafNode: a daemon connected to a vehicle's leaf node
+// reports the fleet store connected only while the hub behind it
+// answers.
+func TestFleetThroughALeafNode(t *testing.T) {
+	leafPort := natstest.FreePort(t)
+	leaf := natstest.StartLeaf(t, leafPort)
+	h := startHarness(t, fleetConfig(t, leaf.URL(), "bus-1"))
+	require.Eventually(t, func() bool { return h.status(t).Fleet.Error != "" }, 10*time.Second, 10*time.Millisecond)
+	st := h.status(t)
+	assert.False(t, st.Fleet.Connected, "the leaf node is up, its hub is not")
+	assert.Contains(t, st.Fleet.Error, "no responders")
+	assert.Contains(t, fleetMetrics(t, h), "m2hod_fleet_connected 0")
+
+	natstest.StartHub(t, leafPort)
+	require.Eventually(t, func() bool { return h.status(t).Fleet.Connected }, 15*time.Second, 10*time.Millisecond)
+	assert.Empty(t, h.status(t).Fleet.Error)
+	assert.Contains(t, fleetMetrics(t, h), "m2hod_fleet_connected 1")
+}
+
+// fleetMetrics is the daemon's /metrics.
+func fleetMetrics(t *testing.T, h *harness) string {
+	t.Helper()
+	resp, err := http.Get("http://" + h.d.Addr().String() + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(body)
+}

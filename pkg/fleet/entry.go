@@ -5,16 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/estimator"
+	"github.com/m2ho/m2ho/pkg/statemachine"
 )
 
 // entryVersion is written in every entry; a peer running a later format
-// is skipped rather than misread.
+// is skipped rather than misread. Fields added since (a report kind's
+// carrier, the lead) are optional: a version 1 entry without them is
+// still read, and a reader that does not know them ignores them.
 const entryVersion = 1
 
 // maxValueSize bounds an entry: a well-formed one is a few hundred
@@ -22,7 +26,7 @@ const entryVersion = 1
 const maxValueSize = 4096
 
 // maxReports bounds the trigger counts of an entry: a cell has a few
-// kinds of report (trigger and measured band).
+// kinds of report (trigger, measured band and carrier relation).
 const maxReports = 64
 
 // NameRE is what a network, host or bucket name may hold: it becomes a
@@ -72,8 +76,13 @@ type entry struct {
 	// buffer estimate last changed; 0 when unknown.
 	RateBytesPerSecond float64 `json:"rate_bytes_per_second,omitempty"`
 	// Reports are the learning predictor's counts of the reports
-	// measured while the cell served, by trigger and measured band.
+	// measured while the cell served, by trigger, measured band and
+	// carrier relation.
 	Reports []reportCount `json:"reports,omitempty"`
+	// Lead is what the host's learning predictor learnt of the
+	// report-to-command lead on serving cells of the cell's band; nil
+	// when it has measured none.
+	Lead *leadSummary `json:"lead,omitempty"`
 }
 
 // reportCount is one kind of report and how often a handover command
@@ -81,9 +90,46 @@ type entry struct {
 type reportCount struct {
 	Event    diag.MeasEvent `json:"event"`
 	Measured diag.Band      `json:"measured,omitempty"`
-	Reports  uint32         `json:"reports"`
-	Followed uint32         `json:"followed"`
+	// Carrier is the measured carrier's relation to the serving cell's
+	// (statemachine.Carrier*), empty when unknown.
+	Carrier  string `json:"carrier,omitempty"`
+	Reports  uint32 `json:"reports"`
+	Followed uint32 `json:"followed"`
 }
+
+func (r reportCount) is(event diag.MeasEvent, measured diag.Band, carrier string) bool {
+	return r.Event == event && r.Measured == measured && r.Carrier == carrier
+}
+
+// leadSummary is a host's report-to-command lead for a band: the
+// Quantile of its last Samples intervals.
+type leadSummary struct {
+	Quantile float64 `json:"q"`
+	Millis   float64 `json:"ms"`
+	Samples  int     `json:"samples"`
+}
+
+func (l leadSummary) lead() time.Duration {
+	return time.Duration(l.Millis * float64(time.Millisecond))
+}
+
+// maxPeerLead bounds the lead a peer may report: twice the longest a
+// command followed a report by in data/handover-timing.md. The machine
+// caps what it uses at one second; a larger value is no measurement.
+const maxPeerLead = 2 * time.Second
+
+// maxLeadSamples bounds the intervals a lead may say it rests on: far
+// above the 64 a machine keeps, more is no measurement.
+const maxLeadSamples = 1 << 16
+
+// knownEvents, measuredBands and carriers are the values a report kind
+// may hold.
+var (
+	knownEvents = []diag.MeasEvent{diag.EventA1, diag.EventA2, diag.EventA3, diag.EventA4, diag.EventA5, diag.EventA6,
+		diag.EventB1, diag.EventB2}
+	measuredBands = []diag.Band{"", diag.BandSub6, diag.BandMmWave}
+	carriers      = []string{"", statemachine.CarrierIntraFrequency, statemachine.CarrierInterFrequency, statemachine.CarrierInterRAT}
+)
 
 func (e entry) cell() diag.Cell {
 	return diag.Cell{RAT: e.RAT, Band: e.Band, ARFCN: e.ARFCN, PCI: e.PCI}
@@ -166,12 +212,29 @@ func decodeEntry(key diag.CellKey, value []byte, created time.Time) (entry, erro
 	case len(e.Reports) > maxReports:
 		return entry{}, malformed(MalformedValue, "%d kinds of report", len(e.Reports))
 	}
-	for _, r := range e.Reports {
-		if r.Event == "" || r.Followed > r.Reports {
+	for i, r := range e.Reports {
+		switch {
+		case !slices.Contains(knownEvents, r.Event) || !slices.Contains(measuredBands, r.Measured) || !slices.Contains(carriers, r.Carrier):
+			return entry{}, malformed(MalformedValue, "report kind %q %q %q", r.Event, r.Measured, r.Carrier)
+		case r.Followed > r.Reports:
 			return entry{}, malformed(MalformedValue, "report %q: %d followed of %d", r.Event, r.Followed, r.Reports)
+		case slices.ContainsFunc(e.Reports[:i], func(o reportCount) bool { return o.is(r.Event, r.Measured, r.Carrier) }):
+			// Twice the same kind would count a peer twice.
+			return entry{}, malformed(MalformedValue, "report kind %q %q %q twice", r.Event, r.Measured, r.Carrier)
 		}
 	}
+	if l := e.Lead; l != nil && !validLead(*l) {
+		return entry{}, malformed(MalformedValue, "lead %v ms at quantile %v of %d intervals", l.Millis, l.Quantile, l.Samples)
+	}
 	return e, nil
+}
+
+// validLead: the comparisons are on the floats, so that NaN and values
+// beyond a Duration fail them.
+func validLead(l leadSummary) bool {
+	return l.Quantile > 0 && l.Quantile <= 1 &&
+		l.Millis > 0 && l.Millis <= float64(maxPeerLead/time.Millisecond) &&
+		l.Samples >= 1 && l.Samples <= maxLeadSamples
 }
 
 // maxClockSkew is how far in the future of the server's clock an entry

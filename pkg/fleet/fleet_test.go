@@ -148,18 +148,40 @@ func TestTwoHostsShareACell(t *testing.T) {
 	assert.Eventually(t, func() bool { return first.Stats().Published > 0 }, waitFor, tick)
 }
 
-func TestLearntReportsArePublished(t *testing.T) {
+func TestLearntIsPublished(t *testing.T) {
 	srv := natstest.Start(t)
 	c := startClient(t, srv.URL(), "bus-1")
-	store := c.LearntStore(&memLearnt{})
-	for _, s := range []statemachine.ReportStats{
-		{Cell: cellB, RAT: diag.RATLTE, Band: diag.BandSub6, Event: "a3", Measured: diag.BandSub6, Reports: 4, Followed: 3},
-		// Counts of a band and of a pair of cells are not the cell's.
-		{RAT: diag.RATLTE, Band: diag.BandSub6, Event: "a3", Measured: diag.BandSub6, Reports: 9, Followed: 7},
-		{Cell: cellB, Neighbor: cellA, RAT: diag.RATLTE, Band: diag.BandSub6, Event: "a3", Measured: diag.BandSub6, Reports: 2, Followed: 2},
-	} {
+	local := &memLearnt{}
+	store := c.LearntStore(local)
+	inter := statemachine.ReportStats{Network: network, Cell: cellB, RAT: diag.RATLTE, Band: diag.BandSub6, Event: diag.EventA5,
+		Measured: diag.BandSub6, Carrier: statemachine.CarrierInterFrequency, Reports: 4, Followed: 3}
+	// The same trigger on the serving carrier is another kind.
+	intra := inter
+	intra.Carrier, intra.Reports, intra.Followed = statemachine.CarrierIntraFrequency, 6, 1
+	saves := []statemachine.ReportStats{inter, intra}
+	// Counts of a band, of a pair of cells, or of another network are
+	// not the cell's in this network.
+	band := inter
+	band.Cell = diag.Cell{}
+	pair := inter
+	pair.Neighbor = cellA
+	otherNetwork := inter
+	otherNetwork.Network, otherNetwork.Cell = "310-260", mustSub6(t, 3)
+	saves = append(saves, band, pair, otherNetwork)
+	for _, s := range saves {
 		require.NoError(t, store.SaveReportStats(s))
 	}
+	ms := time.Millisecond
+	leads := []statemachine.LeadStats{
+		{Network: network, Band: diag.BandSub6, Samples: []time.Duration{80 * ms, 120 * ms, 640 * ms}},
+		{Network: "310-260", Band: diag.BandSub6, Samples: []time.Duration{900 * ms}},
+	}
+	for _, l := range leads {
+		require.NoError(t, store.SaveLeadStats(l))
+	}
+	assert.Equal(t, saves, local.saved, "every save reaches the local store")
+	assert.Equal(t, leads, local.savedLeads)
+
 	require.Eventually(t, func() bool { return c.Stats().Published == 1 }, waitFor, tick)
 	kv := bucket(t, srv.URL())
 	var got entry
@@ -167,15 +189,36 @@ func TestLearntReportsArePublished(t *testing.T) {
 		e, err := kv.Get(context.Background(), cellKey(network, cellB, "bus-1"))
 		return err == nil && json.Unmarshal(e.Value(), &got) == nil
 	}, waitFor, tick)
-	assert.Equal(t, []reportCount{{Event: "a3", Measured: diag.BandSub6, Reports: 4, Followed: 3}}, got.Reports)
+	assert.Equal(t, []reportCount{
+		{Event: diag.EventA5, Measured: diag.BandSub6, Carrier: statemachine.CarrierInterFrequency, Reports: 4, Followed: 3},
+		{Event: diag.EventA5, Measured: diag.BandSub6, Carrier: statemachine.CarrierIntraFrequency, Reports: 6, Followed: 1},
+	}, got.Reports)
+	assert.Equal(t, &leadSummary{Quantile: statemachine.LeadQuantile, Millis: 640, Samples: 3}, got.Lead,
+		"the host's lead of the cell's band, not another network's")
 	assert.Zero(t, got.BufferBytes)
+	keys, err := kv.ListKeys(context.Background())
+	require.NoError(t, err)
+	var all []string
+	for k := range keys.Keys() {
+		all = append(all, k)
+	}
+	assert.Equal(t, []string{cellKey(network, cellB, "bus-1")}, all, "nothing of another network")
 }
 
-type memLearnt struct{ saved []statemachine.ReportStats }
+// memLearnt is a statemachine.LearntStore in memory.
+type memLearnt struct {
+	saved      []statemachine.ReportStats
+	savedLeads []statemachine.LeadStats
+}
 
 func (m *memLearnt) LoadReportStats() ([]statemachine.ReportStats, error) { return m.saved, nil }
+func (m *memLearnt) LoadLeadStats() ([]statemachine.LeadStats, error)     { return m.savedLeads, nil }
 func (m *memLearnt) SaveReportStats(s statemachine.ReportStats) error {
 	m.saved = append(m.saved, s)
+	return nil
+}
+func (m *memLearnt) SaveLeadStats(l statemachine.LeadStats) error {
+	m.savedLeads = append(m.savedLeads, l)
 	return nil
 }
 
@@ -211,7 +254,30 @@ func TestPeersCannotAbuseTheFleet(t *testing.T) {
 		{"updated in the future", MalformedValue, cellKey(network, cellB, "future"), encode(change(valid(cellB, 500_000), func(e *entry) { e.Updated = now.Add(time.Hour) }))},
 		{"negative rate", MalformedValue, cellKey(network, cellB, "rate"), encode(change(valid(cellB, 500_000), func(e *entry) { e.RateBytesPerSecond = -1 }))},
 		{"more followed than reports", MalformedValue, cellKey(network, cellB, "reports"), encode(change(valid(cellB, 500_000), func(e *entry) {
-			e.Reports = []reportCount{{Event: "a3", Reports: 1, Followed: 2}}
+			e.Reports = []reportCount{{Event: diag.EventA3, Reports: 1, Followed: 2}}
+		}))},
+		{"unknown trigger", MalformedValue, cellKey(network, cellB, "event"), encode(change(valid(cellB, 500_000), func(e *entry) {
+			e.Reports = []reportCount{{Event: "a3", Reports: 2, Followed: 1}}
+		}))},
+		{"unknown carrier relation", MalformedValue, cellKey(network, cellB, "carrier"), encode(change(valid(cellB, 500_000), func(e *entry) {
+			e.Reports = []reportCount{{Event: diag.EventA3, Carrier: "same", Reports: 2, Followed: 1}}
+		}))},
+		{"a kind counted twice", MalformedValue, cellKey(network, cellB, "twice"), encode(change(valid(cellB, 500_000), func(e *entry) {
+			e.Reports = []reportCount{{Event: diag.EventA3, Reports: 2, Followed: 2}, {Event: diag.EventA3, Reports: 2, Followed: 2}}
+		}))},
+		{"a lead beyond two seconds", MalformedValue, cellKey(network, cellB, "lead"), encode(change(valid(cellB, 500_000), func(e *entry) {
+			e.Lead = &leadSummary{Quantile: 0.95, Millis: 2001, Samples: 64}
+		}))},
+		{"a lead that is not positive", MalformedValue, cellKey(network, cellB, "nolead"), encode(change(valid(cellB, 500_000), func(e *entry) {
+			e.Lead = &leadSummary{Quantile: 0.95, Millis: 0, Samples: 64}
+		}))},
+		{"a lead of no interval", MalformedValue, cellKey(network, cellB, "nosamples"), encode(change(valid(cellB, 500_000), func(e *entry) {
+			e.Lead = &leadSummary{Quantile: 0.95, Millis: 300, Samples: 0}
+		}))},
+		{"a lead resting on more intervals than a fleet measures", MalformedValue, cellKey(network, cellB, "sybil"),
+			encode(change(valid(cellB, 500_000), func(e *entry) { e.Lead = &leadSummary{Quantile: 0.95, Millis: 300, Samples: maxLeadSamples + 1} }))},
+		{"a lead at no quantile", MalformedValue, cellKey(network, cellB, "q"), encode(change(valid(cellB, 500_000), func(e *entry) {
+			e.Lead = &leadSummary{Quantile: 1.5, Millis: 300, Samples: 64}
 		}))},
 	}
 	want := map[string]uint64{}
@@ -223,6 +289,10 @@ func TestPeersCannotAbuseTheFleet(t *testing.T) {
 		"malformed entries counted: %v, want %v", c.Stats().Malformed, want)
 	_, ok := c.Lookup(cellB)
 	assert.False(t, ok, "no malformed entry may answer")
+	_, _, ok = c.ReportPrior(cellB.Key(), diag.EventA3, "", "")
+	assert.False(t, ok)
+	_, _, ok = c.LeadPrior(diag.BandSub6)
+	assert.False(t, ok)
 
 	// Entries that are well formed but out of bounds reach the estimator,
 	// which bounds them.
@@ -381,6 +451,7 @@ func TestOpenRejects(t *testing.T) {
 		opts Options
 		want string
 	}{
+		{"bucket smaller than an entry", Options{URL: "nats://127.0.0.1:1", Network: network, Host: "h", MaxBytes: maxValueSize - 1}, "bucket size"},
 		{"no url", Options{Network: network, Host: "h"}, "no server URL"},
 		{"network with a dot", Options{URL: "nats://127.0.0.1:1", Network: "a.b", Host: "h"}, "network"},
 		{"empty host", Options{URL: "nats://127.0.0.1:1", Network: network}, "host"},

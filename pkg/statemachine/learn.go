@@ -2,6 +2,8 @@ package statemachine
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -44,10 +46,24 @@ import (
 //
 // so Algorithm 1 decides until reports say otherwise, and a cell or
 // neighbour met for the first time starts from what its band taught.
+//
+// Everything learnt belongs to one mobile network (UseLearntStore): cell
+// identities (RAT, ARFCN, PCI) repeat across operators, and each
+// operator configures its own. The diag events name no PLMN, so the
+// network is the one the host is configured for.
+//
+// Other hosts of a fleet may have learnt what this one has not (a
+// LearntPrior): a serving cell this host has no outcome of a kind in
+// starts from what they saw there, weighing at most LearnPriorWeight
+// reports together, and the report-to-command lead of a band from
+// theirs until this host measured MinT2Samples intervals itself.
 
 // ReportStats is what the machine learnt about one kind of measurement
 // report.
 type ReportStats struct {
+	// Network is the mobile network the reports were measured in, empty
+	// when the machine was given none.
+	Network string `json:"network,omitempty"`
 	// Cell is the serving cell the reports were measured on; zero for
 	// the counts of every cell of RAT and Band.
 	Cell diag.Cell `json:"cell"`
@@ -71,12 +87,51 @@ type ReportStats struct {
 	Followed uint32 `json:"followed"`
 }
 
+// LeadStats are the report-to-command intervals the learning predictor
+// measured on serving cells of one band, oldest first, at most the
+// machine's window of them (64).
+type LeadStats struct {
+	Network string
+	Band    diag.Band
+	Samples []time.Duration
+}
+
+// Lead is the LeadQuantile of the intervals, the lead the prediction
+// window covers; 0 without intervals.
+func (s LeadStats) Lead() time.Duration {
+	if len(s.Samples) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(s.Samples)
+	slices.Sort(sorted)
+	return sorted[min(int(LeadQuantile*float64(len(sorted))), len(sorted)-1)]
+}
+
 // LearntStore persists what the learning predictor learnt, so that it
-// survives restarts. SaveReportStats is called on every change, from the
-// goroutine driving the machine: it must not block on disk.
+// survives restarts. The Save methods are called on every change, from
+// the goroutine driving the machine: they must not block on disk. The
+// Load methods return every network's records; the machine keeps its
+// own.
 type LearntStore interface {
 	LoadReportStats() ([]ReportStats, error)
 	SaveReportStats(ReportStats) error
+	LoadLeadStats() ([]LeadStats, error)
+	SaveLeadStats(LeadStats) error
+}
+
+// LearntPrior is what other hosts learnt in the machine's network (the
+// fleet store's peers), asked only where this host has not learnt
+// itself. Its answers are not trusted: the machine bounds them. A
+// LearntStore that is also a LearntPrior is asked as one. Its methods
+// are called for every report, so they must not block on the network.
+type LearntPrior interface {
+	// ReportPrior returns the share of the reports of a kind, measured
+	// while cell served, that other hosts saw followed by a command, and
+	// how many reports it rests on.
+	ReportPrior(cell diag.CellKey, event diag.MeasEvent, measured diag.Band, carrier string) (share float64, reports uint32, ok bool)
+	// LeadPrior returns the report-to-command lead other hosts learnt
+	// for serving cells of band, and how many intervals it rests on.
+	LeadPrior(band diag.Band) (lead time.Duration, samples int, ok bool)
 }
 
 // Relations of a reported neighbour's carrier to the serving cell's.
@@ -127,12 +182,16 @@ type pendingReport struct {
 
 // learner holds the counts and the reports still waiting.
 type learner struct {
+	// network is the mobile network of everything learnt.
+	network string
 	counts  map[reportKey]*reportCount
 	pending []pendingReport
 	// leads are the recent report-to-command intervals, by band of
 	// serving cell.
 	leads leadSamples
 	store LearntStore
+	// prior answers for what this host has not learnt; nil when none.
+	prior LearntPrior
 	// saveErrors counts failed saves (the counts stay in memory); Status
 	// shows them among the ignored inputs.
 	saveErrors uint64
@@ -159,6 +218,9 @@ func reportKeys(ev diag.MeasEvent, serving, measured diag.Cell) []reportKey {
 	return []reportKey{band, cell, pair}
 }
 
+// cellScope is the index of the serving cell's kind in reportKeys.
+const cellScope = 1
+
 // learntShare is the share of reports of this kind the network is
 // expected to follow, from Algorithm 1's verdict and the counts.
 func (m *Machine) learntShare(keys []reportKey, prior bool) float64 {
@@ -167,12 +229,34 @@ func (m *Machine) learntShare(keys []reportKey, prior bool) float64 {
 		share = 1
 	}
 	w := m.cfg.LearnPriorWeight
-	for _, k := range keys {
-		if c, ok := m.learn.counts[k]; ok {
+	for i, k := range keys {
+		c, ok := m.learn.counts[k]
+		if i == cellScope && (!ok || c.reports == 0) {
+			share = m.learn.priorShare(k, share, w)
+		}
+		if ok {
 			share = (float64(c.followed) + w*share) / (float64(c.reports) + w)
 		}
 	}
 	return share
+}
+
+// priorShare shrinks the band's share towards what other hosts saw of
+// the kind in a serving cell that this host knows no outcome of there.
+// However many reports and peers it rests on, it weighs at most w
+// reports, as much as Algorithm 1's verdict: it can move a new cell's
+// share at most halfway from what this host's own counts of the band
+// say, and the host's first outcome in the cell replaces it.
+func (l *learner) priorShare(k reportKey, share, w float64) float64 {
+	if l.prior == nil {
+		return share
+	}
+	peers, reports, ok := l.prior.ReportPrior(k.cell, k.event, k.measured, k.carrier)
+	if !ok || reports == 0 || !(peers >= 0 && peers <= 1) { // also rejects NaN
+		return share
+	}
+	weight := min(float64(reports), w)
+	return (peers*weight + w*share) / (weight + w)
 }
 
 // observeReport counts a report, waits for its outcome, and tells
@@ -224,11 +308,19 @@ func (m *Machine) reportsFollowed() {
 		return
 	}
 	m.expireReports()
+	var bands []diag.Band
 	for _, p := range m.learn.pending {
-		m.learn.leads.add(p.keys[0].band, m.now.Sub(p.at))
+		band := p.keys[0].band
+		m.learn.leads.add(band, m.now.Sub(p.at))
+		if !slices.Contains(bands, band) {
+			bands = append(bands, band)
+		}
 		m.learn.countOutcome(p.keys, true)
 	}
 	m.learn.pending = m.learn.pending[:0]
+	for _, band := range bands {
+		m.learn.saveLeads(band)
+	}
 }
 
 // maxCommandLead bounds the report-to-command intervals the machine
@@ -239,21 +331,41 @@ const maxCommandLead = time.Second
 
 // predictionWindow is how long a prediction (and a report the learner
 // counts) waits for its command: 2*T2 as in the paper, or when the
-// machine learns and has seen enough commands, the leadQuantile of the
+// machine learns and has seen enough commands, the LeadQuantile of the
 // report-to-command intervals of the band, whichever is longer, up to
 // maxCommandLead. A mean says little of a long tail: networks that
 // answer most reports in 60 ms answer some in 300 ms, and a window that
 // ends before the command turns a correct prediction into a wrong one
-// and its handover into a missed one.
+// and its handover into a missed one. Until the machine has seen enough
+// commands in the band itself, the lead other hosts learnt stands in.
 func (m *Machine) predictionWindow(band diag.Band) time.Duration {
 	window := 2 * m.t2For(band)
 	if !m.cfg.Learning {
 		return window
 	}
-	if q, ok := m.learn.leads.quantile(bandKey(band), leadQuantile, m.cfg.MinT2Samples); ok {
+	q, ok := m.learn.leads.quantile(bandKey(band), m.cfg.MinT2Samples)
+	if !ok {
+		q, ok = m.learn.leadPrior(bandKey(band), m.cfg.MinT2Samples)
+	}
+	if ok {
 		window = min(max(window, q), maxCommandLead)
 	}
 	return window
+}
+
+// leadPrior is the lead other hosts learnt for band, when it rests on at
+// least minSamples intervals. The caller caps it at maxCommandLead, so
+// that a peer cannot stretch the clamp window beyond what any network
+// in data/handover-timing.md needed.
+func (l *learner) leadPrior(band diag.Band, minSamples int) (time.Duration, bool) {
+	if l.prior == nil {
+		return 0, false
+	}
+	lead, samples, ok := l.prior.LeadPrior(band)
+	if !ok || samples < minSamples || lead <= 0 {
+		return 0, false
+	}
+	return lead, true
 }
 
 // expireReports counts the reports no command can follow any more as
@@ -299,14 +411,24 @@ func (l *learner) save(k reportKey, c *reportCount) {
 	if l.store == nil {
 		return
 	}
-	if err := l.store.SaveReportStats(statsOf(k, c)); err != nil {
+	if err := l.store.SaveReportStats(l.statsOf(k, c)); err != nil {
 		l.saveErrors++
 	}
 }
 
-func statsOf(k reportKey, c *reportCount) ReportStats {
-	return ReportStats{Cell: c.cell, Neighbor: c.neighbor, RAT: k.rat, Band: k.band, Event: k.event, Measured: k.measured,
-		Carrier: k.carrier, Reports: c.reports, Followed: c.followed}
+func (l *learner) saveLeads(band diag.Band) {
+	if l.store == nil {
+		return
+	}
+	// A copy: the store writes it later, while the machine goes on.
+	if err := l.store.SaveLeadStats(LeadStats{Network: l.network, Band: band, Samples: slices.Clone(l.leads[band])}); err != nil {
+		l.saveErrors++
+	}
+}
+
+func (l *learner) statsOf(k reportKey, c *reportCount) ReportStats {
+	return ReportStats{Network: l.network, Cell: c.cell, Neighbor: c.neighbor, RAT: k.rat, Band: k.band, Event: k.event,
+		Measured: k.measured, Carrier: k.carrier, Reports: c.reports, Followed: c.followed}
 }
 
 // Learnt returns what the learning predictor learnt, cells first, in a
@@ -314,7 +436,7 @@ func statsOf(k reportKey, c *reportCount) ReportStats {
 func (m *Machine) Learnt() []ReportStats {
 	out := make([]ReportStats, 0, len(m.learn.counts))
 	for _, k := range slices.Collect(maps.Keys(m.learn.counts)) {
-		out = append(out, statsOf(k, m.learn.counts[k]))
+		out = append(out, m.learn.statsOf(k, m.learn.counts[k]))
 	}
 	slices.SortFunc(out, func(a, b ReportStats) int {
 		return cmp.Or(
@@ -326,11 +448,15 @@ func (m *Machine) Learnt() []ReportStats {
 }
 
 // RestoreLearnt replaces what the machine learnt with stats (from Learnt
-// or a store). Entries of an unknown RAT or band, or with more followed
-// reports than reports, are skipped.
+// or a store). Entries of another network are left out; entries of an
+// unknown RAT or band, or with more followed reports than reports, are
+// skipped and counted.
 func (m *Machine) RestoreLearnt(stats []ReportStats) {
 	m.learn.counts = make(map[reportKey]*reportCount, len(stats))
 	for _, s := range stats {
+		if s.Network != m.learn.network {
+			continue
+		}
 		if !validStats(s) {
 			m.cnt.ignored["learnt_invalid"]++
 			continue
@@ -364,26 +490,65 @@ func validStats(s ReportStats) bool {
 	return true
 }
 
-// UseLearntStore restores what store holds and saves every change there
-// from now on. A store that cannot be read leaves the machine learning
-// from scratch, and the error is returned for the caller to log.
-func (m *Machine) UseLearntStore(store LearntStore) error {
-	m.learn.store = store
-	stats, err := store.LoadReportStats()
-	if err != nil {
-		return err
+// UseLearntStore restores what store holds of network, the mobile
+// network the host is in (empty: unknown), and saves every change there
+// from now on. A store that is also a LearntPrior answers for what the
+// machine has not learnt. What cannot be read is learnt again from
+// scratch, and the error is returned for the caller to log.
+func (m *Machine) UseLearntStore(store LearntStore, network string) error {
+	m.learn.store, m.learn.network = store, network
+	m.learn.prior, _ = store.(LearntPrior)
+	var errs []error
+	if stats, err := store.LoadReportStats(); err != nil {
+		errs = append(errs, fmt.Errorf("learnt reports: %w", err))
+	} else {
+		m.RestoreLearnt(stats)
 	}
-	m.RestoreLearnt(stats)
-	return nil
+	if leads, err := store.LoadLeadStats(); err != nil {
+		errs = append(errs, fmt.Errorf("learnt report-to-command leads: %w", err))
+	} else {
+		m.restoreLeads(leads)
+	}
+	return errors.Join(errs...)
 }
 
-// leadQuantile is the quantile of the report-to-command intervals the
+// restoreLeads replaces the intervals learnt with the machine's
+// network's of leads, the last t2Window of each band. A record of an
+// unknown band, or with an interval no command can follow a report by,
+// is skipped and counted.
+func (m *Machine) restoreLeads(leads []LeadStats) {
+	m.learn.leads = leadSamples{}
+	for _, s := range leads {
+		if s.Network != m.learn.network {
+			continue
+		}
+		if !validLeads(s) {
+			m.cnt.ignored["learnt_invalid"]++
+			continue
+		}
+		m.learn.leads[s.Band] = slices.Clone(s.Samples[max(0, len(s.Samples)-t2Window):])
+	}
+}
+
+func validLeads(s LeadStats) bool {
+	if (s.Band != diag.BandSub6 && s.Band != diag.BandMmWave) || len(s.Samples) == 0 {
+		return false
+	}
+	for _, d := range s.Samples {
+		if d <= 0 || d > maxCommandLead {
+			return false
+		}
+	}
+	return true
+}
+
+// LeadQuantile is the quantile of the report-to-command intervals the
 // prediction window covers. On the shared LTE drive the 90th percentile
 // (about 600 ms) still ended a tenth of the predictions before commands
 // that came within the second; the 95th (about 700 ms) raised precision
 // by three points for 5% more time under a clamp, and changed nothing on
 // the generated corpus (docs/replay.md).
-const leadQuantile = 0.95
+const LeadQuantile = 0.95
 
 // leadSamples keeps the last t2Window report-to-command intervals of each
 // band.
@@ -397,14 +562,12 @@ func (l leadSamples) add(band diag.Band, d time.Duration) {
 	l[band] = append(s, d)
 }
 
-// quantile is the q-quantile of band's intervals, once there are at least
-// minSamples.
-func (l leadSamples) quantile(band diag.Band, q float64, minSamples int) (time.Duration, bool) {
+// quantile is the LeadQuantile of band's intervals, once there are at
+// least minSamples.
+func (l leadSamples) quantile(band diag.Band, minSamples int) (time.Duration, bool) {
 	s := l[band]
 	if len(s) < minSamples || len(s) == 0 {
 		return 0, false
 	}
-	sorted := slices.Clone(s)
-	slices.Sort(sorted)
-	return sorted[min(int(q*float64(len(sorted))), len(sorted)-1)], true
+	return LeadStats{Samples: s}.Lead(), true
 }

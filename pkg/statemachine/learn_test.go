@@ -2,7 +2,9 @@ package statemachine
 
 import (
 	"errors"
+	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -207,11 +209,25 @@ func TestLearningWindowFollowsLateCommands(t *testing.T) {
 // memoryLearntStore is a LearntStore in memory.
 type memoryLearntStore struct {
 	loaded           []ReportStats
+	loadedLeads      []LeadStats
 	loadErr, saveErr error
 	saved            map[string]ReportStats
+	savedLeads       map[diag.Band]LeadStats
 }
 
 func (s *memoryLearntStore) LoadReportStats() ([]ReportStats, error) { return s.loaded, s.loadErr }
+func (s *memoryLearntStore) LoadLeadStats() ([]LeadStats, error)     { return s.loadedLeads, s.loadErr }
+
+func (s *memoryLearntStore) SaveLeadStats(l LeadStats) error {
+	if s.saveErr != nil {
+		return s.saveErr
+	}
+	if s.savedLeads == nil {
+		s.savedLeads = map[diag.Band]LeadStats{}
+	}
+	s.savedLeads[l.Band] = l
+	return nil
+}
 
 func (s *memoryLearntStore) SaveReportStats(r ReportStats) error {
 	if s.saveErr != nil {
@@ -236,7 +252,7 @@ func TestLearntStore(t *testing.T) {
 	}
 	store := &memoryLearntStore{loaded: append([]ReportStats{followed}, invalid...)}
 	h := newHarness(t, DefaultConfig())
-	require.NoError(t, h.m.UseLearntStore(store))
+	require.NoError(t, h.m.UseLearntStore(store, ""))
 	assert.Equal(t, []ReportStats{followed}, h.m.Learnt(), "invalid records are skipped")
 	assert.Equal(t, uint64(len(invalid)), h.m.Status().Counters.Ignored["learnt_invalid"])
 
@@ -264,7 +280,7 @@ func TestLearntStore(t *testing.T) {
 
 	broken := &memoryLearntStore{loadErr: errors.New("disk on fire")}
 	h = newHarness(t, DefaultConfig())
-	require.Error(t, h.m.UseLearntStore(broken))
+	require.ErrorContains(t, h.m.UseLearntStore(broken, ""), "disk on fire")
 	assert.Empty(t, h.m.Learnt())
 }
 
@@ -282,4 +298,258 @@ func TestLearntRoundTrip(t *testing.T) {
 	other := newHarness(t, DefaultConfig())
 	other.m.RestoreLearnt(learnt)
 	assert.Equal(t, learnt, other.m.Learnt())
+}
+
+// rounds runs one handoverRound a second from ms per entry of
+// commandsAfter, and returns the time after them.
+func rounds(h *harness, ms int, ev diag.MeasEvent, serving, neighbor diag.Cell, commandsAfter ...int) int {
+	for _, after := range commandsAfter {
+		for _, s := range handoverRound(ms, ev, serving, neighbor, after) {
+			s(h)
+		}
+		ms += 1000
+	}
+	return ms
+}
+
+func repeat(n, v int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+func durations(n int, d time.Duration) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = d
+	}
+	return out
+}
+
+// sub6PredictionWindow is the prediction window of sub-6 serving cells, in ms.
+func sub6PredictionWindow(t *testing.T, m *Machine) float64 {
+	t.Helper()
+	st := m.Status()
+	require.Equal(t, diag.BandSub6, st.T2[0].Band)
+	return st.T2[0].WindowMillis
+}
+
+// TestLeadsSurviveARestart: the report-to-command intervals a machine
+// learnt reach the store, and a machine started on that store predicts
+// with the window they make from its first report.
+func TestLeadsSurviveARestart(t *testing.T) {
+	store := &memoryLearntStore{}
+	h := newHarness(t, DefaultConfig())
+	require.NoError(t, h.m.UseLearntStore(store, "001-01"))
+	serve(0, lteA, diag.Cell{})(h)
+	rounds(h, 1000, diag.EventA3, lteA, lteB, repeat(8, 400)...)
+	saved, ok := store.savedLeads[diag.BandSub6]
+	require.True(t, ok)
+	assert.Equal(t, LeadStats{Network: "001-01", Band: diag.BandSub6, Samples: durations(8, 400*time.Millisecond)}, saved)
+	assert.Equal(t, 400*time.Millisecond, saved.Lead())
+
+	// A command 350 ms after the report: later than 2*T2, within the
+	// learnt lead.
+	for _, tt := range []struct {
+		name       string
+		leads      []LeadStats
+		wantWindow float64
+		want       string
+	}{
+		{name: "a fresh machine", wantWindow: 292, want: OutcomeTimedOut},
+		{name: "a machine restarted on the store", leads: []LeadStats{saved}, wantWindow: 400, want: OutcomeConfirmed},
+	} {
+		h := newHarness(t, DefaultConfig())
+		require.NoError(t, h.m.UseLearntStore(&memoryLearntStore{loadedLeads: tt.leads}, "001-01"), tt.name)
+		assert.InDelta(t, tt.wantWindow, sub6PredictionWindow(t, h.m), 0.001, tt.name)
+		serve(0, lteA, diag.Cell{})(h)
+		meas(1000, diag.EventA3, lteA, lteB)(h)
+		cmd(1350, diag.HOPCell, lteA, lteB)(h)
+		require.NotEmpty(t, h.obs.predictions, tt.name)
+		assert.Equal(t, tt.want, h.obs.predictions[0], tt.name)
+	}
+}
+
+func TestRestoreLeads(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name  string
+		leads []LeadStats
+		// wantWindow is the sub-6 window after the restore, in ms.
+		wantWindow  float64
+		wantInvalid uint64
+		// wantKept is how many sub-6 intervals the next save holds.
+		wantKept int
+	}{
+		{name: "intervals of the band", leads: []LeadStats{{Network: "001-01", Band: diag.BandSub6, Samples: durations(8, 400*ms)}},
+			wantWindow: 400, wantKept: 9},
+		{name: "only the last t2Window intervals are kept",
+			leads: []LeadStats{{Network: "001-01", Band: diag.BandSub6,
+				Samples: append(durations(36, 900*ms), durations(t2Window, 300*ms)...)}},
+			wantWindow: 300, wantKept: t2Window},
+		{name: "fewer intervals than MinT2Samples do not move the window",
+			leads: []LeadStats{{Network: "001-01", Band: diag.BandSub6, Samples: durations(3, 400*ms)}}, wantWindow: 292, wantKept: 4},
+		{name: "another network's intervals are not this one's",
+			leads: []LeadStats{{Network: "310-260", Band: diag.BandSub6, Samples: durations(8, 400*ms)}}, wantWindow: 292, wantKept: 1},
+		{name: "a negative interval", leads: []LeadStats{{Network: "001-01", Band: diag.BandSub6,
+			Samples: append(durations(7, 400*ms), -ms)}}, wantWindow: 292, wantInvalid: 1, wantKept: 1},
+		{name: "an interval longer than a command follows a report by", leads: []LeadStats{{Network: "001-01", Band: diag.BandSub6,
+			Samples: append(durations(7, 400*ms), 3*time.Second)}}, wantWindow: 292, wantInvalid: 1, wantKept: 1},
+		{name: "an unknown band", leads: []LeadStats{{Network: "001-01", Band: "cmwave", Samples: durations(8, 400*ms)}},
+			wantWindow: 292, wantInvalid: 1, wantKept: 1},
+		{name: "no interval", leads: []LeadStats{{Network: "001-01", Band: diag.BandSub6}}, wantWindow: 292, wantInvalid: 1, wantKept: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := &memoryLearntStore{loadedLeads: tt.leads}
+			h := newHarness(t, DefaultConfig())
+			require.NoError(t, h.m.UseLearntStore(store, "001-01"))
+			assert.InDelta(t, tt.wantWindow, sub6PredictionWindow(t, h.m), 0.001)
+			assert.Equal(t, tt.wantInvalid, h.m.Status().Counters.Ignored["learnt_invalid"])
+
+			serve(0, lteA, diag.Cell{})(h)
+			rounds(h, 1000, diag.EventA3, lteA, lteB, 250)
+			saved := store.savedLeads[diag.BandSub6].Samples
+			require.Len(t, saved, tt.wantKept)
+			assert.Equal(t, 250*ms, saved[len(saved)-1], "the newest interval comes last")
+		})
+	}
+}
+
+// TestLearntNetworks: what was learnt in one mobile network never
+// predicts in another, though its cells have the same identities.
+func TestLearntNetworks(t *testing.T) {
+	followedA5 := func(network string) ReportStats {
+		return ReportStats{Network: network, RAT: diag.RATLTE, Band: diag.BandSub6, Event: diag.EventA5, Measured: diag.BandSub6,
+			Carrier: CarrierIntraFrequency, Reports: 40, Followed: 38}
+	}
+	tests := []struct {
+		name    string
+		stored  []ReportStats
+		network string
+		want    bool
+	}{
+		{"the network that followed it", []ReportStats{followedA5("310-260")}, "310-260", true},
+		{"another network", []ReportStats{followedA5("310-260")}, "001-01", false},
+		{"counts of no network are not a known network's", []ReportStats{followedA5("")}, "001-01", false},
+		{"a host that knows no network keeps its counts", []ReportStats{followedA5("")}, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := &memoryLearntStore{loaded: tt.stored}
+			h := newHarness(t, DefaultConfig())
+			require.NoError(t, h.m.UseLearntStore(store, tt.network))
+			assert.Zero(t, h.m.Status().Counters.Ignored["learnt_invalid"], "another network's counts are not invalid")
+			serve(0, lteA, diag.Cell{})(h)
+			assert.Equal(t, tt.want, predictsNow(h, 1000, diag.EventA5, lteA, lteB))
+			cmd(1050, diag.HOPCell, lteA, lteB)(h)
+			require.NotEmpty(t, store.saved)
+			for _, s := range store.saved {
+				assert.Equal(t, tt.network, s.Network, "saved under the machine's network: %+v", s)
+			}
+			for _, s := range h.m.Learnt() {
+				assert.Equal(t, tt.network, s.Network)
+			}
+		})
+	}
+}
+
+// priorStore is a learnt store that is also a LearntPrior: what peers
+// learnt of cell.
+type priorStore struct {
+	memoryLearntStore
+	cell diag.CellKey
+	// share and reports answer for the reports of every kind in cell.
+	share   float64
+	reports uint32
+	// lead and samples answer for every band, when samples > 0.
+	lead    time.Duration
+	samples int
+}
+
+func (p *priorStore) ReportPrior(cell diag.CellKey, _ diag.MeasEvent, _ diag.Band, _ string) (float64, uint32, bool) {
+	return p.share, p.reports, cell == p.cell && p.reports > 0
+}
+
+func (p *priorStore) LeadPrior(diag.Band) (time.Duration, int, bool) {
+	return p.lead, p.samples, p.samples > 0
+}
+
+func TestReportPrior(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  func(*Config)
+		// prior is what peers saw in their cell.
+		prior priorStore
+		// local are this host's rounds of the probed report at lteA.
+		local    []int
+		probe    diag.MeasEvent
+		neighbor diag.Cell
+		want     bool
+	}{
+		{name: "a kind peers saw followed predicts in a cell never served here",
+			prior: priorStore{cell: lteA.Key(), share: 1, reports: 20}, probe: diag.EventA5, neighbor: lteB, want: true},
+		{name: "without peers Algorithm 1 ignores it",
+			probe: diag.EventA5, neighbor: lteB, want: false},
+		{name: "a peer's single report weighs one report",
+			prior: priorStore{cell: lteA.Key(), share: 1, reports: 1}, probe: diag.EventA5, neighbor: lteB, want: false},
+		{name: "peers cannot silence Algorithm 1, however many reports they claim",
+			prior: priorStore{cell: lteA.Key(), share: 0, reports: math.MaxUint32}, probe: diag.EventA3, neighbor: lteB, want: true},
+		{name: "this host's outcomes in the cell win",
+			prior: priorStore{cell: lteA.Key(), share: 1, reports: 20}, local: []int{0, 0}, probe: diag.EventA5, neighbor: lteB, want: false},
+		{name: "peers of another cell say nothing of this one",
+			prior: priorStore{cell: lteB.Key(), share: 1, reports: 20}, probe: diag.EventA5, neighbor: lteB, want: false},
+		{name: "a share above one is ignored",
+			prior: priorStore{cell: lteA.Key(), share: 1.5, reports: 20}, probe: diag.EventA5, neighbor: lteB, want: false},
+		{name: "a share that is not a number is ignored",
+			prior: priorStore{cell: lteA.Key(), share: math.NaN(), reports: 20}, probe: diag.EventA5, neighbor: lteB, want: false},
+		{name: "Algorithm 1 alone asks no peer", cfg: func(c *Config) { c.Learning = false },
+			prior: priorStore{cell: lteA.Key(), share: 1, reports: 20}, probe: diag.EventA5, neighbor: lteB, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			if tt.cfg != nil {
+				tt.cfg(&cfg)
+			}
+			h := newHarness(t, cfg)
+			require.NoError(t, h.m.UseLearntStore(&tt.prior, "001-01"))
+			serve(0, lteA, diag.Cell{})(h)
+			ms := rounds(h, 1000, tt.probe, lteA, tt.neighbor, tt.local...)
+			assert.Equal(t, tt.want, predictsNow(h, ms, tt.probe, lteA, tt.neighbor))
+		})
+	}
+}
+
+func TestLeadPrior(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name  string
+		prior priorStore
+		// local are this host's rounds of predicted A3 reports and how
+		// long after them the command came.
+		local      []int
+		wantWindow float64
+	}{
+		{name: "no peer", wantWindow: 292},
+		{name: "the peers' lead stands in", prior: priorStore{lead: 400 * ms, samples: 64}, wantWindow: 400},
+		{name: "a peer cannot stretch the window beyond a second", prior: priorStore{lead: 5 * time.Second, samples: 64}, wantWindow: 1000},
+		{name: "a lead resting on fewer intervals than MinT2Samples is ignored", prior: priorStore{lead: 400 * ms, samples: 4}, wantWindow: 292},
+		{name: "a lead that is not positive is ignored", prior: priorStore{lead: -ms, samples: 64}, wantWindow: 292},
+		{name: "this host's own intervals win once there are enough", prior: priorStore{lead: 900 * ms, samples: 64},
+			local: repeat(5, 100), wantWindow: 200},
+		{name: "until then the peers' lead holds", prior: priorStore{lead: 900 * ms, samples: 64},
+			local: repeat(4, 100), wantWindow: 900},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, DefaultConfig())
+			require.NoError(t, h.m.UseLearntStore(&tt.prior, "001-01"))
+			serve(0, lteA, diag.Cell{})(h)
+			rounds(h, 1000, diag.EventA3, lteA, lteB, tt.local...)
+			assert.InDelta(t, tt.wantWindow, sub6PredictionWindow(t, h.m), 0.001)
+		})
+	}
 }
