@@ -8,7 +8,6 @@ import (
 
 	"github.com/m2ho/m2ho/pkg/diag/rrc"
 	"github.com/m2ho/m2ho/pkg/replay"
-	"github.com/m2ho/m2ho/pkg/statemachine"
 )
 
 // replayCommand runs recorded diag inputs through the decoder, the state
@@ -22,7 +21,7 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	asJSON := fs.Bool("json", false, "print the results as JSON")
-	carry := fs.Bool("carry", false, "the learning predictor goes on from one input to the next, in the order given, as m2hod keeps what it learnt in its cell store (default: each input starts from nothing)")
+	carry := fs.Bool("carry", false, "the learning predictor goes on from one input to the next, in the order given, with the report counts and report-to-command intervals it learnt, as m2hod keeps them in its cell store (default: each input starts from nothing)")
 	follow := rrc.FollowAuto
 	fs.Func("subscription", "SIM subscription of a multi-SIM modem to replay, as the daemon's --diag-subscription: auto (the one carrying data, else 0) or an index from 0", func(s string) (err error) {
 		follow, err = rrc.ParseFollow(s)
@@ -36,7 +35,13 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return exitUsage
 	}
 	var results []*replay.Result
-	var learnt []statemachine.ReportStats
+	// With --carry, what the learning predictor learns (report counts
+	// and report-to-command intervals, as the cell store keeps them)
+	// goes on to the next input; nil starts each from nothing.
+	var learnt *replay.Learnt
+	if *carry {
+		learnt = &replay.Learnt{}
+	}
 	for _, uri := range fs.Args() {
 		res, err := replay.Replay(ctx, uri, follow, learnt)
 		if err != nil {
@@ -44,9 +49,6 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return inputFailure(err)
 		}
 		results = append(results, res)
-		if p, ok := res.Predictor(replay.PredictorLearning); ok && *carry {
-			learnt = p.Learnt
-		}
 	}
 	write := replay.WriteTable
 	if *asJSON {

@@ -201,6 +201,9 @@ type Fleet struct {
 	// MaxAge is how old a peer's entry may be to count; 0: the fleet
 	// package's default.
 	MaxAge time.Duration
+	// MaxBytes bounds the bucket when this host creates it (or finds it
+	// unbounded); 0: fleet.DefaultMaxBytes.
+	MaxBytes int64
 }
 
 // Enabled reports whether component c is on.
@@ -288,6 +291,7 @@ type fleetFile struct {
 	CertFile  *string        `yaml:"tls_cert"`
 	KeyFile   *string        `yaml:"tls_key"`
 	MaxAge    *time.Duration `yaml:"max_age"`
+	MaxBytes  *int64         `yaml:"max_bytes"`
 }
 
 // LoadFile applies the YAML file at path over base. Unknown keys are
@@ -364,6 +368,7 @@ func (f file) apply(cfg Config) (Config, error) {
 		setValue(&cfg.Fleet.CertFile, ff.CertFile)
 		setValue(&cfg.Fleet.KeyFile, ff.KeyFile)
 		setValue(&cfg.Fleet.MaxAge, ff.MaxAge)
+		setValue(&cfg.Fleet.MaxBytes, ff.MaxBytes)
 	}
 	return cfg, nil
 }
@@ -477,6 +482,12 @@ const (
 	maxFleetMaxAge = 366 * 24 * time.Hour
 )
 
+// minFleetMaxBytes is the smallest bucket bound: at about 1 KB an entry,
+// a MiB holds a thousand cells, ten vehicles' worth; a smaller bucket
+// would refuse most of a fleet's entries from the start, and is more
+// likely a unit mistaken (KiB for MiB) than a wish.
+const minFleetMaxBytes = 1 << 20
+
 // validate checks the fleet section; its errors begin with the key.
 func (f Fleet) validate() error {
 	if f.URL == "" {
@@ -509,6 +520,9 @@ func (f Fleet) validate() error {
 	}
 	if f.MaxAge != 0 && (f.MaxAge < minFleetMaxAge || f.MaxAge > maxFleetMaxAge) {
 		return fmt.Errorf("max_age: must be 0 (default) or between %v and %v, got %v", minFleetMaxAge, maxFleetMaxAge, f.MaxAge)
+	}
+	if f.MaxBytes != 0 && f.MaxBytes < minFleetMaxBytes {
+		return fmt.Errorf("max_bytes: must be 0 (default, %d MiB) or at least %d bytes (1 MiB), got %d", fleet.DefaultMaxBytes>>20, minFleetMaxBytes, f.MaxBytes)
 	}
 	return nil
 }
@@ -600,6 +614,7 @@ func newFlagSet(v *flagValues) *flag.FlagSet {
 	fs.StringVar(&v.fleet.CertFile, "fleet-tls-cert", "", "client certificate `file` for the fleet store")
 	fs.StringVar(&v.fleet.KeyFile, "fleet-tls-key", "", "client key `file` for the fleet store")
 	fs.DurationVar(&v.fleet.MaxAge, "fleet-max-age", 0, "oldest fleet entry that counts (0: default "+fleet.DefaultMaxAge.String()+")")
+	fs.Int64Var(&v.fleet.MaxBytes, "fleet-max-bytes", 0, fmt.Sprintf("size bound in `bytes` of the fleet bucket when this host creates it, at least %d (0: default, %d MiB)", minFleetMaxBytes, fleet.DefaultMaxBytes>>20))
 	return fs
 }
 
@@ -733,6 +748,8 @@ func (v *flagValues) apply(name string, cfg *Config) error {
 		cfg.Fleet.KeyFile = v.fleet.KeyFile
 	case "fleet-max-age":
 		cfg.Fleet.MaxAge = v.fleet.MaxAge
+	case "fleet-max-bytes":
+		cfg.Fleet.MaxBytes = v.fleet.MaxBytes
 	}
 	return nil
 }

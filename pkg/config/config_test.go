@@ -46,6 +46,7 @@ fleet:
   tls_cert: /etc/m2ho/cpe.pem
   tls_key: /etc/m2ho/cpe.key
   max_age: 48h
+  max_bytes: 536870912
 `
 	tests := []struct {
 		name    string
@@ -71,7 +72,7 @@ fleet:
 					BurstGap: 3 * time.Millisecond, DrainBurstBytes: 32768, MaxFlows: 4096, PinDir: "/sys/fs/bpf/cpe",
 					Fleet: Fleet{URL: "tls://hub.example.net:4222,tls://hub2.example.net:4222", Network: "001-01", Host: "bus-17", Bucket: "cells",
 						CredsFile: "/etc/m2ho/fleet.creds", CAFile: "/etc/m2ho/ca.pem", CertFile: "/etc/m2ho/cpe.pem", KeyFile: "/etc/m2ho/cpe.key",
-						MaxAge: 48 * time.Hour},
+						MaxAge: 48 * time.Hour, MaxBytes: 512 << 20},
 				}
 			},
 		},
@@ -83,7 +84,7 @@ fleet:
 				"--policy", "m2ho", "--ablate", "", "--smoothing-max", "90ms", "--lambda", "3",
 				"--default-buffer", "70000", "--burst-gap", "1ms", "--drain-burst", "8192", "--max-flows", "10", "--pin-dir", "",
 				"--fleet", "nats://127.0.0.1:4222", "--fleet-network", "002-02", "--fleet-host", "", "--fleet-bucket", "", "--fleet-creds", "",
-				"--fleet-tls-ca", "", "--fleet-tls-cert", "", "--fleet-tls-key", "", "--fleet-max-age", "0"},
+				"--fleet-tls-ca", "", "--fleet-tls-cert", "", "--fleet-tls-key", "", "--fleet-max-age", "0", "--fleet-max-bytes", "0"},
 			want: func(c *Config) {
 				*c = Config{
 					Iface: "usb0", Diag: []string{"gsmtap://127.0.0.1:4729", "qmdl:/x.qmdl"},
@@ -170,6 +171,26 @@ fleet:
 		{name: "fleet relative creds", args: []string{"--iface", "x", "--fleet", "nats://h:4222", "--fleet-network", "n", "--fleet-creds", "fleet.creds"}, wantErr: `fleet.creds: must be an absolute path, got "fleet.creds"`},
 		{name: "fleet cert without key", args: []string{"--iface", "x", "--fleet", "tls://h:4222", "--fleet-network", "n", "--fleet-tls-cert", "/c.pem"}, wantErr: "fleet.tls_cert: a client certificate needs its key"},
 		{name: "fleet max age too short", args: []string{"--iface", "x", "--fleet", "nats://h:4222", "--fleet-network", "n", "--fleet-max-age", "10s"}, wantErr: "fleet.max_age: must be 0 (default) or between 1m0s and 8784h0m0s, got 10s"},
+		{
+			name: "fleet bucket bound by default",
+			args: []string{"--iface", "x", "--fleet", "nats://h:4222", "--fleet-network", "n"},
+			want: func(c *Config) { c.Iface, c.Fleet = "x", Fleet{URL: "nats://h:4222", Network: "n"} },
+		},
+		{
+			name: "fleet bucket bound at its minimum",
+			args: []string{"--iface", "x", "--fleet", "nats://h:4222", "--fleet-network", "n", "--fleet-max-bytes", "1048576"},
+			want: func(c *Config) { c.Iface, c.Fleet = "x", Fleet{URL: "nats://h:4222", Network: "n", MaxBytes: 1 << 20} },
+		},
+		{
+			name: "fleet bucket bound in file",
+			file: "iface: x\nfleet: {url: nats://h:4222, network: n, max_bytes: 1073741824}\n",
+			want: func(c *Config) { c.Iface, c.Fleet = "x", Fleet{URL: "nats://h:4222", Network: "n", MaxBytes: 1 << 30} },
+		},
+		{name: "fleet bucket bound below a MiB", args: []string{"--iface", "x", "--fleet", "nats://h:4222", "--fleet-network", "n", "--fleet-max-bytes", "1048575"}, wantErr: "fleet.max_bytes: must be 0 (default, 256 MiB) or at least 1048576 bytes (1 MiB), got 1048575"},
+		{name: "negative fleet bucket bound", file: "iface: x\nfleet: {url: nats://h:4222, network: n, max_bytes: -1}\n", wantErr: "fleet.max_bytes: must be 0 (default, 256 MiB) or at least 1048576 bytes (1 MiB), got -1"},
+		{name: "fleet bucket bound with a unit", file: "iface: x\nfleet: {url: nats://h:4222, network: n, max_bytes: 256MiB}\n", wantErr: "cannot unmarshal"},
+		{name: "fleet bucket bound not a number", args: []string{"--iface", "x", "--fleet-max-bytes", "lots"}, wantErr: "command line: invalid value"},
+		{name: "fleet bucket bound without url", args: []string{"--iface", "x", "--fleet-max-bytes", "1048576"}, wantErr: "fleet.url: required when other fleet keys are set"},
 		{name: "unknown fleet key", file: "iface: x\nfleet: {url: nats://h:4222, network: n, server: x}\n", wantErr: "field server not found"},
 		{name: "not a mapping", file: "- a\n- b\n", wantErr: "cannot unmarshal"},
 	}
@@ -262,7 +283,8 @@ func FuzzLoadFile(f *testing.F) {
 		}
 		if cfg.Validate() == nil {
 			if cfg.SmoothingMax < 0 || cfg.SmoothingMax >= maxSmoothing || !(cfg.Lambda >= 0 && cfg.Lambda <= maxLambda) ||
-				cfg.DefaultBufferBytes != 0 && cfg.DefaultBufferBytes < minDefaultBuffer || cfg.MaxFlows > maxFlows {
+				cfg.DefaultBufferBytes != 0 && cfg.DefaultBufferBytes < minDefaultBuffer || cfg.MaxFlows > maxFlows ||
+				cfg.Fleet.MaxBytes != 0 && cfg.Fleet.MaxBytes < minFleetMaxBytes {
 				t.Fatalf("out-of-bounds configuration validated: %+v", cfg)
 			}
 		}

@@ -281,7 +281,7 @@ func openFleet(cfg config.Fleet, logger *slog.Logger) (*fleet.Client, error) {
 	c, err := fleet.Open(fleet.Options{
 		URL: cfg.URL, Network: cfg.Network, Host: host, Bucket: cfg.Bucket,
 		CredsFile: cfg.CredsFile, CAFile: cfg.CAFile, CertFile: cfg.CertFile, KeyFile: cfg.KeyFile,
-		MaxAge: cfg.MaxAge, Logger: logger,
+		MaxAge: cfg.MaxAge, MaxBytes: cfg.MaxBytes, Logger: logger,
 	})
 	if err != nil {
 		return nil, err

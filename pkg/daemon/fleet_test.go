@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -8,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/m2ho/m2ho/pkg/datapath"
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/estimator"
+	"github.com/m2ho/m2ho/pkg/fleet"
 	"github.com/m2ho/m2ho/pkg/statemachine"
 )
 
@@ -76,6 +80,7 @@ func TestStartsWithTheFleetUnreachable(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(body), "m2hod_fleet_connected 0")
 	assert.Contains(t, string(body), `m2hod_fleet_lookups_total{result="miss"} 1`)
+	assert.Contains(t, string(body), "m2hod_fleet_publish_rejected_total 0", "a series from the start")
 }
 
 func TestNoFleetNoFleetStatus(t *testing.T) {
@@ -111,4 +116,37 @@ func fleetMetrics(t *testing.T, h *harness) string {
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return string(body)
+}
+
+// TestFleetBucketBound: the bucket the first daemon creates is bounded
+// by the configured size, or the fleet store's default without one.
+func TestFleetBucketBound(t *testing.T) {
+	tests := []struct {
+		name     string
+		maxBytes int64
+		want     int64
+	}{
+		{name: "default", want: fleet.DefaultMaxBytes},
+		{name: "configured", maxBytes: 2 << 20, want: 2 << 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := natstest.Start(t)
+			cfg := fleetConfig(t, srv.URL(), "bus-1")
+			cfg.Fleet.MaxBytes = tt.maxBytes
+			h := startHarness(t, cfg)
+			require.Eventually(t, func() bool { return h.status(t).Fleet.Connected }, 10*time.Second, 10*time.Millisecond)
+
+			nc, err := nats.Connect(srv.URL())
+			require.NoError(t, err)
+			t.Cleanup(nc.Close)
+			js, err := jetstream.New(nc)
+			require.NoError(t, err)
+			kv, err := js.KeyValue(context.Background(), fleet.DefaultBucket)
+			require.NoError(t, err)
+			st, err := kv.Status(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, st.Config().MaxBytes)
+		})
+	}
 }

@@ -315,19 +315,21 @@ var (
 	descDiagErrors       = desc("diag_errors_total", "Diag input rejected and skipped, by input and reason.", "input", "reason")
 	descDiagLastEvent    = desc("diag_last_event_timestamp_seconds", "When the input last gave an event, in seconds since the epoch; 0 before its first.", "input")
 	descEstimatorSkipped = desc("estimator_skipped_total", "Bursts, byte counts and RTT samples the estimator rejected, by reason.", "reason")
-	descFleetConnected   = desc("fleet_connected", "1 while connected to the fleet store's server.")
+	descFleetConnected   = desc("fleet_connected", "1 while the fleet store's bucket answers (the hub reachable, through a leaf node if one is used); a connection alone is not enough.")
 	descFleetEntries     = desc("fleet_entries", "Other hosts' cell entries held from the fleet store.")
 	descFleetLookups     = desc("fleet_lookups_total", "Target cells not measured here looked up in the fleet store, by result (hit, miss).", "result")
 	descFleetQueue       = desc("fleet_publish_queue", "Cells whose estimate waits for publication to the fleet store.")
 	descFleetPublished   = desc("fleet_published_total", "Cell entries written to the fleet store.")
 	descFleetDropped     = desc("fleet_publish_dropped_total", "Cells pushed out of the full publication queue before they were published.")
+	descFleetRejected    = desc("fleet_publish_rejected_total", "Cell entries the fleet store's server refused (a full bucket); the cell is published again at its next change.")
 	descFleetMalformed   = desc("fleet_malformed_total", "Fleet store entries skipped, by reason (key, decode, schema, value, capacity).", "reason")
 )
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInfo, descClamp, descFreeze, descSuppressing, descDatapathEvents,
 		descFlows, descAttached, descWaiting, descRTT, descDiagEvents, descDiagErrors, descDiagLastEvent, descEstimatorSkipped,
-		descFleetConnected, descFleetEntries, descFleetLookups, descFleetQueue, descFleetPublished, descFleetDropped, descFleetMalformed} {
+		descFleetConnected, descFleetEntries, descFleetLookups, descFleetQueue, descFleetPublished, descFleetDropped, descFleetRejected,
+		descFleetMalformed} {
 		ch <- d
 	}
 }
@@ -400,6 +402,7 @@ func collectFleet(ch chan<- prometheus.Metric, st fleet.Stats) {
 	gauge(descFleetQueue, float64(st.Queued))
 	counter(descFleetPublished, st.Published)
 	counter(descFleetDropped, st.Dropped)
+	counter(descFleetRejected, st.Rejected)
 	for _, reason := range fleet.MalformedReasons {
 		counter(descFleetMalformed, st.Malformed[reason], reason)
 	}

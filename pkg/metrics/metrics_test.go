@@ -317,11 +317,11 @@ func TestDiagInputsApart(t *testing.T) {
 }
 
 func TestFleetMetrics(t *testing.T) {
-	stats := fleet.Stats{Connected: true, Entries: 7, Hits: 3, Misses: 5, Queued: 2, Published: 11, Dropped: 1,
+	stats := fleet.Stats{Connected: true, Entries: 7, Hits: 3, Misses: 5, Queued: 2, Published: 11, Dropped: 1, Rejected: 6,
 		Malformed: map[string]uint64{fleet.MalformedDecode: 4}}
 	m := New(states, Info{}, Sources{Fleet: func() fleet.Stats { return stats }}, nil)
 	const want = `
-# HELP m2hod_fleet_connected 1 while connected to the fleet store's server.
+# HELP m2hod_fleet_connected 1 while the fleet store's bucket answers (the hub reachable, through a leaf node if one is used); a connection alone is not enough.
 # TYPE m2hod_fleet_connected gauge
 m2hod_fleet_connected 1
 # HELP m2hod_fleet_entries Other hosts' cell entries held from the fleet store.
@@ -344,13 +344,25 @@ m2hod_fleet_publish_dropped_total 1
 # HELP m2hod_fleet_publish_queue Cells whose estimate waits for publication to the fleet store.
 # TYPE m2hod_fleet_publish_queue gauge
 m2hod_fleet_publish_queue 2
+# HELP m2hod_fleet_publish_rejected_total Cell entries the fleet store's server refused (a full bucket); the cell is published again at its next change.
+# TYPE m2hod_fleet_publish_rejected_total counter
+m2hod_fleet_publish_rejected_total 6
 # HELP m2hod_fleet_published_total Cell entries written to the fleet store.
 # TYPE m2hod_fleet_published_total counter
 m2hod_fleet_published_total 11
 `
 	names := []string{"m2hod_fleet_connected", "m2hod_fleet_entries", "m2hod_fleet_lookups_total", "m2hod_fleet_malformed_total",
-		"m2hod_fleet_publish_dropped_total", "m2hod_fleet_publish_queue", "m2hod_fleet_published_total"}
+		"m2hod_fleet_publish_dropped_total", "m2hod_fleet_publish_queue", "m2hod_fleet_publish_rejected_total", "m2hod_fleet_published_total"}
 	require.NoError(t, testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...))
+
+	// Read at each scrape: the next one sees what the client counted since.
+	stats.Rejected = 9
+	const rejected = `
+# HELP m2hod_fleet_publish_rejected_total Cell entries the fleet store's server refused (a full bucket); the cell is published again at its next change.
+# TYPE m2hod_fleet_publish_rejected_total counter
+m2hod_fleet_publish_rejected_total 9
+`
+	require.NoError(t, testutil.GatherAndCompare(m.Registry(), strings.NewReader(rejected), "m2hod_fleet_publish_rejected_total"))
 
 	without := New(states, Info{}, Sources{}, nil)
 	n, err := testutil.GatherAndCount(without.Registry(), names...)

@@ -107,9 +107,8 @@ type PredictorResult struct {
 	// Policy is what m2ho would have applied.
 	Policy PolicySummary `json:"policy"`
 	// LearntKinds counts the kinds of report the learning predictor knows
-	// at the end, Learnt is what it knows (for the next recording).
-	LearntKinds int                        `json:"learnt_kinds,omitempty"`
-	Learnt      []statemachine.ReportStats `json:"-"`
+	// at the end.
+	LearntKinds int `json:"learnt_kinds,omitempty"`
 }
 
 // Class returns the row of class, if there is one.
@@ -124,13 +123,16 @@ func (p *PredictorResult) Class(class string) (ClassResult, bool) {
 // Judge replays a recording through a fresh machine and estimator with
 // the daemon's defaults and predictor, and judges its predictions
 // against the commands that followed. learnt is what the learning
-// predictor knows before the recording (nil: nothing; Algorithm 1
-// ignores it).
-func Judge(rec *Recording, predictor string, learnt []statemachine.ReportStats) (PredictorResult, error) {
+// predictor knows before the recording, report counts and
+// report-to-command intervals, and receives what it learns from it
+// (nil: it starts from nothing, and what it learns is not kept).
+// Algorithm 1 learns nothing, and neither reads nor changes learnt.
+func Judge(rec *Recording, predictor string, learnt *Learnt) (PredictorResult, error) {
 	cfg := statemachine.DefaultConfig()
 	switch predictor {
 	case PredictorAlgorithm1:
 		cfg.Learning = false
+		learnt = nil
 	case PredictorLearning:
 		cfg.Learning = true
 	default:
@@ -140,21 +142,24 @@ func Judge(rec *Recording, predictor string, learnt []statemachine.ReportStats) 
 }
 
 // judgeWith judges a recording with a machine configured by cfg that
-// knows learnt.
-func judgeWith(rec *Recording, predictor string, cfg statemachine.Config, learnt []statemachine.ReportStats) (PredictorResult, error) {
+// learns in learnt (nil: a store of its own).
+func judgeWith(rec *Recording, predictor string, cfg statemachine.Config, learnt *Learnt) (PredictorResult, error) {
 	j := &judge{reports: rec.Reports}
 	j.policy = &policyRecorder{}
-	player, err := NewPlayer(Options{Machine: cfg, Actuator: j.policy, Observer: j, NewSession: func(time.Time) {
+	opts := Options{Machine: cfg, Actuator: j.policy, Observer: j, NewSession: func(time.Time) {
 		// The previous recording ended with whatever was pending.
 		j.open = nil
 		j.tracker.finish()
 		j.policy.restart()
-	}})
+	}}
+	if learnt != nil {
+		// Set only when there is one: a nil *Learnt in the interface
+		// would not be nil, and the machine would save into it.
+		opts.Learnt = learnt
+	}
+	player, err := NewPlayer(opts)
 	if err != nil {
 		return PredictorResult{}, err
-	}
-	if cfg.Learning {
-		player.Machine().RestoreLearnt(learnt)
 	}
 	j.player = player
 	j.policy.now = player.Now
@@ -171,8 +176,7 @@ func judgeWith(rec *Recording, predictor string, cfg statemachine.Config, learnt
 		res.Outcomes[p.Outcome]++
 	}
 	if cfg.Learning {
-		res.Learnt = player.Machine().Learnt()
-		res.LearntKinds = len(res.Learnt)
+		res.LearntKinds = len(player.Machine().Learnt())
 	}
 	return res, nil
 }
@@ -207,8 +211,9 @@ func (r *Result) Predictor(name string) (*PredictorResult, bool) {
 
 // Replay reads a recording, following the SIM subscription follow
 // selects, and judges every predictor on it, the learning predictor
-// knowing learnt at the start (nil: nothing).
-func Replay(ctx context.Context, uri string, follow rrc.Follow, learnt []statemachine.ReportStats) (*Result, error) {
+// starting from learnt and learning into it (nil: from nothing, and
+// what it learns is not kept).
+func Replay(ctx context.Context, uri string, follow rrc.Follow, learnt *Learnt) (*Result, error) {
 	rec, err := Read(ctx, uri, follow)
 	if err != nil {
 		return nil, err

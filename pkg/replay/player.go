@@ -47,6 +47,11 @@ type Options struct {
 	Actuator statemachine.Actuator
 	// Observer is told what the machine does (nil: nothing).
 	Observer statemachine.Observer
+	// Learnt keeps what the learning predictor learnt: every machine of
+	// the player starts from it and saves its changes there, as m2hod
+	// does with its cell store (nil: a store of the player's own, so
+	// that a log of several recordings still carries it over).
+	Learnt statemachine.LearntStore
 	// NewSession is called when the recorded clock jumps back and a fresh
 	// machine takes over, before it handles its first event.
 	NewSession func(at time.Time)
@@ -74,6 +79,9 @@ func NewPlayer(opts Options) (*Player, error) {
 	if opts.Actuator == nil {
 		opts.Actuator = discardActuator{}
 	}
+	if opts.Learnt == nil {
+		opts.Learnt = &Learnt{}
+	}
 	p := &Player{opts: opts}
 	if err := p.start(); err != nil {
 		return nil, err
@@ -82,8 +90,9 @@ func NewPlayer(opts Options) (*Player, error) {
 }
 
 // start replaces the machine and estimator with fresh ones, keeping what
-// the machine learnt about the network: it belongs to the modem's
-// network, not to one recording, and m2hod keeps it in its cell store.
+// the machine learnt about the network (Options.Learnt): it belongs to
+// the modem's network, not to one recording, and m2hod keeps it in its
+// cell store.
 func (p *Player) start() error {
 	quiet := slog.New(slog.DiscardHandler)
 	est, err := estimator.New(p.opts.Estimator, p.opts.Store, quiet)
@@ -94,8 +103,10 @@ func (p *Player) start() error {
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
-	if p.machine != nil {
-		m.RestoreLearnt(p.machine.Learnt())
+	// The recordings name no network, as the diag events do not: the
+	// records are those of no network, which m2hod without a fleet uses.
+	if err := m.UseLearntStore(p.opts.Learnt, ""); err != nil {
+		return fmt.Errorf("replay: %w", err)
 	}
 	m.SetObserver(p.opts.Observer)
 	p.machine, p.est = m, est

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -170,15 +171,102 @@ func TestJudgeLearningFollowsTheNetwork(t *testing.T) {
 	assert.Positive(t, learning.LearntKinds)
 
 	// What was learnt, given to the next replay, predicts from the start.
-	again, err := Judge(rec, PredictorLearning, learning.Learnt)
+	learnt := &Learnt{}
+	_, err = Judge(rec, PredictorLearning, learnt)
+	require.NoError(t, err)
+	reports, err := learnt.LoadReportStats()
+	require.NoError(t, err)
+	assert.Len(t, reports, learning.LearntKinds)
+	leads, err := learnt.LoadLeadStats()
+	require.NoError(t, err)
+	again, err := Judge(rec, PredictorLearning, learnt)
 	require.NoError(t, err)
 	a2, _ := again.Class(diag.AllClasses)
 	assert.Greater(t, a2.Predicted, l.Predicted)
 	assert.GreaterOrEqual(t, a2.Confirmed*l.Predictions, l.Confirmed*a2.Predictions, "precision does not fall")
-	ignored, err := Judge(rec, PredictorAlgorithm1, learning.Learnt)
+
+	reports, err = learnt.LoadReportStats()
+	require.NoError(t, err)
+	leads, err = learnt.LoadLeadStats()
+	require.NoError(t, err)
+	ignored, err := Judge(rec, PredictorAlgorithm1, learnt)
 	require.NoError(t, err)
 	assert.Equal(t, alg1.Classes, ignored.Classes, "Algorithm 1 learns nothing")
-	assert.Empty(t, ignored.Learnt)
+	assert.Zero(t, ignored.LearntKinds)
+	after, err := learnt.LoadReportStats()
+	require.NoError(t, err)
+	assert.Equal(t, reports, after, "nor changes what the learning predictor learnt")
+	afterLeads, err := learnt.LoadLeadStats()
+	require.NoError(t, err)
+	assert.Equal(t, leads, afterLeads)
+}
+
+// handoversAfter returns n handovers between lteA and lteB, four
+// seconds apart from start ms, each command lead after the A3 report
+// that announced it.
+func handoversAfter(start, n int, lead time.Duration) []diag.Event {
+	cells := []diag.Cell{lteA, lteB}
+	var events []diag.Event
+	for i := range n {
+		ms := start + 4000*i
+		serving, other := cells[i%2], cells[(i+1)%2]
+		cmd := ms + int(lead/time.Millisecond)
+		events = append(events, report(ms, diag.EventA3, serving, other), command(cmd, diag.HOPCell, serving, other), complete(cmd+20, other))
+	}
+	return events
+}
+
+// TestJudgeCarriesLeads: the report-to-command intervals learnt on one
+// recording set the prediction window of the next from its start, as
+// m2hod's cell store carries them across drives and restarts. Without
+// them the window is 2*T2 (292 ms) until five commands taught T2 again,
+// and the first commands of a network that answers in 300 ms find their
+// predictions timed out.
+func TestJudgeCarriesLeads(t *testing.T) {
+	first := recordingOf(handoversAfter(0, 20, 320*time.Millisecond))
+	learnt := &Learnt{}
+	res, err := Judge(first, PredictorLearning, learnt)
+	require.NoError(t, err)
+	// Learning from nothing, the predictions before five commands time out.
+	const confirmed, timedOut = statemachine.OutcomeConfirmed, statemachine.OutcomeTimedOut
+	require.Equal(t, map[string]int{confirmed: 15, timedOut: 5}, res.Outcomes)
+	leads, err := learnt.LoadLeadStats()
+	require.NoError(t, err)
+	require.Len(t, leads, 1)
+	assert.Equal(t, diag.BandSub6, leads[0].Band)
+	assert.Equal(t, 320*time.Millisecond, leads[0].Lead())
+
+	// The report counts alone: what --carry carried before.
+	countsOnly := &Learnt{}
+	reports, err := learnt.LoadReportStats()
+	require.NoError(t, err)
+	for _, r := range reports {
+		require.NoError(t, countsOnly.SaveReportStats(r))
+	}
+
+	nextEvents := handoversAfter(0, 20, 300*time.Millisecond)
+	// Both in one log, the second recording's clock behind the first's:
+	// the player restarts the machine there, as m2hod restarts.
+	oneLog := append(handoversAfter(3600_000, 20, 320*time.Millisecond), nextEvents...)
+	tests := []struct {
+		name   string
+		rec    *Recording
+		learnt *Learnt
+		want   map[string]int
+	}{
+		{name: "intervals carried over", rec: recordingOf(nextEvents), learnt: learnt, want: map[string]int{confirmed: 20}},
+		{name: "report counts alone", rec: recordingOf(nextEvents), learnt: countsOnly, want: map[string]int{confirmed: 15, timedOut: 5}},
+		{name: "nothing carried over", rec: recordingOf(nextEvents), want: map[string]int{confirmed: 15, timedOut: 5}},
+		// Only the first recording's first predictions time out.
+		{name: "a log of two recordings", rec: recordingOf(oneLog), want: map[string]int{confirmed: 35, timedOut: 5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := Judge(tt.rec, PredictorLearning, tt.learnt)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, res.Outcomes)
+		})
+	}
 }
 
 func TestJudgeUnknownPredictor(t *testing.T) {
@@ -216,6 +304,9 @@ func TestPlayerSessions(t *testing.T) {
 	require.NoError(t, p.Play(report(-3600_000, diag.EventA4, lteA, diag.Cell{})))
 	assert.NotSame(t, before, p.Machine())
 	assert.Equal(t, []time.Time{at(-3600_000)}, sessions)
+	// Kinds whose only reports were still waiting for their outcome
+	// learnt nothing yet: a restarted m2hod has no record of them either.
+	learnt = slices.DeleteFunc(learnt, func(s statemachine.ReportStats) bool { return s.Reports == 0 })
 	assert.Equal(t, learnt, p.Machine().Learnt(), "what was learnt is the network's, not the recording's")
 	assert.Equal(t, at(-3600_000), p.Now())
 }
