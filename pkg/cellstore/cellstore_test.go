@@ -416,15 +416,6 @@ func TestLegacyCountsGoOn(t *testing.T) {
 	assert.ElementsMatch(t, []statemachine.ReportStats{next, inNetwork}, got)
 }
 
-// nopActuator lets a machine run without a datapath.
-type nopActuator struct{}
-
-func (nopActuator) SetClamp(uint32, time.Time) error { return nil }
-func (nopActuator) SetFreeze(time.Time) error        { return nil }
-func (nopActuator) ClearClamp() error                { return nil }
-func (nopActuator) StartSuppression(time.Time) error { return nil }
-func (nopActuator) StopSuppression() error           { return nil }
-
 // TestLearntSurvivesARestart runs the learning predictor on the store,
 // closes it, and starts another machine on the reopened store: the
 // counts and the report-to-command intervals of its network are back,
@@ -434,7 +425,7 @@ func TestLearntSurvivesARestart(t *testing.T) {
 		t.Helper()
 		est, err := estimator.New(estimator.DefaultConfig(), s, nil)
 		require.NoError(t, err)
-		m, err := statemachine.New(statemachine.DefaultConfig(), est, nopActuator{}, nil)
+		m, err := statemachine.New(statemachine.DefaultConfig(), est, statemachine.DiscardActuator{}, nil)
 		require.NoError(t, err)
 		require.NoError(t, m.UseLearntStore(s, network))
 		return m

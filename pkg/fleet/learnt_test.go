@@ -123,15 +123,6 @@ func TestReportCountsAreBounded(t *testing.T) {
 	assert.Zero(t, c.kinds)
 }
 
-// nopActuator lets a state machine run without a datapath.
-type nopActuator struct{}
-
-func (nopActuator) SetClamp(uint32, time.Time) error { return nil }
-func (nopActuator) SetFreeze(time.Time) error        { return nil }
-func (nopActuator) ClearClamp() error                { return nil }
-func (nopActuator) StartSuppression(time.Time) error { return nil }
-func (nopActuator) StopSuppression() error           { return nil }
-
 // TestPeersTeachTheLearningPredictor: a host whose network follows LTE A5
 // reports on the serving carrier 400 ms later teaches another host,
 // through the bucket, to predict on them in a cell it never served, with
@@ -142,7 +133,7 @@ func TestPeersTeachTheLearningPredictor(t *testing.T) {
 		t.Helper()
 		est, err := estimator.New(estimator.DefaultConfig(), nil, nil)
 		require.NoError(t, err)
-		m, err := statemachine.New(statemachine.DefaultConfig(), est, nopActuator{}, nil)
+		m, err := statemachine.New(statemachine.DefaultConfig(), est, statemachine.DiscardActuator{}, nil)
 		require.NoError(t, err)
 		require.NoError(t, m.UseLearntStore(store, network))
 		return m

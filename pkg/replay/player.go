@@ -77,7 +77,7 @@ func NewPlayer(opts Options) (*Player, error) {
 		opts.Estimator = estimator.DefaultConfig()
 	}
 	if opts.Actuator == nil {
-		opts.Actuator = discardActuator{}
+		opts.Actuator = statemachine.DiscardActuator{}
 	}
 	if opts.Learnt == nil {
 		opts.Learnt = &Learnt{}
@@ -194,12 +194,3 @@ func (p *Player) Drain(done func() bool) {
 		p.tick(p.next)
 	}
 }
-
-// discardActuator accepts every policy.
-type discardActuator struct{}
-
-func (discardActuator) SetClamp(uint32, time.Time) error { return nil }
-func (discardActuator) SetFreeze(time.Time) error        { return nil }
-func (discardActuator) ClearClamp() error                { return nil }
-func (discardActuator) StartSuppression(time.Time) error { return nil }
-func (discardActuator) StopSuppression() error           { return nil }

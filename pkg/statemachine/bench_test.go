@@ -10,15 +10,6 @@ import (
 	"github.com/m2ho/m2ho/pkg/diag"
 )
 
-// nopActuator accepts every write; the benchmarks measure the machine.
-type nopActuator struct{}
-
-func (nopActuator) SetClamp(uint32, time.Time) error { return nil }
-func (nopActuator) SetFreeze(time.Time) error        { return nil }
-func (nopActuator) ClearClamp() error                { return nil }
-func (nopActuator) StartSuppression(time.Time) error { return nil }
-func (nopActuator) StopSuppression() error           { return nil }
-
 // handoverCycle is a predicted handover back and forth between two
 // cells, as four events, plus a report that predicts nothing.
 func handoverCycle() []diag.Event {
@@ -39,7 +30,7 @@ func benchMachine(b *testing.B) *Machine {
 	b.Helper()
 	est, err := seededEstimator()
 	require.NoError(b, err)
-	m, err := New(DefaultConfig(), est, nopActuator{}, nil)
+	m, err := New(DefaultConfig(), est, DiscardActuator{}, nil)
 	require.NoError(b, err)
 	return m
 }

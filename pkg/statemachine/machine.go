@@ -85,6 +85,16 @@ type Actuator interface {
 	StopSuppression() error
 }
 
+// DiscardActuator accepts every policy and enforces none: the actuator of
+// a machine that only decides, such as a replay of a capture.
+type DiscardActuator struct{}
+
+func (DiscardActuator) SetClamp(uint32, time.Time) error { return nil }
+func (DiscardActuator) SetFreeze(time.Time) error        { return nil }
+func (DiscardActuator) ClearClamp() error                { return nil }
+func (DiscardActuator) StartSuppression(time.Time) error { return nil }
+func (DiscardActuator) StopSuppression() error           { return nil }
+
 // Observer is told what the machine does, for metrics.
 type Observer interface {
 	Transition(from, to State, reason string, at time.Time)
