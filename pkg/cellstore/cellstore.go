@@ -338,10 +338,10 @@ func (s *Store) Flush() error {
 				return fmt.Errorf("put %s: %w", k, err)
 			}
 		}
-		if err := putReports(tx, reports); err != nil {
+		if err := putLearnt(tx, reportsBucket, reports, toReportRecord); err != nil {
 			return err
 		}
-		return putLeads(tx, leads)
+		return putLearnt(tx, leadsBucket, leads, toLeadRecord)
 	})
 	if err != nil {
 		// Put the batch back unless a newer update replaced it meanwhile.

@@ -98,63 +98,13 @@ func (r reportRecord) check() error {
 // updates not yet flushed, ordered by key. Records that cannot be
 // decoded are logged and skipped (the machine validates the rest).
 func (s *Store) LoadReportStats() ([]statemachine.ReportStats, error) {
-	byKey := make(map[string]statemachine.ReportStats)
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(reportsBucket).ForEach(func(k, v []byte) error {
-			var r reportRecord
-			err := json.Unmarshal(v, &r)
-			if err == nil {
-				err = r.check()
-			}
-			if err != nil {
-				s.skip("report", k, err)
-				return nil
-			}
-			byKey[string(k)] = r.stats()
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cell store: load reports: %w", err)
-	}
-	s.mu.Lock()
-	maps.Copy(byKey, s.pendingReports)
-	s.mu.Unlock()
-	out := make([]statemachine.ReportStats, 0, len(byKey))
-	for _, k := range slices.Sorted(maps.Keys(byKey)) {
-		out = append(out, byKey[k])
-	}
-	return out, nil
+	return loadLearnt[statemachine.ReportStats, reportRecord](s, reportsBucket, "report", s.pendingReports)
 }
 
 // SaveReportStats records the latest counts of a kind of report. Like
 // SaveCell it never blocks on disk.
 func (s *Store) SaveReportStats(r statemachine.ReportStats) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	s.pendingReports[reportKey(r)] = r
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-func putReports(tx *bolt.Tx, reports map[string]statemachine.ReportStats) error {
-	b := tx.Bucket(reportsBucket)
-	for k, r := range reports {
-		v, err := json.Marshal(toReportRecord(r))
-		if err != nil {
-			return fmt.Errorf("encode %s: %w", k, err)
-		}
-		if err := b.Put([]byte(k), v); err != nil {
-			return fmt.Errorf("put %s: %w", k, err)
-		}
-	}
-	return nil
+	return saveLearnt(s, s.pendingReports, reportKey(r), r)
 }
 
 // leadRecord is the stored form of a statemachine.LeadStats.
@@ -206,16 +156,36 @@ func leadKey(l statemachine.LeadStats) string {
 // that cannot be decoded are logged and skipped (the machine validates
 // the intervals).
 func (s *Store) LoadLeadStats() ([]statemachine.LeadStats, error) {
-	byKey := make(map[string]statemachine.LeadStats)
+	return loadLearnt[statemachine.LeadStats, leadRecord](s, leadsBucket, "lead", s.pendingLeads)
+}
+
+// SaveLeadStats records the latest intervals of a network and band. Like
+// SaveCell it never blocks on disk.
+func (s *Store) SaveLeadStats(l statemachine.LeadStats) error {
+	return saveLearnt(s, s.pendingLeads, leadKey(l), l)
+}
+
+// storedRecord is the stored form Rec of a learnt statistic T.
+type storedRecord[T, Rec any] interface {
+	*Rec
+	check() error
+	stats() T
+}
+
+// loadLearnt returns the statistics of bucket, including the updates in
+// pending not yet flushed, ordered by key. Records that cannot be decoded
+// or fail their check are logged and skipped as what.
+func loadLearnt[T, Rec any, R storedRecord[T, Rec]](s *Store, bucket []byte, what string, pending map[string]T) ([]T, error) {
+	byKey := make(map[string]T)
 	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(leadsBucket).ForEach(func(k, v []byte) error {
-			var r leadRecord
-			err := json.Unmarshal(v, &r)
+		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+			r := R(new(Rec))
+			err := json.Unmarshal(v, r)
 			if err == nil {
 				err = r.check()
 			}
 			if err != nil {
-				s.skip("lead", k, err)
+				s.skip(what, k, err)
 				return nil
 			}
 			byKey[string(k)] = r.stats()
@@ -223,27 +193,27 @@ func (s *Store) LoadLeadStats() ([]statemachine.LeadStats, error) {
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cell store: load leads: %w", err)
+		return nil, fmt.Errorf("cell store: load %ss: %w", what, err)
 	}
 	s.mu.Lock()
-	maps.Copy(byKey, s.pendingLeads)
+	maps.Copy(byKey, pending)
 	s.mu.Unlock()
-	out := make([]statemachine.LeadStats, 0, len(byKey))
+	out := make([]T, 0, len(byKey))
 	for _, k := range slices.Sorted(maps.Keys(byKey)) {
 		out = append(out, byKey[k])
 	}
 	return out, nil
 }
 
-// SaveLeadStats records the latest intervals of a network and band. Like
-// SaveCell it never blocks on disk.
-func (s *Store) SaveLeadStats(l statemachine.LeadStats) error {
+// saveLearnt queues v under key in pending for the flusher. Like SaveCell
+// it never blocks on disk.
+func saveLearnt[T any](s *Store, pending map[string]T, key string, v T) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
 	}
-	s.pendingLeads[leadKey(l)] = l
+	pending[key] = v
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -251,10 +221,12 @@ func (s *Store) SaveLeadStats(l statemachine.LeadStats) error {
 	return nil
 }
 
-func putLeads(tx *bolt.Tx, leads map[string]statemachine.LeadStats) error {
-	b := tx.Bucket(leadsBucket)
-	for k, l := range leads {
-		v, err := json.Marshal(toLeadRecord(l))
+// putLearnt writes the statistics of items into bucket in their stored
+// form.
+func putLearnt[T, Rec any](tx *bolt.Tx, bucket []byte, items map[string]T, stored func(T) Rec) error {
+	b := tx.Bucket(bucket)
+	for k, item := range items {
+		v, err := json.Marshal(stored(item))
 		if err != nil {
 			return fmt.Errorf("encode %s: %w", k, err)
 		}
