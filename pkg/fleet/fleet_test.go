@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -415,18 +414,8 @@ func mustSub6(t *testing.T, pci uint16) diag.Cell {
 	return diag.Cell{RAT: diag.RATNR, Band: diag.BandSub6, ARFCN: 627264, PCI: pci}
 }
 
-// freePort is a port nothing listens on (for a while).
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	return port
-}
-
 func TestStartsWithoutServerAndBoundsItsQueue(t *testing.T) {
-	url := "nats://127.0.0.1:" + strconv.Itoa(freePort(t))
+	url := "nats://127.0.0.1:" + strconv.Itoa(natstest.FreePort(t))
 	c := startClient(t, url, "bus-1", withQueue(2))
 	e := newEstimator(t, c)
 	for i, cell := range []diag.Cell{cellA, cellB, mustSub6(t, 1)} {
