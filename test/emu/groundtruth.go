@@ -72,7 +72,8 @@ type HandoverRecord struct {
 
 	// Reordered is set when the UE's context release on the handover
 	// command delivered the source buffer out of order: Released packets
-	// at once, Held later through the target.
+	// at once, Held later through the target, or never when the source
+	// discarded them (then they are also counted in Discarded).
 	Reordered bool         `json:"reordered"`
 	Released  int          `json:"released_packets"`
 	Held      []HeldPacket `json:"held,omitempty"`
@@ -84,7 +85,9 @@ type HandoverRecord struct {
 	// DropsAfter are buffer drops in the PostHandoverWindow after
 	// completion.
 	DropsAfter int `json:"drops_after"`
-	// Discarded packets were in the source buffer of a failed link.
+	// Discarded packets were lost at the source: what its buffer held
+	// when the link failed, or the held packets of a context release
+	// whose source discards them.
 	Discarded int `json:"discarded_packets"`
 }
 
@@ -99,8 +102,9 @@ type HeldPacket struct {
 	Len  int     `json:"len"`
 	// DeliveredAt is zero while (or if never) delivered.
 	DeliveredAt time.Duration `json:"delivered_ns"`
-	// Dropped is set when the target cell's buffer had no room for it:
-	// then it is a loss like any other.
+	// Dropped is set when it never reaches the UE, because the source
+	// discarded it or the target cell's buffer had no room for it: then
+	// it is a loss like any other.
 	Dropped bool `json:"dropped,omitempty"`
 }
 
@@ -115,7 +119,7 @@ type ReportRecord struct {
 // Causes of duplicate ACKs.
 const (
 	DupAckReorder = "reorder" // a context release's out-of-order delivery
-	DupAckLoss    = "loss"    // a packet the emulator dropped
+	DupAckLoss    = "loss"    // a packet the emulator dropped or discarded
 )
 
 // DupAck is one duplicate ACK the UE sent, as seen on the uplink (At is

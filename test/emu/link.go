@@ -62,9 +62,11 @@ type Link struct {
 
 	// holding is the handover whose context release holds packets back
 	// until execution; heldBack are those packets, which the UE gets once
-	// the target cell serves.
-	holding  *HandoverRecord
-	heldBack []*Packet
+	// the target cell serves. With discardHeld the source discards them
+	// instead, as it holds them.
+	holding     *HandoverRecord
+	heldBack    []*Packet
+	discardHeld bool
 
 	delayLine   []*Packet
 	lastRelease time.Duration
@@ -296,7 +298,8 @@ func (l *Link) classifyAck(at time.Duration, tcp TCPHeader) {
 
 // dupAckCause classifies a duplicate ACK the UE sent at sentAt: a context
 // release caused it when it asks for a segment held back and not yet
-// delivered by then (and not dropped by the target), a drop otherwise.
+// delivered by then (and not lost at the source or the target), a drop
+// otherwise.
 func (l *Link) dupAckCause(flow FlowKey, ack uint32, sentAt time.Duration) DupAck {
 	d := DupAck{At: sentAt, Ack: ack, Cause: DupAckLoss, Handover: -1}
 	for _, h := range l.held[flow] {
@@ -444,15 +447,25 @@ func (l *Link) runSlot(start, slot time.Duration) {
 	l.recordRB(c, start, diag.Slot{Given: uint16(rbs), Total: uint16(c.spec.CarrierRBs)})
 }
 
-// hand gives a packet to the UE, unless a context release holds it back.
+// hand gives a packet to the UE, unless a context release holds it back
+// (or discards it).
 func (l *Link) hand(p *Packet, at time.Duration) {
 	if rec := l.holding; rec != nil {
 		if len(rec.Held) < cap(rec.Held) {
 			rec.Held = append(rec.Held, HeldPacket{Flow: p.TCP.Flow, Seq: p.TCP.Seq, Len: p.TCP.Payload})
-			p.held = &rec.Held[len(rec.Held)-1]
+			held := &rec.Held[len(rec.Held)-1]
 			if p.TCP.Valid {
-				l.held[p.TCP.Flow] = append(l.held[p.TCP.Flow], p.held)
+				l.held[p.TCP.Flow] = append(l.held[p.TCP.Flow], held)
 			}
+			if l.discardHeld {
+				// Lost from the command on: a duplicate ACK asking for
+				// it is a loss signal even before execution.
+				held.Dropped = true
+				rec.Discarded++
+				l.truth.Totals.BufferDrops++
+				return
+			}
+			p.held = held
 			l.heldBack = append(l.heldBack, p)
 			return
 		}
@@ -572,15 +585,16 @@ func (l *Link) apply(a action) {
 // contextRelease is the UE releasing its link-layer context with the
 // source cell on the handover command (paper section 3.3, finding 2): the
 // packets the UE's reordering buffer was waiting for (in retransmission at
-// the source) only come later through the target cell, while everything
-// after them goes up the stack at once, out of order. The first
-// held_packets the source has (queued, or scheduled next when its queue is
-// empty) are held back; the source keeps serving the rest until execution.
+// the source) only come later through the target cell, or never when the
+// source discards them, while everything after them goes up the stack at
+// once, out of order. The first held_packets the source has (queued, or
+// scheduled next when its queue is empty) are held back or discarded; the
+// source keeps serving the rest until execution.
 func (l *Link) contextRelease(a action, rec *HandoverRecord, source *cell) {
-	n := l.sc.Timeline[a.order].ContextRelease.HeldPackets
+	release := l.sc.Timeline[a.order].ContextRelease
 	// Fixed capacity: held packets point into this slice.
-	rec.Held = make([]HeldPacket, 0, n)
-	l.holding = rec
+	rec.Held = make([]HeldPacket, 0, release.HeldPackets)
+	l.holding, l.discardHeld = rec, release.Discard
 	l.headSent = 0
 	for _, p := range source.queue.drain() {
 		l.hand(p, a.at)

@@ -108,6 +108,17 @@ func (r *linkRun) arrive(t *testing.T, seq uint32, at time.Duration) {
 	r.link.Arrive(&Packet{Frame: frame, Size: size, TCP: tcp}, at)
 }
 
+// ack has the UE send a pure ACK of ackNo at at on the flow arrive
+// offers.
+func (r *linkRun) ack(t *testing.T, ackNo uint32, at time.Duration) {
+	frame := tcpFrame(t, 1, ackNo, 0, false)
+	_, _, down := ParseFrame(frame, true)
+	// The ACK travels UE to server: its flow is named downlink-wise.
+	_, _, up := ParseFrame(frame, false)
+	up.Flow = down.Flow
+	r.link.UplinkRelease(at, up)
+}
+
 func (r *linkRun) types() []diag.Type {
 	var out []diag.Type
 	for _, ev := range r.events {
@@ -276,27 +287,73 @@ func TestLinkTargetBufferOverflow(t *testing.T) {
 	assert.Len(t, r.deliveries, 25-16)
 }
 
-func TestLinkContextReleaseReorders(t *testing.T) {
-	r := newLinkRun(t, handoverScenario(&scenario.ContextRelease{HeldPackets: 3}, 0))
-	// Queued just before the command at 470 ms.
-	for i := range 10 {
-		r.arrive(t, uint32(i*1448), 469*ms)
+// TestLinkContextReleaseForwardsOrDiscards: the packets a context release
+// holds back reach the UE after the interruption through the target, or,
+// when the source discards them (the paper's finding 2), never; the
+// duplicate ACKs asking for them are reordering in the first case and
+// loss in the second.
+func TestLinkContextReleaseForwardsOrDiscards(t *testing.T) {
+	tests := []struct {
+		name          string
+		discard       bool
+		wantSeqs      []uint32
+		wantForwarded int
+		wantDiscarded int
+		wantCause     string
+		wantHandover  int
+	}{
+		// Packet 0 went out before the command, 1-3 are held, 4-9
+		// released at once, then 1-3 after the interruption.
+		{name: "forwarded", wantSeqs: []uint32{0, 4, 5, 6, 7, 8, 9, 1, 2, 3}, wantForwarded: 3,
+			wantCause: DupAckReorder, wantHandover: 0},
+		{name: "discarded at the source", discard: true, wantSeqs: []uint32{0, 4, 5, 6, 7, 8, 9}, wantDiscarded: 3,
+			wantCause: DupAckLoss, wantHandover: -1},
 	}
-	r.link.Advance(2 * time.Second)
-	require.Len(t, r.deliveries, 10)
-	var seqs []uint32
-	for _, d := range r.deliveries {
-		seqs = append(seqs, d.p.TCP.Seq/1448)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newLinkRun(t, handoverScenario(&scenario.ContextRelease{HeldPackets: 3, Discard: tt.discard}, 0))
+			// Queued just before the command at 470 ms.
+			for i := range 10 {
+				r.arrive(t, uint32(i*1448), 469*ms)
+			}
+			r.link.Advance(471 * ms)
+			// The UE asks for packet 1 again with each released packet,
+			// before execution.
+			for i := range 4 {
+				r.ack(t, 1448, 472*ms+time.Duration(i)*ms)
+			}
+			r.link.Advance(2 * time.Second)
+			var seqs []uint32
+			for _, d := range r.deliveries {
+				seqs = append(seqs, d.p.TCP.Seq/1448)
+			}
+			assert.Equal(t, tt.wantSeqs, seqs)
+			truth := r.link.Truth()
+			ho := truth.Handovers[0]
+			assert.True(t, ho.Reordered)
+			assert.Equal(t, 6, ho.Released)
+			assert.Equal(t, tt.wantForwarded, ho.Forwarded)
+			assert.Equal(t, tt.wantDiscarded, ho.Discarded)
+			assert.Equal(t, uint64(tt.wantDiscarded), truth.Totals.BufferDrops)
+			assert.Zero(t, ho.OverflowDrops)
+			require.Len(t, ho.Held, 3)
+			for i, h := range ho.Held {
+				assert.Equal(t, uint32((i+1)*1448), h.Seq)
+				assert.Equal(t, tt.discard, h.Dropped)
+				if tt.discard {
+					assert.Zero(t, h.DeliveredAt, "a discarded packet is never delivered")
+				} else {
+					assert.Greater(t, h.DeliveredAt, 527*ms, "delivered once the target serves")
+				}
+			}
+			require.Len(t, truth.DupAcks, 3)
+			require.NotEmpty(t, truth.GeneratedDupAcks, "the receiver model answers the released packets")
+			for _, d := range append(truth.DupAcks, truth.GeneratedDupAcks...) {
+				assert.Equal(t, tt.wantCause, d.Cause)
+				assert.Equal(t, tt.wantHandover, d.Handover)
+			}
+		})
 	}
-	// Packet 0 went out before the command, 1-3 are held, 4-9 released at
-	// once, then 1-3 after the interruption.
-	assert.Equal(t, []uint32{0, 4, 5, 6, 7, 8, 9, 1, 2, 3}, seqs)
-	ho := r.link.Truth().Handovers[0]
-	assert.True(t, ho.Reordered)
-	assert.Equal(t, 6, ho.Released)
-	require.Len(t, ho.Held, 3)
-	assert.Equal(t, uint32(1448), ho.Held[0].Seq)
-	assert.Greater(t, ho.Held[0].DeliveredAt, 527*ms)
 }
 
 func TestLinkContextReleaseHoldsNextPacketsWhenQueueEmpty(t *testing.T) {
@@ -324,23 +381,15 @@ func TestLinkClassifiesDuplicateAcks(t *testing.T) {
 		r.arrive(t, uint32(i*1448), 469*ms)
 	}
 	r.link.Advance(471 * ms)
-	ack := func(ackNo uint32, at time.Duration) {
-		frame := tcpFrame(t, 1, ackNo, 0, false)
-		_, _, tcp := ParseFrame(frame, true)
-		// The ACK travels UE to server: swap the flow to uplink view.
-		_, _, up := ParseFrame(frame, false)
-		up.Flow = tcp.Flow
-		r.link.UplinkRelease(at, up)
-	}
 	// The UE acknowledges packet 0, then repeats it for each released
 	// out-of-order packet: duplicates caused by the reordering.
 	for i := range 4 {
-		ack(1448, 472*ms+time.Duration(i)*ms)
+		r.ack(t, 1448, 472*ms+time.Duration(i)*ms)
 	}
 	r.link.Advance(time.Second)
 	// A duplicate long after the held packets arrived is a loss signal.
-	ack(50000, 900*ms)
-	ack(50000, 901*ms)
+	r.ack(t, 50000, 900*ms)
+	r.ack(t, 50000, 901*ms)
 	dups := r.link.Truth().DupAcks
 	require.Len(t, dups, 4)
 	for _, d := range dups[:3] {
@@ -366,12 +415,8 @@ func TestLinkHeldPacketDroppedByTargetIsALoss(t *testing.T) {
 	assert.True(t, ho.Held[1].Dropped)
 	assert.Zero(t, ho.Held[1].DeliveredAt)
 
-	frame := tcpFrame(t, 1, 2*1448, 0, false)
-	_, _, down := ParseFrame(frame, true)
-	_, _, up := ParseFrame(frame, false)
-	up.Flow = down.Flow
-	r.link.UplinkRelease(1900*ms, up)
-	r.link.UplinkRelease(1901*ms, up)
+	r.ack(t, 2*1448, 1900*ms)
+	r.ack(t, 2*1448, 1901*ms)
 	dups := r.link.Truth().DupAcks
 	require.Len(t, dups, 1)
 	assert.Equal(t, DupAckLoss, dups[0].Cause, "the segment asked for is lost, not on its way")

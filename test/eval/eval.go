@@ -68,6 +68,10 @@ type Corpus struct {
 	// capacity (scenario.GenerateOptions.CellBuffer); 0 for the
 	// generator's defaults.
 	CellBuffer time.Duration
+	// SourceDiscard has the source discard the packets a context release
+	// holds back (scenario.GenerateOptions.SourceDiscard); false
+	// forwards them to the target.
+	SourceDiscard bool
 }
 
 // Options are one evaluation's parameters. Everything but Out, Log and
@@ -114,6 +118,7 @@ type Manifest struct {
 	ExtraScenarios   int           `json:"extra_scenarios,omitempty"`
 	Leads            string        `json:"leads,omitempty"`
 	CellBuffer       time.Duration `json:"cell_buffer_ns,omitempty"`
+	SourceDiscard    bool          `json:"source_discard,omitempty"`
 	// M2hodSHA256 is the SHA-256 of the m2hod binary the m2ho variants
 	// run, empty without such variants: a resumed evaluation must run the
 	// same daemon, or one table would mix versions.
@@ -213,7 +218,8 @@ func Prepare(opts Options) (*Manifest, error) {
 	want := Manifest{
 		Handovers: opts.Handovers, Seed: opts.Seed, ScenarioDuration: opts.ScenarioDuration,
 		Mobilities: opts.Mobilities, Scale: opts.Scale, Traces: opts.Traces, Variants: opts.Variants,
-		ExtraVariants: opts.ExtraVariants, ExtraScenarios: opts.ExtraScenarios, Leads: opts.Leads, CellBuffer: opts.CellBuffer, M2hodSHA256: daemon,
+		ExtraVariants: opts.ExtraVariants, ExtraScenarios: opts.ExtraScenarios, Leads: opts.Leads, CellBuffer: opts.CellBuffer,
+		SourceDiscard: opts.SourceDiscard, M2hodSHA256: daemon,
 	}
 	path := filepath.Join(opts.Out, ManifestFile)
 	if old, err := ReadManifest(opts.Out); err == nil {
@@ -312,7 +318,8 @@ func sameParameters(a, b *Manifest) bool {
 	return a.Handovers == b.Handovers && a.Seed == b.Seed && a.ScenarioDuration == b.ScenarioDuration &&
 		slices.Equal(a.Mobilities, b.Mobilities) && a.Scale == b.Scale && a.Traces == b.Traces &&
 		slices.Equal(a.Variants, b.Variants) && slices.Equal(a.ExtraVariants, b.ExtraVariants) &&
-		a.ExtraScenarios == b.ExtraScenarios && a.Leads == b.Leads && a.CellBuffer == b.CellBuffer
+		a.ExtraScenarios == b.ExtraScenarios && a.Leads == b.Leads && a.CellBuffer == b.CellBuffer &&
+		a.SourceDiscard == b.SourceDiscard
 }
 
 // generate writes the scenario of one seed into the corpus, its handover
@@ -320,7 +327,8 @@ func sameParameters(a, b *Manifest) bool {
 // the duplicate ACKs m2ho drops are known exactly.
 func generate(opts Options, mobility string, seed uint64, traces []scenario.Trace) (CorpusEntry, error) {
 	gen := scenario.GenerateOptions{Seed: seed, Duration: opts.ScenarioDuration, Mobility: mobility, Scale: opts.Scale,
-		MatchMix: true, Traces: traces, TracesFrom: opts.Traces, Leads: opts.Leads, LANReceiver: true, CellBuffer: opts.CellBuffer}
+		MatchMix: true, Traces: traces, TracesFrom: opts.Traces, Leads: opts.Leads, LANReceiver: true, CellBuffer: opts.CellBuffer,
+		SourceDiscard: opts.SourceDiscard}
 	sc, err := scenario.Generate(gen)
 	if err != nil {
 		return CorpusEntry{}, fmt.Errorf("seed %d: %w", seed, err)

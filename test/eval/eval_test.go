@@ -19,6 +19,7 @@ import (
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/test/emu"
 	"github.com/m2ho/m2ho/test/report"
+	"github.com/m2ho/m2ho/test/scenario"
 )
 
 func TestMain(m *testing.M) {
@@ -69,6 +70,51 @@ func TestPrepareGeneratesEnoughHandoversAndResumes(t *testing.T) {
 	plain, err := Prepare(opts)
 	require.NoError(t, err)
 	assert.Empty(t, plain.M2hodSHA256)
+}
+
+// TestPrepareRecordsSourceDiscard: the fate of the held packets is a
+// parameter of the corpus: the manifest and every scenario's header
+// record it, the scenarios' context releases follow it, and a corpus
+// generated one way does not resume the other.
+func TestPrepareRecordsSourceDiscard(t *testing.T) {
+	tests := []struct {
+		name    string
+		discard bool
+	}{
+		{name: "forwarded"},
+		{name: "discarded", discard: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := Options{Out: t.TempDir(), Corpus: Corpus{Handovers: 30, Seed: 5, ScenarioDuration: time.Minute, Mobilities: []string{"driving"},
+				Scale: 0.1, SourceDiscard: tt.discard}, Variants: []string{"scubic"}}
+			_, err := Prepare(opts)
+			require.NoError(t, err)
+			m, err := ReadManifest(opts.Out)
+			require.NoError(t, err)
+			assert.Equal(t, tt.discard, m.SourceDiscard)
+			releases := 0
+			for _, e := range m.Corpus {
+				raw, err := os.ReadFile(filepath.Join(opts.Out, e.File))
+				require.NoError(t, err)
+				header, _, _ := strings.Cut(string(raw), "\n")
+				assert.Equal(t, tt.discard, strings.HasSuffix(header, " --source-discard"), header)
+				sc, err := scenario.Parse(raw)
+				require.NoError(t, err)
+				for _, ev := range sc.Timeline {
+					if ev.ContextRelease != nil {
+						releases++
+						assert.Equal(t, tt.discard, ev.ContextRelease.Discard, "%s at %v", e.Name, ev.At)
+					}
+				}
+			}
+			assert.Positive(t, releases)
+
+			opts.SourceDiscard = !tt.discard
+			_, err = Prepare(opts)
+			assert.ErrorContains(t, err, "other parameters")
+		})
+	}
 }
 
 // rebuildOnFirstUnit stands for a rebuild of m2hod while an evaluation

@@ -69,6 +69,17 @@ func ratioInterval(clusters []cluster, shift float64) Interval {
 	return iv
 }
 
+// BootstrapRatio is sum(num)/sum(den) - shift over scenarios, num[i] and
+// den[i] being scenario i's, with the evaluation's bootstrap interval:
+// for figures computed outside an evaluation's units (the fleet's runs).
+func BootstrapRatio(num, den []float64, shift float64) Interval {
+	clusters := make([]cluster, len(num))
+	for i := range num {
+		clusters[i] = cluster{num: num[i], den: den[i]}
+	}
+	return ratioInterval(clusters, shift)
+}
+
 // quantile of sorted values, linearly interpolated.
 func quantile(sorted []float64, q float64) float64 {
 	if len(sorted) == 0 {

@@ -101,6 +101,15 @@ type GenerateOptions struct {
 	// mmWave (96 ms). No measurement fixes a cell's buffer, so the
 	// fidelity study varies it.
 	CellBuffer time.Duration
+	// SourceDiscard has the source discard the packets a context release
+	// holds back instead of forwarding them (ContextRelease.Discard).
+	// The scenario is otherwise the same, draw for draw.
+	SourceDiscard bool
+	// Route makes every handover enter a cell the scenario has not used
+	// before, as a vehicle on a line through a city, instead of moving
+	// among a few cells: the fleet evaluation's corpus, where most
+	// handovers are first visits.
+	Route bool
 }
 
 // Mean capacities of the generated cells at full scale, in Mbit/s, and
@@ -162,6 +171,12 @@ func (o GenerateOptions) Flags() string {
 	if o.CellBuffer > 0 {
 		flags += fmt.Sprintf(" --cell-buffer %v", o.CellBuffer)
 	}
+	if o.SourceDiscard {
+		flags += " --source-discard"
+	}
+	if o.Route {
+		flags += " --route"
+	}
 	return flags
 }
 
@@ -184,8 +199,8 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 	if opts.Scale == 0 {
 		opts.Scale = 1
 	}
-	g := generator{cellBuffer: opts.CellBuffer, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x6d32686f)), scale: opts.Scale,
-		windows: traceWindows(opts.Traces, opts.Mobility)}
+	g := generator{cellBuffer: opts.CellBuffer, sourceDiscard: opts.SourceDiscard, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x6d32686f)),
+		scale: opts.Scale, windows: traceWindows(opts.Traces, opts.Mobility)}
 	name := fmt.Sprintf("generated-%s-seed%d", opts.Mobility, opts.Seed)
 	if len(opts.Traces) > 0 && len(g.windows) == 0 {
 		return nil, fmt.Errorf("no trace has %d s with a mean of at least %d Mbit/s for a mmWave cell", TraceWindow, MmWaveTraceMinMbps)
@@ -206,6 +221,9 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 	}
 	if g.leads != nil {
 		name += "-" + LeadsCaptures + "-leads"
+	}
+	if opts.Route {
+		name += "-route"
 	}
 	sc := &Scenario{
 		Name:        name,
@@ -253,6 +271,9 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 			band = diag.BandMmWave
 		}
 		target := g.other(cellsOf(band), serving)
+		if opts.Route {
+			target = g.cells(sc, band, 1)[0]
+		}
 		if g.rng.Float64() < probRLF {
 			sc.Timeline = append(sc.Timeline, Event{
 				At: at, Type: TypeRLF, Target: target.Name,
@@ -312,6 +333,8 @@ type generator struct {
 	scale float64
 	// cellBuffer is GenerateOptions.CellBuffer.
 	cellBuffer time.Duration
+	// sourceDiscard is GenerateOptions.SourceDiscard.
+	sourceDiscard bool
 	// windows are the trace stretches mmWave cells may take.
 	windows []traceWindow
 	// leads, when set, are drawn from instead of the paper's means.
@@ -378,7 +401,14 @@ func (g *generator) ms(mean, sd, lo, hi float64) time.Duration {
 // around its 993 Mbit/s UDP average, varying second by second.
 func (g *generator) cells(sc *Scenario, band diag.Band, n int) []Cell {
 	var out []Cell
-	for i := range n {
+	// Numbered after the band's cells so far, for the cells a route adds.
+	first := 0
+	for _, c := range sc.Cells {
+		if c.Band == band {
+			first++
+		}
+	}
+	for i := first; i < first+n; i++ {
 		c := Cell{RAT: diag.RATNR, Band: band, DelayDown: 35 * time.Millisecond, DelayUp: 35 * time.Millisecond}
 		var base, spread float64
 		if band == diag.BandSub6 {
@@ -444,7 +474,7 @@ func (g *generator) handover(at time.Duration, source, target Cell) Event {
 	}
 	e.Interruption = g.ms(interruptionMean, interruptionSD, 15, 50)
 	if g.rng.Float64() < probContextRelease {
-		e.ContextRelease = &ContextRelease{HeldPackets: 2 + g.rng.IntN(15)}
+		e.ContextRelease = &ContextRelease{HeldPackets: 2 + g.rng.IntN(15), Discard: g.sourceDiscard}
 	}
 	overflow := probOverflowFromSub6
 	if source.Band == diag.BandMmWave {

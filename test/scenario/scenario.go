@@ -137,8 +137,9 @@ type Event struct {
 	Interruption time.Duration `yaml:"interruption,omitempty"`
 	// ContextRelease, when set, makes the UE release its link-layer
 	// context with the source on the handover command: the first
-	// HeldPackets the source has come later through the target, the
-	// packets after them at once (out of order).
+	// HeldPackets the source has come later through the target (or
+	// never, with Discard), the packets after them at once (out of
+	// order).
 	ContextRelease *ContextRelease `yaml:"context_release,omitempty"`
 	// TargetBufferBytes, when set, is the buffer the target cell grants
 	// while the handover completes (a small one overflows).
@@ -152,6 +153,11 @@ type Event struct {
 // ContextRelease describes an out-of-order release of the source buffer.
 type ContextRelease struct {
 	HeldPackets int `yaml:"held_packets"`
+	// Discard loses the held packets at the source instead of forwarding
+	// them to the target. The paper says both: its finding 2 (section
+	// 3.3), whose traces never show the missing packets, has the source
+	// discard them; its section 4.4 has the target retransmit them.
+	Discard bool `yaml:"discard,omitempty"`
 }
 
 // Report is one measurement report of a report event, After the event's At.

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,6 +58,12 @@ func TestParse(t *testing.T) {
 		{name: "bad event", timeline: "timeline:\n  - {at: 5s, type: report, reports: [{event: C1}]}\n", wantErr: "not a 3GPP event"},
 		{name: "unknown field", timeline: "timelime: []\n", wantErr: "field timelime not found"},
 		{name: "unknown type", timeline: "timeline:\n  - {at: 5s, type: teleport}\n", wantErr: "type \"teleport\""},
+		{name: "context release forwards by default", timeline: "timeline:\n  - {at: 5s, type: handover, source: a, target: b, context_release: {held_packets: 3}}\n", check: func(t *testing.T, sc *Scenario) {
+			assert.Equal(t, &ContextRelease{HeldPackets: 3}, sc.Timeline[0].ContextRelease)
+		}},
+		{name: "context release discarding", timeline: "timeline:\n  - {at: 5s, type: handover, source: a, target: b, context_release: {held_packets: 3, discard: true}}\n", check: func(t *testing.T, sc *Scenario) {
+			assert.Equal(t, &ContextRelease{HeldPackets: 3, Discard: true}, sc.Timeline[0].ContextRelease)
+		}},
 		{name: "empty held", timeline: "timeline:\n  - {at: 5s, type: handover, source: a, target: b, context_release: {held_packets: 0}}\n", wantErr: "held_packets"},
 		{name: "zero leads take the defaults", timeline: "timeline:\n  - {at: 5s, type: handover, source: a, target: b, meas_lead: 0s, command_lead: 0s}\n", check: func(t *testing.T, sc *Scenario) {
 			assert.Equal(t, DefaultMeasLead, sc.Timeline[0].MeasLead)
@@ -359,6 +366,81 @@ func TestCellBuffer(t *testing.T) {
 	require.Len(t, sized.Timeline, len(byDefault.Timeline))
 	for i, ev := range sized.Timeline {
 		assert.Equal(t, byDefault.Timeline[i].At, ev.At, "the same timeline")
+	}
+}
+
+// TestSourceDiscard: the option marks every context release as
+// discarding and changes nothing else, draw for draw, so that a corpus
+// generated with it is the default corpus with the held packets lost.
+func TestSourceDiscard(t *testing.T) {
+	opts := GenerateOptions{Seed: 5, Duration: 10 * time.Minute, Mobility: MobilityDriving, Scale: 0.1, MatchMix: true}
+	byDefault, err := Generate(opts)
+	require.NoError(t, err)
+	tests := []struct {
+		name    string
+		discard bool
+	}{
+		{name: "forwarded by default"},
+		{name: "discarded", discard: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := opts
+			o.SourceDiscard = tt.discard
+			sc, err := Generate(o)
+			require.NoError(t, err)
+			assert.Equal(t, tt.discard, strings.Contains(o.Flags(), " --source-discard"))
+			assert.Equal(t, byDefault.Cells, sc.Cells)
+			require.Len(t, sc.Timeline, len(byDefault.Timeline))
+			releases := 0
+			for i, ev := range sc.Timeline {
+				if ev.ContextRelease != nil {
+					releases++
+					assert.Equal(t, tt.discard, ev.ContextRelease.Discard)
+					release := *ev.ContextRelease
+					release.Discard = false
+					ev.ContextRelease = &release
+				}
+				assert.Equal(t, byDefault.Timeline[i], ev, "only the fate of the held packets differs")
+			}
+			assert.Positive(t, releases)
+		})
+	}
+}
+
+// TestGenerateRoute: on a route every handover and radio link failure
+// enters a cell the scenario had not used, the cells stay distinct, and
+// the same seed gives the same route.
+func TestGenerateRoute(t *testing.T) {
+	for _, mobility := range []string{MobilityWalking, MobilityDriving} {
+		t.Run(mobility, func(t *testing.T) {
+			opts := GenerateOptions{Seed: 3, Duration: 5 * time.Minute, Mobility: mobility, Scale: 0.1, MatchMix: true, Route: true}
+			sc, err := Generate(opts)
+			require.NoError(t, err)
+			assert.Contains(t, opts.Flags(), " --route")
+			assert.True(t, strings.HasSuffix(sc.Name, "-route"), sc.Name)
+			names, identities := map[string]bool{}, map[string]bool{}
+			for _, c := range sc.Cells {
+				names[c.Name] = true
+				identities[fmt.Sprintf("%s/%d/%d", c.RAT, c.ARFCN, c.PCI)] = true
+			}
+			assert.Len(t, names, len(sc.Cells), "cell names are distinct")
+			assert.Len(t, identities, len(sc.Cells), "cell identities are distinct")
+			visited := map[string]bool{sc.InitialCell: true}
+			entries := 0
+			for _, ev := range sc.Timeline {
+				if ev.Type != TypeHandover && ev.Type != TypeRLF {
+					continue
+				}
+				entries++
+				assert.False(t, visited[ev.Target], "%s entered twice", ev.Target)
+				visited[ev.Target] = true
+			}
+			assert.Greater(t, entries, 10)
+			again, err := Generate(opts)
+			require.NoError(t, err)
+			assert.Equal(t, sc, again)
+		})
 	}
 }
 

@@ -48,11 +48,16 @@ func (f listFlag) Set(s string) error {
 // cellBufferUsage explains --cell-buffer wherever a corpus is generated.
 const cellBufferUsage = "every cell's buffer as the time its band's mean capacity takes to drain it (0: 1.5 MB sub-6, 12 MB mmWave)"
 
+// sourceDiscardUsage explains --source-discard wherever a corpus is
+// generated.
+const sourceDiscardUsage = "the source discards the packets a context release holds back instead of forwarding them to the target (the paper's finding 2)"
+
 // corpusFlags registers on fs the flags of an evaluation corpus but its
 // lead model (--handovers, --seed, --scenario-duration, --mobility,
-// --scale, --traces, --cell-buffer), with the values of def as their defaults, and
-// returns the corpus they fill in as fs parses. with starts every usage
-// ("with --paper: "), empty when the flags always apply.
+// --scale, --traces, --cell-buffer, --source-discard), with the values of
+// def as their defaults, and returns the corpus they fill in as fs
+// parses. with starts every usage ("with --paper: "), empty when the
+// flags always apply.
 func corpusFlags(fs *flag.FlagSet, def eval.Corpus, with string) *eval.Corpus {
 	c := def
 	c.Mobilities = slices.Clone(def.Mobilities)
@@ -63,6 +68,7 @@ func corpusFlags(fs *flag.FlagSet, def eval.Corpus, with string) *eval.Corpus {
 	fs.Float64Var(&c.Scale, "scale", def.Scale, with+"capacity and buffer scale factor")
 	fs.StringVar(&c.Traces, "traces", def.Traces, with+"folder of Lumos5G or Mahimahi traces for the mmWave cells (\"\" for synthetic cells)")
 	fs.DurationVar(&c.CellBuffer, "cell-buffer", def.CellBuffer, with+cellBufferUsage)
+	fs.BoolVar(&c.SourceDiscard, "source-discard", def.SourceDiscard, with+sourceDiscardUsage)
 	return &c
 }
 

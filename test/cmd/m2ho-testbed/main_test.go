@@ -3,30 +3,56 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/m2ho/m2ho/internal/shareddata"
+	"github.com/m2ho/m2ho/test/eval"
 	"github.com/m2ho/m2ho/test/scenario"
 )
 
 func TestGenScenario(t *testing.T) {
+	// discards tells whether every context release of a scenario
+	// discards its held packets (and that there is one).
+	discards := func(t *testing.T, sc *scenario.Scenario) bool {
+		releases, discarding := 0, 0
+		for _, ev := range sc.Timeline {
+			if ev.ContextRelease != nil {
+				releases++
+				if ev.ContextRelease.Discard {
+					discarding++
+				}
+			}
+		}
+		require.Positive(t, releases)
+		return discarding == releases
+	}
 	tests := []struct {
 		name    string
 		args    []string
 		wantErr bool
+		check   func(t *testing.T, sc *scenario.Scenario)
 	}{
 		{name: "walking to stdout", args: []string{"--seed", "3", "--duration", "60s"}},
 		{name: "driving scaled", args: []string{"--seed", "3", "--duration", "60s", "--mobility", "driving", "--scale", "0.2"}},
 		{name: "bad mobility", args: []string{"--mobility", "cycling"}, wantErr: true},
 		{name: "too short", args: []string{"--duration", "1s"}, wantErr: true},
 		{name: "cell buffer in time", args: []string{"--seed", "3", "--duration", "60s", "--cell-buffer", "15ms"}},
+		{name: "held packets forwarded by default", args: []string{"--seed", "3", "--duration", "10m"}, check: func(t *testing.T, sc *scenario.Scenario) {
+			assert.False(t, discards(t, sc))
+		}},
+		{name: "held packets discarded", args: []string{"--seed", "3", "--duration", "10m", "--source-discard"}, check: func(t *testing.T, sc *scenario.Scenario) {
+			assert.True(t, discards(t, sc))
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,6 +66,38 @@ func TestGenScenario(t *testing.T) {
 			sc, err := scenario.Parse(out.Bytes())
 			require.NoError(t, err)
 			assert.NotEmpty(t, sc.Timeline)
+			if tt.check != nil {
+				tt.check(t, sc)
+			}
+		})
+	}
+}
+
+// TestCorpusFlags: eval and fidelity --paper fill in the corpus from the
+// same flags, each option in its field, the rest at the defaults.
+func TestCorpusFlags(t *testing.T) {
+	def := defaultCorpus(40)
+	tests := []struct {
+		name string
+		args []string
+		want func(c *eval.Corpus)
+	}{
+		{name: "defaults", want: func(*eval.Corpus) {}},
+		{name: "cell buffer", args: []string{"--cell-buffer", "15ms"}, want: func(c *eval.Corpus) { c.CellBuffer = 15 * time.Millisecond }},
+		{name: "source discard", args: []string{"--source-discard"}, want: func(c *eval.Corpus) { c.SourceDiscard = true }},
+		{name: "several flags", args: []string{"--handovers", "20", "--source-discard", "--mobility", "driving"}, want: func(c *eval.Corpus) {
+			c.Handovers, c.SourceDiscard, c.Mobilities = 20, true, []string{"driving"}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			got := corpusFlags(fs, def, "")
+			require.NoError(t, fs.Parse(tt.args))
+			want := def
+			want.Mobilities = slices.Clone(def.Mobilities)
+			tt.want(&want)
+			assert.Equal(t, want, *got)
 		})
 	}
 }

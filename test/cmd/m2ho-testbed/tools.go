@@ -28,12 +28,15 @@ func cmdGenScenario(_ context.Context, args []string, out io.Writer, _ *slog.Log
 	leads := fs.String("leads", scenario.LeadsPaper, "lead model: paper (the paper's means) or captures (measured on real captures)")
 	lan := fs.Bool("lan-receiver", false, "put the receiver behind the UE (the CPE case, with exact duplicate-ACK ground truth)")
 	cellBuffer := fs.Duration("cell-buffer", 0, cellBufferUsage)
+	sourceDiscard := fs.Bool("source-discard", false, sourceDiscardUsage)
+	route := fs.Bool("route", false, routeUsage)
 	outPath := fs.String("out", "", "output file (default: standard output)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	opts := scenario.GenerateOptions{Seed: *seed, Duration: *duration, Mobility: *mobility, Scale: *scale, MatchMix: *matchMix,
-		Leads: *leads, LANReceiver: *lan, CellBuffer: *cellBuffer}
+		Leads: *leads, LANReceiver: *lan, CellBuffer: *cellBuffer, SourceDiscard: *sourceDiscard,
+		Route: *route}
 	if *traces != "" {
 		loaded, err := emu.LoadTraceDir(*traces)
 		if err != nil {
