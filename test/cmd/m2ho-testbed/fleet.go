@@ -317,9 +317,15 @@ func secondCPE(r FleetScenario) (with, alone FirstVisits, ok bool) {
 func writeFleetComparison(w io.Writer, c fleetComparison) {
 	fmt.Fprintf(w, "  scenarios %d, sub-6 first visits %d\n", c.Scenarios, c.Sub6)
 	fmt.Fprintf(w, "  loss-free sub-6 first visits: with the fleet %s, alone %s, difference %s points\n",
-		c.LossFreeFleet.Percent(false), c.LossFreeAlone.Percent(false), c.LossFreeGain.Percent(true))
+		c.LossFreeFleet.Percent(false), c.LossFreeAlone.Percent(false), formatInterval(scaleInterval(c.LossFreeGain, 100)))
 	fmt.Fprintf(w, "  overflow drops per sub-6 first visit, with the fleet minus alone: %s\n", formatInterval(c.OverflowChange))
 	fmt.Fprintf(w, "  throughput of the sub-6 first visits, with the fleet over alone: %s\n", c.ThroughputGain.Percent(true))
+}
+
+// scaleInterval multiplies an interval's figures by k (100 for points).
+func scaleInterval(iv eval.Interval, k float64) eval.Interval {
+	iv.Value, iv.Low, iv.High = k*iv.Value, k*iv.Low, k*iv.High
+	return iv
 }
 
 func formatInterval(iv eval.Interval) string {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/test/emu"
+	"github.com/m2ho/m2ho/test/eval"
 	"github.com/m2ho/m2ho/test/report"
 	"github.com/m2ho/m2ho/test/scenario"
 )
@@ -129,4 +131,19 @@ func TestFleetServer(t *testing.T) {
 	assert.NotNil(t, info)
 
 	assert.ErrorContains(t, cmdFleetServer(context.Background(), nil, nil, slog.Default()), "--store is required")
+}
+
+func TestWriteFleetComparison(t *testing.T) {
+	var out strings.Builder
+	writeFleetComparison(&out, fleetComparison{Scenarios: 2, Sub6: 10,
+		LossFreeFleet:  eval.Interval{Value: 0.9, Low: 0.8, High: 1, Valid: true},
+		LossFreeAlone:  eval.Interval{Value: 0.6, Low: 0.5, High: 0.7, Valid: true},
+		LossFreeGain:   eval.Interval{Value: 0.3, Low: 0.1, High: 0.5, Valid: true},
+		OverflowChange: eval.Interval{Value: -0.4, Low: -1, High: 0, Valid: true},
+	})
+	assert.Equal(t, `  scenarios 2, sub-6 first visits 10
+  loss-free sub-6 first visits: with the fleet 90.0% [80.0, 100.0], alone 60.0% [50.0, 70.0], difference +30.0 [+10.0, +50.0] points
+  overflow drops per sub-6 first visit, with the fleet minus alone: -0.4 [-1.0, +0.0]
+  throughput of the sub-6 first visits, with the fleet over alone: -
+`, out.String())
 }
