@@ -121,13 +121,9 @@ func TestTLS(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := natstest.Start(t, withServerTLS(t, fleetPKI, tt.verify))
 			c := startClient(t, srv.URL(), "bus-1", tt.client)
-			if tt.wantErr == "" {
-				require.Eventually(t, connected(c), waitFor, tick, "%+v", c.Stats())
-				learn(newEstimator(t, c), cellA, 400_000)
-				require.Eventually(t, func() bool { return c.Stats().Published == 1 }, waitFor, tick)
+			if publishesOrFails(t, c, tt.wantErr) {
 				return
 			}
-			require.Eventually(t, func() bool { return c.Stats().Error != "" }, waitFor, tick)
 			assert.Regexp(t, tt.wantErr, c.Stats().Error)
 			assert.False(t, c.Stats().Connected)
 		})
@@ -258,16 +254,27 @@ func TestAuthentication(t *testing.T) {
 				options = append(options, tt.client)
 			}
 			c := startClient(t, url, "bus-1", options...)
-			if tt.wantErr == "" {
-				require.Eventually(t, connected(c), waitFor, tick, "%+v", c.Stats())
-				learn(newEstimator(t, c), cellA, 400_000)
-				require.Eventually(t, func() bool { return c.Stats().Published == 1 }, waitFor, tick)
+			if publishesOrFails(t, c, tt.wantErr) {
 				return
 			}
-			require.Eventually(t, func() bool { return c.Stats().Error != "" }, waitFor, tick)
 			assert.Contains(t, c.Stats().Error, tt.wantErr)
 			assert.NotContains(t, c.Stats().Error, "pw", "the password stays out of the error")
 			assert.False(t, c.Stats().Connected)
 		})
 	}
+}
+
+// publishesOrFails: with no error expected, c connects and publishes what
+// an estimator learns, and it reports true; otherwise it waits for c to
+// say why it is not connected and reports false.
+func publishesOrFails(t *testing.T, c *Client, wantErr string) bool {
+	t.Helper()
+	if wantErr == "" {
+		require.Eventually(t, connected(c), waitFor, tick, "%+v", c.Stats())
+		learn(newEstimator(t, c), cellA, 400_000)
+		require.Eventually(t, func() bool { return c.Stats().Published == 1 }, waitFor, tick)
+		return true
+	}
+	require.Eventually(t, func() bool { return c.Stats().Error != "" }, waitFor, tick)
+	return false
 }
