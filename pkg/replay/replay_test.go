@@ -179,6 +179,7 @@ func TestJudgeLearningFollowsTheNetwork(t *testing.T) {
 	assert.Len(t, reports, learning.LearntKinds)
 	leads, err := learnt.LoadLeadStats()
 	require.NoError(t, err)
+	assert.NotEmpty(t, leads, "the report-to-command intervals are kept too")
 	again, err := Judge(rec, PredictorLearning, learnt)
 	require.NoError(t, err)
 	a2, _ := again.Class(diag.AllClasses)
