@@ -638,8 +638,7 @@ func (c *Client) Lookup(cell diag.Cell) (uint64, bool) {
 		return 0, false
 	}
 	c.hits++
-	slices.Sort(fresh)
-	return fresh[(len(fresh)-1)/2], true
+	return lowerMedian(fresh), true
 }
 
 // ReportPrior returns the lower median, over the hosts that published
@@ -667,8 +666,7 @@ func (c *Client) ReportPrior(cell diag.CellKey, event diag.MeasEvent, measured d
 	if len(shares) == 0 {
 		return 0, 0, false
 	}
-	slices.Sort(shares)
-	return shares[(len(shares)-1)/2], uint32(min(reports, math.MaxUint32)), true
+	return lowerMedian(shares), uint32(min(reports, math.MaxUint32)), true
 }
 
 // LeadPrior returns the lower median of the report-to-command leads hosts
@@ -690,8 +688,16 @@ func (c *Client) LeadPrior(band diag.Band) (time.Duration, int, bool) {
 	if len(leads) == 0 {
 		return 0, 0, false
 	}
-	slices.Sort(leads)
-	return leads[(len(leads)-1)/2], samples, true
+	return lowerMedian(leads), samples, true
+}
+
+// lowerMedian sorts values, which must not be empty, and returns their
+// lower median: of the peers' answers, one that a peer did give, and
+// that a minority of wrong or malicious peers cannot move past the
+// honest ones'.
+func lowerMedian[T cmp.Ordered](values []T) T {
+	slices.Sort(values)
+	return values[(len(values)-1)/2]
 }
 
 // Publish queues this host's latest record of a cell.
