@@ -111,6 +111,15 @@ const (
 	EventB2 MeasEvent = "B2"
 )
 
+// Known reports whether e is one of the measurement events above.
+func (e MeasEvent) Known() bool {
+	switch e {
+	case EventA1, EventA2, EventA3, EventA4, EventA5, EventA6, EventB1, EventB2:
+		return true
+	}
+	return false
+}
+
 // HOKind is the mobility procedure a handover command starts.
 type HOKind string
 

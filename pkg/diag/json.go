@@ -152,9 +152,7 @@ func ParseJSON(line []byte) (Event, error) {
 // nothing without one. A cell that is present must still be a valid cell.
 func (w *wireEvent) measReport(ev *Event) error {
 	ev.Meas = w.Event
-	switch w.Event {
-	case EventA1, EventA2, EventA3, EventA4, EventA5, EventA6, EventB1, EventB2:
-	default:
+	if !w.Event.Known() {
 		return parseErrorf(ReasonJSONField, "unknown measurement event %q", w.Event)
 	}
 	var err error

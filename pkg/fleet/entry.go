@@ -122,11 +122,9 @@ const maxPeerLead = 2 * time.Second
 // above the 64 a machine keeps, more is no measurement.
 const maxLeadSamples = 1 << 16
 
-// knownEvents, measuredBands and carriers are the values a report kind
-// may hold.
+// measuredBands and carriers are the values a report kind may hold
+// besides its event (diag.MeasEvent.Known).
 var (
-	knownEvents = []diag.MeasEvent{diag.EventA1, diag.EventA2, diag.EventA3, diag.EventA4, diag.EventA5, diag.EventA6,
-		diag.EventB1, diag.EventB2}
 	measuredBands = []diag.Band{"", diag.BandSub6, diag.BandMmWave}
 	carriers      = []string{"", statemachine.CarrierIntraFrequency, statemachine.CarrierInterFrequency, statemachine.CarrierInterRAT}
 )
@@ -214,7 +212,7 @@ func decodeEntry(key diag.CellKey, value []byte, created time.Time) (entry, erro
 	}
 	for i, r := range e.Reports {
 		switch {
-		case !slices.Contains(knownEvents, r.Event) || !slices.Contains(measuredBands, r.Measured) || !slices.Contains(carriers, r.Carrier):
+		case !r.Event.Known() || !slices.Contains(measuredBands, r.Measured) || !slices.Contains(carriers, r.Carrier):
 			return entry{}, malformed(MalformedValue, "report kind %q %q %q", r.Event, r.Measured, r.Carrier)
 		case r.Followed > r.Reports:
 			return entry{}, malformed(MalformedValue, "report %q: %d followed of %d", r.Event, r.Followed, r.Reports)

@@ -134,8 +134,7 @@ func eventOf(alternative string) diag.MeasEvent {
 	if len(alternative) > 7 && alternative[7] != '-' {
 		return "" // eventA3H1-r18 and other combined triggers
 	}
-	switch e := diag.MeasEvent(alternative[5:7]); e {
-	case diag.EventA1, diag.EventA2, diag.EventA3, diag.EventA4, diag.EventA5, diag.EventA6, diag.EventB1, diag.EventB2:
+	if e := diag.MeasEvent(alternative[5:7]); e.Known() {
 		return e
 	}
 	return ""
