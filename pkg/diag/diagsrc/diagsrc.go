@@ -16,7 +16,6 @@ import (
 	"strings"
 
 	"github.com/m2ho/m2ho/pkg/diag"
-	"github.com/m2ho/m2ho/pkg/diag/gsmtap"
 )
 
 // Options configure the inputs.
@@ -81,38 +80,15 @@ var ErrBadURI = errors.New("not a diag input")
 func Open(uri string, opts Options) (diag.Source, error) {
 	opts = opts.withDefaults()
 	opts.drops = newDropWarner(opts.Logger, uri)
-	scheme, rest, ok := strings.Cut(uri, ":")
+	name, rest, ok := strings.Cut(uri, ":")
 	if !ok || rest == "" {
-		return nil, fmt.Errorf("diag input %q: %w: want SCHEME:..., one of unix udp jsonl qmdl serial gsmtap pcap", uri, ErrBadURI)
+		return nil, fmt.Errorf("diag input %q: %w: want SCHEME:..., one of %s", uri, ErrBadURI, schemeNames())
 	}
-	switch scheme {
-	case "udp":
-		addr, err := listenAddr(uri, rest, DefaultUDPPort)
-		if err != nil {
-			return nil, err
-		}
-		return diag.ListenUDP(uri, addr, opts.Stats)
-	case "unix":
-		return diag.ListenUnixgram(uri, rest, opts.Stats)
-	case "jsonl":
-		if rest == "-" {
-			return diag.NewJSONLSource(uri, opts.Stdin, opts.Stats), nil
-		}
-		return &jsonlFile{name: uri, path: rest, stats: opts.Stats}, nil
-	case "qmdl":
-		return newQMDLSource(uri, rest, opts)
-	case "serial":
-		return newSerialSource(uri, rest, opts), nil
-	case "gsmtap":
-		addr, err := listenAddr(uri, rest, gsmtap.Port)
-		if err != nil {
-			return nil, err
-		}
-		return listenGSMTAP(uri, addr, opts)
-	case "pcap":
-		return newPcapSource(uri, rest, opts)
+	sc, ok := schemeOf(name)
+	if !ok {
+		return nil, fmt.Errorf("diag input %q: %w: unknown scheme %q", uri, ErrBadURI, name)
 	}
-	return nil, fmt.Errorf("diag input %q: %w: unknown scheme %q", uri, ErrBadURI, scheme)
+	return sc.open(uri, rest, opts)
 }
 
 // listenAddr turns the part after "scheme:" of //HOST:PORT into an
