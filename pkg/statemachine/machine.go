@@ -296,6 +296,13 @@ type Machine struct {
 	flowsPending bool
 	// drain follows the new cell's slots in this Smoothing.
 	drain estimator.SlotBursts
+	// lastBurstEnd is the end of the latest datapath burst; gauge
+	// measures the downlink's interruption across a handover from the
+	// bursts, and interruptions keeps the last ones measured (see
+	// interruptionHeadroom).
+	lastBurstEnd  time.Time
+	gauge         interruptionGauge
+	interruptions []time.Duration
 
 	t2    map[diag.Band]*t2Mean
 	learn learner
@@ -465,6 +472,13 @@ func (m *Machine) expirePrediction() {
 // estimator; the daemon also calls Estimator.AddBurst.
 func (m *Machine) OnBurstEnd(b estimator.Burst) {
 	m.advance(b.End)
+	prev := m.lastBurstEnd
+	if b.End.After(prev) {
+		m.lastBurstEnd = b.End
+	}
+	if gap, ok := m.gauge.burst(b, prev); ok {
+		m.recordInterruption(gap)
+	}
 	if m.state != Smoothing || !b.End.After(m.executedAt) {
 		return
 	}
@@ -717,6 +731,7 @@ func (m *Machine) onCommand(ev diag.Event) {
 		}
 	}
 	m.pred, m.expired = nil, nil
+	m.gauge.follow(m.now)
 	// Suppression starts with the first command of a reconfiguration
 	// (see armSuppression); back to back with Smoothing, the next
 	// handover matters more.
@@ -865,6 +880,7 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	kept, keptKnown := m.est.Carried(m.now)
 	// The clamp of the handover, which held the senders up to now.
 	held := m.pol.clampBytes
+	m.gauge.executed(m.now)
 	m.setCells(pcell, scg)
 	var standing *prediction
 	if m.cmd != nil && !m.cmd.pcellDecided {
@@ -951,6 +967,7 @@ func (m *Machine) onFailure(cause diag.FailureCause) {
 	m.cnt.failures++
 	m.pred, m.cmd = nil, nil
 	m.bandwidthHold, m.warmup, m.ramp = false, warmupClamp{}, nil
+	m.gauge = interruptionGauge{}
 	// Re-establishment drops the secondary cell group.
 	m.setCells(m.pcell, diag.Cell{})
 	m.stopSuppression()
@@ -1146,8 +1163,9 @@ func (m *Machine) stepRamp() bool {
 }
 
 // applyPreparationPolicy clamps the window for a handover to target until
-// limit: to the target's buffer estimate, or the bandwidth estimate when a
-// bandwidth hold is on and it is smaller; a zero window under
+// limit: to the target's buffer estimate plus what the interruption does
+// not pile up in it (interruptionHeadroom), or the bandwidth estimate when
+// a bandwidth hold is on and it is smaller; a zero window under
 // PolicyFreeze.
 //
 // A mmWave target gets no clamp of its own: the Stable policy (a ramp, the
@@ -1172,6 +1190,8 @@ func (m *Machine) applyPreparationPolicy(target diag.Cell, limit time.Time) {
 	}
 	m.prepClamped = true
 	bytes, source := m.est.TargetBuffer(target)
+	headroom := m.interruptionHeadroom(target)
+	bytes += headroom
 	if m.bandwidthHold {
 		if bw, ok := m.est.BandwidthClamp(m.now); ok && bw < bytes {
 			bytes, source = bw, ClampSourceBandwidth
@@ -1183,7 +1203,8 @@ func (m *Machine) applyPreparationPolicy(target diag.Cell, limit time.Time) {
 	// target's clamp came from (measured here, the fleet, the band's
 	// minimum) is what an operator checks a fleet store by.
 	if before.clampBytes != m.pol.clampBytes || before.clampSource != m.pol.clampSource {
-		m.logger.Info("preparation clamp", "target", target, "bytes", m.pol.clampBytes, "source", source)
+		m.logger.Info("preparation clamp", "target", target, "bytes", m.pol.clampBytes, "source", source,
+			"headroom", headroom, "interruption", m.longestInterruption())
 	}
 }
 

@@ -59,6 +59,10 @@ type Status struct {
 	// (Estimator.LossPersists): no ramp or bandwidth clamp holds them.
 	LossPersists bool       `json:"loss_persists"`
 	T2           []T2Status `json:"t2"`
+	// InterruptionMillis is the longest downlink interruption of the last
+	// handovers the datapath saw, which sizes the Preparation clamp's
+	// headroom above the target's buffer; 0 before the first.
+	InterruptionMillis float64 `json:"interruption_ms"`
 	// LearntReportKinds counts the kinds of measurement report the
 	// learning predictor has counts of (see ReportStats).
 	LearntReportKinds int      `json:"learnt_report_kinds"`
@@ -148,6 +152,8 @@ func (m *Machine) Status() Status {
 		LossPersists:  m.est.LossPersists(m.now),
 		InForce:       m.policyStatus(),
 		T2:            m.t2Status(),
+
+		InterruptionMillis: float64(m.longestInterruption()) / float64(time.Millisecond),
 
 		LearntReportKinds: len(m.learn.counts),
 		Counters: Counters{
