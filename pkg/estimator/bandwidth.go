@@ -261,10 +261,10 @@ func (e *Estimator) freshLocked(now time.Time) bool {
 // Carried is what the serving cell carried recently: the data in flight
 // at the peak delivery rate of the last Config.PeakWindow (the rate times
 // the smoothed RTT), and the bandwidth-delay product of that rate (the
-// rate times RTT_min, which is MinRTT).
+// rate times RTT_min), with the smoothed and minimum RTTs.
 type Carried struct {
-	Flight, BDP uint64
-	MinRTT      time.Duration
+	Flight, BDP  uint64
+	SRTT, MinRTT time.Duration
 }
 
 // Carried returns what the serving cell carried, with the same freshness
@@ -277,7 +277,7 @@ func (e *Estimator) Carried(now time.Time) (Carried, bool) {
 	}
 	b := &e.bw
 	rate := max(b.peak(now, e.cfg.PeakWindow), b.bytesPerSecond)
-	return Carried{Flight: uint64(rate * b.srtt.Seconds()), BDP: uint64(rate * b.minRTT.Seconds()), MinRTT: b.minRTT}, true
+	return Carried{Flight: uint64(rate * b.srtt.Seconds()), BDP: uint64(rate * b.minRTT.Seconds()), SRTT: b.srtt, MinRTT: b.minRTT}, true
 }
 
 // Round is the last complete RTT round on the serving cell.

@@ -289,8 +289,10 @@ type Machine struct {
 	// ramp is the clamp following the last handover; nil when none.
 	ramp *postHandoverRamp
 	// prepClamped: in Preparation, the clamp in force is Preparation's
-	// own (applyPreparationPolicy), not the Stable one kept through it.
-	prepClamped bool
+	// own (applyPreparationPolicy), not the Stable one kept through it;
+	// prepClampedAt is when that clamp was first set.
+	prepClamped   bool
+	prepClampedAt time.Time
 	// flowsPending: in this Smoothing the datapath reported flows still
 	// waiting for the data of the source cell (OnFlowsPending).
 	flowsPending bool
@@ -878,8 +880,10 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	// What the source cell carried, read before the estimator restarts
 	// on the new cell.
 	kept, keptKnown := m.est.Carried(m.now)
-	// The clamp of the handover, which held the senders up to now.
+	// The clamp of the handover, which held the senders up to now, and
+	// whether it had a round trip to do so.
 	held := m.pol.clampBytes
+	clampLate := m.state == Preparation && m.prepClamped && keptKnown && m.now.Sub(m.prepClampedAt) < kept.SRTT
 	m.gauge.executed(m.now)
 	m.setCells(pcell, scg)
 	var standing *prediction
@@ -906,7 +910,7 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	switch {
 	case m.cfg.Policy != PolicyM2HO:
 	case m.cfg.Ramp:
-		m.ramp = m.newRamp(from, to, kept, keptKnown, held)
+		m.ramp = m.newRamp(from, to, kept, keptKnown, held, clampLate)
 	case m.bandwidthHold && m.pol.clampBytes > 0:
 		m.warmup = warmupClamp{bytes: m.pol.clampBytes, source: m.pol.clampSource, until: m.now.Add(bandwidthWarmup)}
 	}
@@ -1053,6 +1057,20 @@ func (m *Machine) applyStablePolicy() {
 // is expected to carry, see below) and at most doubles per round
 // (stepRamp), the ACK-clocked growth of slow start, which a cell absorbs.
 //
+// A clamp set less than a smoothed RTT before the execution (clampLate)
+// did not hold the senders back yet: what they sent before it reached
+// them is still on its way, about the flight the source carried, and the
+// handover piles it up in the target whatever the clamp. Clamped below
+// that flight, a sender may send nothing new behind it, so when the
+// target's overflow takes the tail of the flight no duplicate ACK tells
+// it: it waits for its retransmission timer, at least 200 ms beyond the
+// smoothed RTT, and restarts from one segment. In the testbed a mmWave to
+// sub-6 handover whose clamp came 180 ms before it, at a 350 ms RTT, lost
+// the 123 segments in flight and stalled for 600 ms where plain CUBIC
+// repaired the same overflow by fast retransmit. Such a ramp starts at
+// the source's flight, which keeps the ACK clock running, and comes down
+// to what the target carries at its first round.
+//
 // Otherwise, the senders' window needs no ramp when it fits in what the
 // target is expected to carry: its buffer estimate, plus, unless the
 // handover goes from mmWave down to sub-6, the source's bandwidth-delay
@@ -1074,7 +1092,7 @@ func (m *Machine) applyStablePolicy() {
 // do not shrink on loss, so the window they keep through a handover is no
 // gain a clamp protects, and a clamp below their operating point only
 // slows them.
-func (m *Machine) newRamp(from, to diag.Cell, kept estimator.Carried, keptKnown bool, held uint32) *postHandoverRamp {
+func (m *Machine) newRamp(from, to diag.Cell, kept estimator.Carried, keptKnown bool, held uint32, clampLate bool) *postHandoverRamp {
 	if bandKey(to.Band) == diag.BandMmWave || m.est.LossPersists(m.now) {
 		return nil
 	}
@@ -1088,7 +1106,10 @@ func (m *Machine) newRamp(from, to diag.Cell, kept estimator.Carried, keptKnown 
 		return nil
 	}
 	start := expected
-	if heldBack {
+	switch {
+	case heldBack && clampLate:
+		start = kept.Flight
+	case heldBack:
 		start = max(min(uint64(held), expected), buffer)
 	}
 	if start > buffer {
@@ -1187,6 +1208,9 @@ func (m *Machine) applyPreparationPolicy(target diag.Cell, limit time.Time) {
 		m.prepClamped = false
 		m.applyStablePolicy()
 		return
+	}
+	if m.state != Preparation || !m.prepClamped {
+		m.prepClampedAt = m.now
 	}
 	m.prepClamped = true
 	bytes, source := m.est.TargetBuffer(target)

@@ -129,14 +129,14 @@ func sub6LinkFrom(fromMs, toMs int, bytesPerSecond, offset uint64) step {
 	}
 }
 
-// handoverSteps runs a predicted pcell handover from lteA to lteB: report
-// at 0, command at 100, completion at 130.
 // predictionTimingOut predicts a handover from lteA to lteB at 10 that no
 // command follows: the prediction times out at 2*T2 (default T2).
 func predictionTimingOut() []step {
 	return []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB), tick(301), tick(302)}
 }
 
+// handoverSteps runs a predicted pcell handover from lteA to lteB: report
+// at 0, command at 100, completion at 130.
 func handoverSteps() []step {
 	return []step{
 		serve(0, lteA, diag.Cell{}),
@@ -1402,6 +1402,9 @@ func TestRamp(t *testing.T) {
 	// A cell delivering 30 MB/s: 1.5 MB per round, over 75% of the cap
 	// of 1.5 MB plus lteB's 400 kB buffer.
 	const fastRate = 30_000_000
+	// lateFlight is the flight the source carried when a late clamp's
+	// handover executed.
+	var lateFlight uint32
 	runMachineCases(t, []machineCase{
 		{
 			name: "the handover's clamp outlasts Smoothing as the ramp's start",
@@ -1516,7 +1519,7 @@ func TestRamp(t *testing.T) {
 		{
 			name:  "senders the handover's clamp held back ramp from that clamp, not from what the target carries",
 			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); queuedLink(h) },
-			steps: append(handoverSteps(), released(160)),
+			steps: append(handoverPredictedEarly(), released(160)),
 			state: Stable, transitions: []string{predicted, executed, releasedFlows},
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"sub6_sub6"},
@@ -1524,6 +1527,26 @@ func TestRamp(t *testing.T) {
 				require.NotNil(t, h.m.ramp)
 				assert.Equal(t, uint32(lteBBuffer), h.act.clampBytes, "the clamp of the handover")
 				assert.Equal(t, uint32(lteBBuffer), h.m.ramp.start, "the floor is the buffer estimate")
+			},
+		},
+		{
+			name:  "a clamp set less than a smoothed RTT before the execution ramps from the source's flight",
+			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); queuedLink(h) },
+			steps: append(handoverSteps()[:3], func(h *harness) {
+				kept, ok := h.est.Carried(at(129))
+				require.True(h.t, ok)
+				require.Greater(h.t, kept.SRTT, 130*time.Millisecond, "the clamp of the report at 0 is late")
+				lateFlight = windowBytes(kept.Flight)
+			}, done(130, lteB), released(160)),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				require.NotNil(t, h.m.ramp)
+				assert.Greater(t, lateFlight, uint32(lteBBuffer))
+				assert.Equal(t, lateFlight, h.act.clampBytes, "the source's flight keeps the ACK clock running")
+				assert.Equal(t, ClampSourceRamp, h.m.Status().InForce.ClampSource)
+				assert.Equal(t, uint32(lteBBuffer), h.m.ramp.start, "the floor is still the buffer estimate")
 			},
 		},
 		{
@@ -1543,7 +1566,7 @@ func TestRamp(t *testing.T) {
 		{
 			name:  "the ramp at most doubles per round, though Eq. 2 on the source's peak allows more",
 			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); queuedLink(h) },
-			steps: append(handoverSteps(), released(160),
+			steps: append(handoverPredictedEarly(), released(160),
 				rampLink(170, 230, fastRate, 0),
 				clampIs(2*lteBBuffer, ClampSourceRamp, "one round: doubled, below Eq. 2's cap"),
 				rampLink(240, 280, fastRate, fastRate*70/1000),
@@ -1595,7 +1618,7 @@ func TestRamp(t *testing.T) {
 			name:  "from mmWave down to sub-6 the target is expected to carry its buffer only",
 			setup: func(h *harness) { serve(-2000, lteA, mmA)(h); queuedLink(h) },
 			steps: []step{
-				serve(0, lteA, mmA), meas(10, diag.EventA2, mmA, diag.Cell{}),
+				serve(-200, lteA, mmA), meas(-200, diag.EventA2, mmA, diag.Cell{}),
 				cmd(50, diag.HOSCGRelease, mmA, diag.Cell{}), released(100),
 			},
 			state: Stable, transitions: []string{predicted, executed, releasedFlows},
@@ -1695,6 +1718,18 @@ func TestSuppressionAtCommand(t *testing.T) {
 			ops:         []string{OpSetFreeze},
 		},
 	})
+}
+
+// handoverPredictedEarly is handoverSteps with the report at -140: the
+// Preparation clamp has 270 ms, more than queuedLink's smoothed RTT, to
+// hold the senders back before the execution.
+func handoverPredictedEarly() []step {
+	return []step{
+		serve(-140, lteA, diag.Cell{}),
+		meas(-140, diag.EventA3, lteA, lteB),
+		cmd(100, diag.HOPCell, lteA, lteB),
+		done(130, lteB),
+	}
 }
 
 // queuedRate is a cell delivering 12.5 MB/s whose queue holds twice its
