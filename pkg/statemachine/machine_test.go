@@ -1550,6 +1550,21 @@ func TestRamp(t *testing.T) {
 			},
 		},
 		{
+			name:  "a ramp the clamp holds doubles up to what the target is expected to carry, above Eq. 2's cap on the clamped rate",
+			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); queuedLink(h) },
+			steps: append(handoverPredictedEarly(), released(160),
+				clampIs(lteBBuffer, estimator.SourceCell, "the clamp of the handover"),
+				// Rounds of 100 ms at RTT_min 50 ms, each delivering the
+				// clamp: Eq. 2 on that rate gives the clamp again.
+				queuedRampLink(170, 300, lteBBuffer*10, 0),
+				clampIs(2*lteBBuffer, ClampSourceRamp, "doubled, where Eq. 2 would hold it"),
+				queuedRampLink(310, 500, 2*lteBBuffer*10, lteBBuffer*10*140/1000),
+				clampIs(lteBBuffer+queuedRate*50/1000, ClampSourceRamp, "up to the buffer plus the source's bandwidth-delay product")),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+		},
+		{
 			name:  "without a clamp at execution a kept window beyond what the target carries ramps from that",
 			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); queuedLink(h) },
 			// A completion no report or command announced: nothing
@@ -1729,6 +1744,24 @@ func handoverPredictedEarly() []step {
 		meas(-140, diag.EventA3, lteA, lteB),
 		cmd(100, diag.HOPCell, lteA, lteB),
 		done(130, lteB),
+	}
+}
+
+// queuedRampLink feeds the new cell bytesPerSecond over [fromMs, toMs],
+// a byte sample and an RTT sample every 10 ms, the RTT 100 ms after a
+// first one of 50 ms: a queue of one bandwidth-delay product, rounds of
+// about 100 ms once the smoothed RTT has converged.
+func queuedRampLink(fromMs, toMs int, bytesPerSecond, offset uint64) step {
+	return func(h *harness) {
+		for ms := fromMs; ms <= toMs; ms += 10 {
+			rtt := 100 * time.Millisecond
+			if ms == fromMs {
+				rtt = 50 * time.Millisecond
+			}
+			h.est.AddRTT(h.est.Path(), at(ms), rtt)
+			h.est.AddBytes(at(ms), offset+bytesPerSecond*uint64(ms-fromMs)/1000)
+			h.m.Tick(at(ms))
+		}
 	}
 }
 

@@ -59,7 +59,7 @@ type Status struct {
 	// (Estimator.LossPersists): no ramp or bandwidth clamp holds them.
 	LossPersists bool       `json:"loss_persists"`
 	T2           []T2Status `json:"t2"`
-	// InterruptionMillis is the longest downlink interruption of the last
+	// InterruptionMillis is the median downlink interruption of the last
 	// handovers the datapath saw, which sizes the Preparation clamp's
 	// headroom above the target's buffer; 0 before the first.
 	InterruptionMillis float64 `json:"interruption_ms"`
@@ -153,7 +153,7 @@ func (m *Machine) Status() Status {
 		InForce:       m.policyStatus(),
 		T2:            m.t2Status(),
 
-		InterruptionMillis: float64(m.longestInterruption()) / float64(time.Millisecond),
+		InterruptionMillis: float64(m.interruption()) / float64(time.Millisecond),
 
 		LearntReportKinds: len(m.learn.counts),
 		Counters: Counters{
