@@ -1071,8 +1071,12 @@ func (m *Machine) applyStablePolicy() {
 // sub-6 handover whose clamp came 180 ms before it, at a 350 ms RTT, lost
 // the 123 segments in flight and stalled for 600 ms where plain CUBIC
 // repaired the same overflow by fast retransmit. Such a ramp starts at
-// the source's flight, which keeps the ACK clock running, and comes down
-// to what the target carries at its first round.
+// the source's flight, which keeps the ACK clock running, up to what the
+// target is expected to carry: above that the flight the ACK clock keeps
+// overflows the target for as long as the first round on it lasts (a
+// mmWave flight of 1 MB into a sub-6 cell lost 1,118 packets). From
+// mmWave down to sub-6, where the target is expected to carry its buffer
+// only, the late clamp therefore stays, and so does the risk of a stall.
 //
 // Otherwise, the senders' window needs no ramp when it fits in what the
 // target is expected to carry: its buffer estimate, plus, unless the
@@ -1111,7 +1115,7 @@ func (m *Machine) newRamp(from, to diag.Cell, kept estimator.Carried, keptKnown 
 	start := expected
 	switch {
 	case heldBack && clampLate:
-		start = kept.Flight
+		start = max(min(kept.Flight, expected), buffer)
 	case heldBack:
 		start = max(min(uint64(held), expected), buffer)
 	}

@@ -1530,7 +1530,7 @@ func TestRamp(t *testing.T) {
 			},
 		},
 		{
-			name:  "a clamp set less than a smoothed RTT before the execution ramps from the source's flight",
+			name:  "a clamp set less than a smoothed RTT before the execution ramps from the source's flight, up to what the target carries",
 			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); queuedLink(h) },
 			steps: append(handoverSteps()[:3], func(h *harness) {
 				kept, ok := h.est.Carried(at(129))
@@ -1543,8 +1543,9 @@ func TestRamp(t *testing.T) {
 			handovers:   []string{"sub6_sub6"},
 			check: func(t *testing.T, h *harness) {
 				require.NotNil(t, h.m.ramp)
-				assert.Greater(t, lateFlight, uint32(lteBBuffer))
-				assert.Equal(t, lateFlight, h.act.clampBytes, "the source's flight keeps the ACK clock running")
+				expected := uint32(lteBBuffer + queuedRate*50/1000)
+				assert.Greater(t, lateFlight, expected)
+				assert.Equal(t, expected, h.act.clampBytes, "the source's flight, capped at the buffer plus its bandwidth-delay product")
 				assert.Equal(t, ClampSourceRamp, h.m.Status().InForce.ClampSource)
 				assert.Equal(t, uint32(lteBBuffer), h.m.ramp.start, "the floor is still the buffer estimate")
 			},
@@ -1634,6 +1635,21 @@ func TestRamp(t *testing.T) {
 			setup: func(h *harness) { serve(-2000, lteA, mmA)(h); queuedLink(h) },
 			steps: []step{
 				serve(-200, lteA, mmA), meas(-200, diag.EventA2, mmA, diag.Cell{}),
+				cmd(50, diag.HOSCGRelease, mmA, diag.Cell{}), released(100),
+			},
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"mmwave_sub6"},
+			check: func(t *testing.T, h *harness) {
+				require.NotNil(t, h.m.ramp)
+				assert.Equal(t, uint32(lteABuffer), h.act.clampBytes)
+			},
+		},
+		{
+			name:  "from mmWave down to sub-6 a late clamp stays: the target is expected to carry its buffer only",
+			setup: func(h *harness) { serve(-2000, lteA, mmA)(h); queuedLink(h) },
+			steps: []step{
+				serve(0, lteA, mmA), meas(10, diag.EventA2, mmA, diag.Cell{}),
 				cmd(50, diag.HOSCGRelease, mmA, diag.Cell{}), released(100),
 			},
 			state: Stable, transitions: []string{predicted, executed, releasedFlows},
