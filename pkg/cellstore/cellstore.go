@@ -1,9 +1,10 @@
 // Package cellstore persists the per-cell buffer estimates of m2hod, and
-// what its learning predictor learnt of each mobile network (which
-// measurement reports it follows with a handover command, and how long
-// after them), in an embedded bbolt database in the state directory, so
-// that what was learnt about a cell survives restarts. It implements
-// estimator.Store and statemachine.LearntStore.
+// what its state machine learnt of each mobile network (which
+// measurement reports it follows with a handover command, how long
+// after them, and the mean T2), in an embedded bbolt database in the
+// state directory, so that what was learnt about a cell survives
+// restarts. Every record belongs to a mobile network, or to none. It
+// implements estimator.Store and statemachine.LearntStore.
 //
 // Writes are coalesced per cell and committed in the background: the
 // estimator calls SaveCell from the goroutine that drives the datapath,
@@ -49,8 +50,10 @@ const lockTimeout = time.Second
 
 // recordVersion is written in every cell record so that a future format
 // can tell old records apart (the learning predictor's records have
-// their own, reports.go).
-const recordVersion = 1
+// their own, reports.go). A version 1 record names no network: it was
+// written before cells were kept per network, and loads as a cell of no
+// network.
+const recordVersion = 2
 
 var cellsBucket = []byte("cells")
 
@@ -74,14 +77,15 @@ type Store struct {
 	logger *slog.Logger
 
 	mu sync.Mutex
-	// pending are the cell records to write, by identity: the estimator
-	// saves a record at every burst, so the database key is only
-	// formatted when the record is written.
-	pending map[diag.CellKey]estimator.CellRecord
-	// pendingReports and pendingLeads are the learning predictor's
-	// counts and intervals to write.
+	// pending are the cell records to write, by network and identity:
+	// the estimator saves a record at every burst, so the database key
+	// is only formatted when the record is written.
+	pending map[pendingCell]estimator.CellRecord
+	// pendingReports, pendingLeads and pendingT2 are the learning
+	// predictor's counts and intervals, and the mean T2, to write.
 	pendingReports map[string]statemachine.ReportStats
 	pendingLeads   map[string]statemachine.LeadStats
+	pendingT2      map[string]statemachine.T2Stats
 	closed         bool
 
 	wake      chan struct{}
@@ -132,10 +136,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{
 		db:      db,
 		logger:  opts.Logger,
-		pending: make(map[diag.CellKey]estimator.CellRecord),
+		pending: make(map[pendingCell]estimator.CellRecord),
 
 		pendingReports: make(map[string]statemachine.ReportStats),
 		pendingLeads:   make(map[string]statemachine.LeadStats),
+		pendingT2:      make(map[string]statemachine.T2Stats),
 		wake:           make(chan struct{}, 1),
 		stop:           make(chan struct{}),
 		interval:       opts.FlushInterval,
@@ -170,7 +175,7 @@ func openChecked(path string) (db *bolt.DB, err error) {
 				return fmt.Errorf("%w: %v", errCorrupt, checkErr)
 			}
 		}
-		for _, name := range [][]byte{cellsBucket, reportsBucket, leadsBucket} {
+		for _, name := range [][]byte{cellsBucket, reportsBucket, leadsBucket, t2Bucket} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -188,6 +193,7 @@ func openChecked(path string) (db *bolt.DB, err error) {
 // stable field names.
 type record struct {
 	Version     int       `json:"v"`
+	Network     string    `json:"network,omitempty"`
 	RAT         diag.RAT  `json:"rat"`
 	Band        diag.Band `json:"band"`
 	PCI         uint16    `json:"pci"`
@@ -199,26 +205,47 @@ type record struct {
 
 func toRecord(c estimator.CellRecord) record {
 	return record{
-		Version: recordVersion, RAT: c.Cell.RAT, Band: c.Cell.Band, PCI: c.Cell.PCI, ARFCN: c.Cell.ARFCN,
+		Version: recordVersion, Network: c.Network, RAT: c.Cell.RAT, Band: c.Cell.Band, PCI: c.Cell.PCI, ARFCN: c.Cell.ARFCN,
 		BufferBytes: c.BufferBytes, Bursts: c.Bursts, Updated: c.Updated,
 	}
 }
 
 func (r record) cellRecord() estimator.CellRecord {
 	return estimator.CellRecord{
+		Network:     r.Network,
 		Cell:        diag.Cell{RAT: r.RAT, Band: r.Band, PCI: r.PCI, ARFCN: r.ARFCN}.Normalized(),
 		BufferBytes: r.BufferBytes, Bursts: r.Bursts, Updated: r.Updated,
 	}
 }
 
-// cellKey is the database key of a cell: its identity, RAT + ARFCN + PCI.
+// cellKey is the identity of a cell in database keys, RAT + ARFCN + PCI.
 func cellKey(c diag.Cell) string {
 	return fmt.Sprintf("%s/%d/%d", c.RAT, c.ARFCN, c.PCI)
 }
 
+// recordKey is the database key of a cell record: the cell's identity,
+// and its network when it has one. A cell of no network keeps the key
+// it had before networks were recorded, so that its estimate goes on
+// from the version 1 record rather than beside it.
+func recordKey(network string, c diag.Cell) string {
+	k := cellKey(c)
+	if network != "" {
+		k += "/network:" + network
+	}
+	return k
+}
+
+// pendingCell identifies a pending cell record.
+type pendingCell struct {
+	network string
+	cell    diag.CellKey
+}
+
 func validRecord(r record) error {
 	switch {
-	case r.Version != recordVersion:
+	case r.Version == 1 && r.Network != "":
+		return fmt.Errorf("a version 1 record with network %q", r.Network)
+	case r.Version != 1 && r.Version != recordVersion:
 		return fmt.Errorf("unknown record version %d", r.Version)
 	case r.RAT != diag.RATLTE && r.RAT != diag.RATNR:
 		return fmt.Errorf("unknown rat %q", r.RAT)
@@ -228,8 +255,8 @@ func validRecord(r record) error {
 	return nil
 }
 
-// LoadCells returns every stored cell, including updates not yet flushed,
-// ordered by cell key. Records that cannot be decoded are logged and
+// LoadCells returns every stored cell of every network, including
+// updates not yet flushed, ordered by key. Records that cannot be decoded are logged and
 // skipped.
 func (s *Store) LoadCells() ([]estimator.CellRecord, error) {
 	byKey := make(map[string]estimator.CellRecord)
@@ -253,7 +280,7 @@ func (s *Store) LoadCells() ([]estimator.CellRecord, error) {
 	}
 	s.mu.Lock()
 	for _, c := range s.pending {
-		byKey[cellKey(c.Cell)] = c
+		byKey[recordKey(c.Network, c.Cell)] = c
 	}
 	s.mu.Unlock()
 	cells := make([]estimator.CellRecord, 0, len(byKey))
@@ -272,7 +299,7 @@ func (s *Store) SaveCell(c estimator.CellRecord) error {
 		return ErrClosed
 	}
 	c.Cell = c.Cell.Normalized()
-	s.pending[c.Cell.Key()] = c
+	s.pending[pendingCell{network: c.Network, cell: c.Cell.Key()}] = c
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -318,18 +345,19 @@ func (s *Store) flushLoop() {
 // Flush commits every pending update now.
 func (s *Store) Flush() error {
 	s.mu.Lock()
-	batch, reports, leads := s.pending, s.pendingReports, s.pendingLeads
-	s.pending = make(map[diag.CellKey]estimator.CellRecord)
+	batch, reports, leads, t2 := s.pending, s.pendingReports, s.pendingLeads, s.pendingT2
+	s.pending = make(map[pendingCell]estimator.CellRecord)
 	s.pendingReports = make(map[string]statemachine.ReportStats)
 	s.pendingLeads = make(map[string]statemachine.LeadStats)
+	s.pendingT2 = make(map[string]statemachine.T2Stats)
 	s.mu.Unlock()
-	if len(batch) == 0 && len(reports) == 0 && len(leads) == 0 {
+	if len(batch) == 0 && len(reports) == 0 && len(leads) == 0 && len(t2) == 0 {
 		return nil
 	}
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(cellsBucket)
 		for _, c := range batch {
-			k := cellKey(c.Cell)
+			k := recordKey(c.Network, c.Cell)
 			v, err := json.Marshal(toRecord(c))
 			if err != nil {
 				return fmt.Errorf("encode %s: %w", k, err)
@@ -341,7 +369,10 @@ func (s *Store) Flush() error {
 		if err := putLearnt(tx, reportsBucket, reports, toReportRecord); err != nil {
 			return err
 		}
-		return putLearnt(tx, leadsBucket, leads, toLeadRecord)
+		if err := putLearnt(tx, leadsBucket, leads, toLeadRecord); err != nil {
+			return err
+		}
+		return putLearnt(tx, t2Bucket, t2, toT2Record)
 	})
 	if err != nil {
 		// Put the batch back unless a newer update replaced it meanwhile.
@@ -359,6 +390,11 @@ func (s *Store) Flush() error {
 		for k, l := range leads {
 			if _, newer := s.pendingLeads[k]; !newer {
 				s.pendingLeads[k] = l
+			}
+		}
+		for k, v := range t2 {
+			if _, newer := s.pendingT2[k]; !newer {
+				s.pendingT2[k] = v
 			}
 		}
 		s.mu.Unlock()

@@ -88,6 +88,7 @@ func assertCells(t *testing.T, want, got []estimator.CellRecord, msg string) {
 	t.Helper()
 	require.Len(t, got, len(want), msg)
 	for i := range want {
+		assert.Equal(t, want[i].Network, got[i].Network, msg)
 		assert.Equal(t, want[i].Cell, got[i].Cell, msg)
 		assert.Equal(t, want[i].BufferBytes, got[i].BufferBytes, msg)
 		assert.Equal(t, want[i].Bursts, got[i].Bursts, msg)
@@ -347,6 +348,7 @@ func TestLearntRecordVersions(t *testing.T) {
 		value       string
 		wantReports []statemachine.ReportStats
 		wantLeads   []statemachine.LeadStats
+		wantT2      []statemachine.T2Stats
 		wantSkipped int
 	}{
 		{name: "version 1 report counts load as counts of no network", bucket: reportsBucket,
@@ -370,6 +372,10 @@ func TestLearntRecordVersions(t *testing.T) {
 		{name: "far more intervals than any machine keeps", bucket: leadsBucket,
 			value: `{"v":1,"band":"sub6","samples_us":[` + strings.Repeat("1000,", maxLeadSamples) + `1000]}`, wantSkipped: 1},
 		{name: "intervals that are not JSON", bucket: leadsBucket, value: "{", wantSkipped: 1},
+		{name: "a mean T2", bucket: t2Bucket, value: `{"v":1,"network":"001-01","band":"sub6","mean_us":183500,"samples":12}`,
+			wantT2: []statemachine.T2Stats{{Network: "001-01", Band: diag.BandSub6, Mean: 183500 * time.Microsecond, Samples: 12}}},
+		{name: "a mean T2 of a later version", bucket: t2Bucket, value: `{"v":2,"band":"sub6","mean_us":183500,"samples":12}`, wantSkipped: 1},
+		{name: "a mean T2 that is not a number", bucket: t2Bucket, value: `{"v":1,"band":"sub6","mean_us":"long"}`, wantSkipped: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -380,8 +386,11 @@ func TestLearntRecordVersions(t *testing.T) {
 			require.NoError(t, err)
 			leads, err := s.LoadLeadStats()
 			require.NoError(t, err)
+			t2, err := s.LoadT2Stats()
+			require.NoError(t, err)
 			assert.Equal(t, tt.wantReports, nilIfEmpty(reports))
 			assert.Equal(t, tt.wantLeads, nilIfEmpty(leads))
+			assert.Equal(t, tt.wantT2, nilIfEmpty(t2))
 			assert.Equal(t, tt.wantSkipped, s.Skipped())
 		})
 	}
@@ -418,8 +427,8 @@ func TestLegacyCountsGoOn(t *testing.T) {
 
 // TestLearntSurvivesARestart runs the learning predictor on the store,
 // closes it, and starts another machine on the reopened store: the
-// counts and the report-to-command intervals of its network are back,
-// another network's are not.
+// counts, the report-to-command intervals and the mean T2 of its network
+// are back, another network's are not.
 func TestLearntSurvivesARestart(t *testing.T) {
 	newMachine := func(t *testing.T, s *Store, network string) *statemachine.Machine {
 		t.Helper()
@@ -460,9 +469,92 @@ func TestLearntSurvivesARestart(t *testing.T) {
 	assert.Equal(t, learnt, restarted.Learnt())
 	st := restarted.Status()
 	require.Equal(t, diag.BandSub6, st.T2[0].Band)
-	assert.InDelta(t, 400, st.T2[0].WindowMillis, 0.001, "the intervals' quantile, before any T2 is learnt again")
+	assert.InDelta(t, 400, st.T2[0].InUseMillis, 0.001, "the mean T2 learnt before")
+	assert.InDelta(t, window, st.T2[0].WindowMillis, 0.001, "the window of before the restart: 2*T2, above the intervals' quantile")
 
 	other := newMachine(t, s, "310-260")
 	assert.Empty(t, other.Learnt())
 	assert.InDelta(t, 292, other.Status().T2[0].WindowMillis, 0.001, "2*T2: nothing learnt in this network")
+}
+
+func TestCellRecordVersions(t *testing.T) {
+	inNetwork := rec(lte, 150000, 10)
+	inNetwork.Network = "001-01"
+	tests := []struct {
+		name        string
+		value       string
+		want        []estimator.CellRecord
+		wantSkipped int
+	}{
+		{name: "a version 1 record loads as a cell of no network",
+			value: `{"v":1,"rat":"lte","band":"sub6","pci":301,"arfcn":5110,"buffer_bytes":150000,"bursts":10,"updated":"2026-11-22T07:00:00.000150000Z"}`,
+			want:  []estimator.CellRecord{rec(lte, 150000, 10)}},
+		{name: "a version 2 record names its network",
+			value: `{"v":2,"network":"001-01","rat":"lte","band":"sub6","pci":301,"arfcn":5110,"buffer_bytes":150000,"bursts":10,"updated":"2026-11-22T07:00:00.000150000Z"}`,
+			want:  []estimator.CellRecord{inNetwork}},
+		{name: "a version 1 record cannot name a network",
+			value: `{"v":1,"network":"001-01","rat":"lte","pci":301,"arfcn":5110,"buffer_bytes":1}`, wantSkipped: 1},
+		{name: "a record of a later version", value: `{"v":3,"rat":"lte","pci":301,"arfcn":5110,"buffer_bytes":1}`, wantSkipped: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openStore(t, t.TempDir())
+			defer func() { require.NoError(t, s.Close()) }()
+			putRaw(t, s, cellsBucket, map[string]string{"k": tt.value})
+			cells, err := s.LoadCells()
+			require.NoError(t, err)
+			assertCells(t, tt.want, cells, tt.name)
+			assert.Equal(t, tt.wantSkipped, s.Skipped())
+		})
+	}
+}
+
+// TestCellsSurviveARestartPerNetwork measures a cell's buffer in two
+// networks on the store, over a record of the cell stored before
+// networks were recorded, and restarts: each estimator looks up only the
+// estimate of its network, and the store keeps all three.
+func TestCellsSurviveARestartPerNetwork(t *testing.T) {
+	start := time.Date(2026, 11, 22, 7, 0, 0, 0, time.UTC)
+	measure := func(t *testing.T, s *Store, network string, bytes uint64) {
+		t.Helper()
+		est, err := estimator.New(estimator.DefaultConfig(), s, nil)
+		require.NoError(t, err)
+		est.UseNetwork(network)
+		est.SetServing(lte, start)
+		est.AddBurst(estimator.Burst{Start: start.Add(time.Second), End: start.Add(time.Second + 10*time.Millisecond), Bytes: bytes, Packets: bytes / 1400})
+	}
+	lookup := func(t *testing.T, s *Store, network string) (uint64, string) {
+		t.Helper()
+		est, err := estimator.New(estimator.DefaultConfig(), s, nil)
+		require.NoError(t, err)
+		est.UseNetwork(network)
+		return est.TargetBuffer(lte)
+	}
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	putRaw(t, s, cellsBucket, map[string]string{
+		cellKey(lte): `{"v":1,"rat":"lte","band":"sub6","pci":301,"arfcn":5110,"buffer_bytes":500000,"bursts":4,"updated":"2026-11-21T07:00:00Z"}`,
+	})
+	bytes, source := lookup(t, s, "460-00")
+	assert.Equal(t, estimator.SourceDefault, source, "the record of no network is not the network's")
+	measure(t, s, "460-00", 300000)
+	measure(t, s, "310-260", 700000)
+	require.NoError(t, s.Close())
+
+	s = openStore(t, dir)
+	defer func() { require.NoError(t, s.Close()) }()
+	cells, err := s.LoadCells()
+	require.NoError(t, err)
+	assert.Len(t, cells, 3, "one record per network, the legacy one kept")
+	for _, tt := range []struct {
+		network string
+		want    uint64
+	}{{"", 500000}, {"460-00", 300000}, {"310-260", 700000}} {
+		bytes, source = lookup(t, s, tt.network)
+		assert.Equal(t, estimator.SourceCell, source, tt.network)
+		assert.Equal(t, tt.want, bytes, tt.network)
+	}
+	bytes, source = lookup(t, s, "001-01")
+	assert.Equal(t, estimator.SourceDefault, source, "nothing measured in this network")
+	assert.Equal(t, estimator.DefaultConfig().DefaultBufferBytes, bytes)
 }

@@ -21,6 +21,10 @@ var reportsBucket = []byte("reports")
 // intervals, per network and band of serving cell.
 var leadsBucket = []byte("leads")
 
+// t2Bucket holds the machine's mean T2, per network and band of serving
+// cell.
+var t2Bucket = []byte("t2")
+
 var _ statemachine.LearntStore = (*Store)(nil)
 
 // Versions of the learning predictor's records. A version 1 report
@@ -29,6 +33,7 @@ var _ statemachine.LearntStore = (*Store)(nil)
 const (
 	reportRecordVersion = 2
 	leadRecordVersion   = 1
+	t2RecordVersion     = 1
 )
 
 // reportRecord is the stored form of a statemachine.ReportStats.
@@ -163,6 +168,49 @@ func (s *Store) LoadLeadStats() ([]statemachine.LeadStats, error) {
 // SaveCell it never blocks on disk.
 func (s *Store) SaveLeadStats(l statemachine.LeadStats) error {
 	return saveLearnt(s, s.pendingLeads, leadKey(l), l)
+}
+
+// t2Record is the stored form of a statemachine.T2Stats.
+type t2Record struct {
+	Version int       `json:"v"`
+	Network string    `json:"network,omitempty"`
+	Band    diag.Band `json:"band"`
+	// MeanMicros is the mean in microseconds.
+	MeanMicros int64 `json:"mean_us"`
+	Samples    int   `json:"samples"`
+}
+
+func toT2Record(t statemachine.T2Stats) t2Record {
+	return t2Record{Version: t2RecordVersion, Network: t.Network, Band: t.Band, MeanMicros: t.Mean.Microseconds(), Samples: t.Samples}
+}
+
+func (r t2Record) stats() statemachine.T2Stats {
+	return statemachine.T2Stats{Network: r.Network, Band: r.Band, Mean: time.Duration(r.MeanMicros) * time.Microsecond, Samples: r.Samples}
+}
+
+func (r t2Record) check() error {
+	if r.Version != t2RecordVersion {
+		return fmt.Errorf("unknown record version %d", r.Version)
+	}
+	return nil
+}
+
+// t2Key is the database key of the mean T2 of a network and band.
+func t2Key(t statemachine.T2Stats) string {
+	return t.Network + "/" + string(t.Band)
+}
+
+// LoadT2Stats returns the mean T2 of every network and band, including
+// updates not yet flushed, ordered by key. Records that cannot be
+// decoded are logged and skipped (the machine validates the means).
+func (s *Store) LoadT2Stats() ([]statemachine.T2Stats, error) {
+	return loadLearnt[statemachine.T2Stats, t2Record](s, t2Bucket, "t2", s.pendingT2)
+}
+
+// SaveT2Stats records the latest mean T2 of a network and band. Like
+// SaveCell it never blocks on disk.
+func (s *Store) SaveT2Stats(t statemachine.T2Stats) error {
+	return saveLearnt(s, s.pendingT2, t2Key(t), t)
 }
 
 // storedRecord is the stored form Rec of a learnt statistic T.

@@ -134,6 +134,8 @@ type Daemon struct {
 	sources []diag.Source
 	// subscriptions are the RRC decoders of the sources, in their order.
 	subscriptions []*rrc.Subscriptions
+	// network is the mobile network of what is learnt; the loop owns it.
+	network networkState
 
 	listener net.Listener
 	server   *http.Server
@@ -241,8 +243,10 @@ func open(cfg config.Config, logger *slog.Logger, op opener) (_ *Daemon, err err
 		return nil, err
 	}
 	d.machine.SetObserver(observer{d.metrics})
-	// The diag events name no PLMN: the fleet's network is the one the
-	// host is told it is in.
+	// The configured network (the fleet's) until the modem names one
+	// when none is configured (handleNetwork).
+	d.network.configured = cfg.Fleet.Network
+	d.est.UseNetwork(cfg.Fleet.Network)
 	if err := d.machine.UseLearntStore(learnt, cfg.Fleet.Network); err != nil {
 		logger.Warn("learnt measurement reports unreadable, learning again from scratch", "err", err)
 	}
@@ -459,6 +463,10 @@ func (d *Daemon) wakeSampler() {
 // the datapath enforces wall-clock deadlines, while modem clocks (and the
 // time base of recordings) are not the host's.
 func (d *Daemon) handleEvent(ev diag.Event) {
+	if ev.Type == diag.TypeNetwork {
+		d.handleNetwork(ev)
+		return
+	}
 	received := time.Now()
 	ev.Time = eventTime(ev, received)
 	writes := d.act.writeCount()

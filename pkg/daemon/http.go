@@ -23,13 +23,15 @@ type Status struct {
 	Mode    string    `json:"mode"`
 	// Policy is the configured policy (m2ho or freeze); InForce is what
 	// the datapath enforces now.
-	Policy     string              `json:"policy"`
-	InForce    PolicyInForce       `json:"policy_in_force"`
-	AttachMode string              `json:"attach_mode"`
-	Cells      []CellStatus        `json:"cells"`
-	Datapath   DatapathStatus      `json:"datapath"`
-	Diag       DiagStatus          `json:"diag"`
-	Machine    statemachine.Status `json:"machine"`
+	Policy     string         `json:"policy"`
+	InForce    PolicyInForce  `json:"policy_in_force"`
+	AttachMode string         `json:"attach_mode"`
+	Cells      []CellStatus   `json:"cells"`
+	Datapath   DatapathStatus `json:"datapath"`
+	Diag       DiagStatus     `json:"diag"`
+	// Network is the mobile network what is learnt belongs to.
+	Network NetworkStatus       `json:"network"`
+	Machine statemachine.Status `json:"machine"`
 	// Fleet is the fleet store's state, absent without one. Estimates
 	// taken from it show as the clamp source fleet.
 	Fleet  *fleet.Stats `json:"fleet,omitempty"`
@@ -96,6 +98,7 @@ func (d *Daemon) loopStatus() Status {
 			Suppressing: p.Suppressing, Epoch: p.Epoch,
 		},
 		Cells:   []CellStatus{},
+		Network: d.network.status(),
 		Machine: ms,
 	}
 	if p.ClampBytes > 0 || p.Freeze {

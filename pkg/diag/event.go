@@ -5,6 +5,7 @@ package diag
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -89,11 +90,15 @@ const (
 	// once a candidate's execution condition holds: the configuration is
 	// the command, known ahead of the handover.
 	TypeCHOConfig Type = "cho_config"
+	// TypeNetwork: the mobile network (PLMN) the modem is in, from the
+	// serving cell's system information or the network it registered
+	// with at connection setup. Sent when it changes.
+	TypeNetwork Type = "network"
 )
 
 // Types returns every event type of the JSON v1 contract.
 func Types() []Type {
-	return []Type{TypeMeasReport, TypeHOCommand, TypeHOComplete, TypeHOFailure, TypeRBAlloc, TypeCHOConfig}
+	return []Type{TypeMeasReport, TypeHOCommand, TypeHOComplete, TypeHOFailure, TypeRBAlloc, TypeCHOConfig, TypeNetwork}
 }
 
 // MeasEvent is the 3GPP measurement event that triggered a report.
@@ -157,6 +162,7 @@ type Slot struct {
 //   - ho_failure:  Cause
 //   - rb_alloc:    Cell, SlotDuration, Slots
 //   - cho_config:  Serving (may be zero), Candidates (empty: none left)
+//   - network:     PLMN, Cell (may be zero)
 type Event struct {
 	Type Type
 	// Time is the modem's timestamp, or the receive time when the input
@@ -184,6 +190,55 @@ type Event struct {
 
 	Cause FailureCause
 
+	// PLMN is the network of a network event, "MCC-MNC" (ParsePLMN).
+	PLMN string
+
 	SlotDuration time.Duration
 	Slots        []Slot
+}
+
+// PLMN identity limits (TS 23.003 2.2, 2.3): a mobile country code of
+// three decimal digits and a mobile network code of two or three. A
+// two-digit and a three-digit code are different networks ("01" is not
+// "001"), so the digits are kept as given.
+const (
+	mccDigits    = 3
+	minMNCDigits = 2
+	maxMNCDigits = 3
+)
+
+// FormatPLMN writes a PLMN identity as "MCC-MNC" ("460-00", "310-410"),
+// the form of the JSON "plmn" field and of the network m2hod keys what
+// it learns by. It returns "" when the digits are not a PLMN identity.
+func FormatPLMN(mcc, mnc []int) string {
+	if len(mcc) != mccDigits || len(mnc) < minMNCDigits || len(mnc) > maxMNCDigits {
+		return ""
+	}
+	b := make([]byte, 0, mccDigits+1+maxMNCDigits)
+	for i, digits := range [][]int{mcc, mnc} {
+		if i == 1 {
+			b = append(b, '-')
+		}
+		for _, d := range digits {
+			if d < 0 || d > 9 {
+				return ""
+			}
+			b = append(b, byte('0'+d))
+		}
+	}
+	return string(b)
+}
+
+// ValidPLMN reports whether s is a PLMN identity as FormatPLMN writes it.
+func ValidPLMN(s string) bool {
+	mcc, mnc, ok := strings.Cut(s, "-")
+	if !ok || len(mcc) != mccDigits || len(mnc) < minMNCDigits || len(mnc) > maxMNCDigits {
+		return false
+	}
+	for _, c := range mcc + mnc {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

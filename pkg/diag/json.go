@@ -82,6 +82,7 @@ type wireEvent struct {
 	Candidates  []wireCell   `json:"candidates,omitempty"`
 	Cell        *wireCell    `json:"cell,omitempty"`
 	Cause       FailureCause `json:"cause,omitempty"`
+	PLMN        string       `json:"plmn,omitempty"`
 	SlotUS      *int64       `json:"slot_us,omitempty"`
 	Slots       [][]int64    `json:"slots,omitempty"`
 }
@@ -131,6 +132,8 @@ func ParseJSON(line []byte) (Event, error) {
 		err = w.rbAlloc(&ev)
 	case TypeCHOConfig:
 		err = w.choConfig(&ev)
+	case TypeNetwork:
+		err = w.network(&ev)
 	default:
 		err = parseErrorf(ReasonJSONType, "unknown type %q", w.Type)
 	}
@@ -210,6 +213,21 @@ func (w *wireEvent) choConfig(ev *Event) error {
 		ev.Candidates = append(ev.Candidates, c)
 	}
 	return nil
+}
+
+// network reads a network event: the PLMN, and the cell that named it
+// when known.
+func (w *wireEvent) network(ev *Event) error {
+	if !ValidPLMN(w.PLMN) {
+		return parseErrorf(ReasonJSONField, "plmn %q: want MCC-MNC, 3 and 2 or 3 digits", w.PLMN)
+	}
+	ev.PLMN = w.PLMN
+	if w.Cell == nil {
+		return nil
+	}
+	var err error
+	ev.Cell, err = w.Cell.cell("cell")
+	return err
 }
 
 func (w *wireEvent) rbAlloc(ev *Event) error {
@@ -328,6 +346,9 @@ func MarshalJSON(ev Event) ([]byte, error) {
 				w.Candidates = append(w.Candidates, *wc)
 			}
 		}
+	case TypeNetwork:
+		w.PLMN = ev.PLMN
+		w.Cell = toWireCell(ev.Cell)
 	default:
 		return nil, fmt.Errorf("marshal diag event: unknown type %q", ev.Type)
 	}

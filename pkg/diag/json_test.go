@@ -63,6 +63,15 @@ func TestParseJSON(t *testing.T) {
 		{name: "conditional ho_command", in: `{"v":1,"type":"ho_command","kind":"pcell","conditional":true,"target":{"rat":"nr","pci":456,"arfcn":2079167}}`,
 			want: diag.Event{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Target: mmwaveB, Conditional: true}},
 		{name: "cho_config with a bad candidate", in: `{"v":1,"type":"cho_config","candidates":[{"rat":"umts","pci":1,"arfcn":1}]}`, reason: diag.ReasonJSONCell},
+		{name: "network", in: `{"v":1,"type":"network","plmn":"460-00","cell":{"rat":"lte","pci":7,"arfcn":66486}}`,
+			want: diag.Event{Type: diag.TypeNetwork, PLMN: "460-00", Cell: lteCell}},
+		{name: "network of a three-digit mnc without cell", in: `{"v":1,"type":"network","plmn":"310-410"}`,
+			want: diag.Event{Type: diag.TypeNetwork, PLMN: "310-410"}},
+		{name: "network without plmn", in: `{"v":1,"type":"network"}`, reason: diag.ReasonJSONField},
+		{name: "network with a one-digit mnc", in: `{"v":1,"type":"network","plmn":"460-0"}`, reason: diag.ReasonJSONField},
+		{name: "network with a four-digit mcc", in: `{"v":1,"type":"network","plmn":"4600-00"}`, reason: diag.ReasonJSONField},
+		{name: "network with letters", in: `{"v":1,"type":"network","plmn":"46a-00"}`, reason: diag.ReasonJSONField},
+		{name: "network with a bad cell", in: `{"v":1,"type":"network","plmn":"460-00","cell":{"rat":"wifi","pci":1,"arfcn":1}}`, reason: diag.ReasonJSONCell},
 		{name: "syntax", in: `{"v":1,"type":`, reason: diag.ReasonJSONSyntax},
 		{name: "not an object", in: `[1,2]`, reason: diag.ReasonJSONField},
 		{name: "missing version", in: `{"type":"ho_failure","cause":"rlf"}`, reason: diag.ReasonJSONVersion},
@@ -130,6 +139,8 @@ func TestMarshalJSONRoundTrip(t *testing.T) {
 		{Type: diag.TypeCHOConfig, Time: at, Serving: lteCell, Candidates: []diag.Cell{mmwaveA, mmwaveB}},
 		{Type: diag.TypeCHOConfig, Time: at, Serving: lteCell},
 		{Type: diag.TypeHOCommand, Time: at, Kind: diag.HOPCell, Source: mmwaveA, Target: mmwaveB, Conditional: true},
+		{Type: diag.TypeNetwork, Time: at, PLMN: "460-00", Cell: lteCell},
+		{Type: diag.TypeNetwork, Time: at, PLMN: "001-001"},
 	}
 	for i, ev := range events {
 		t.Run(fmt.Sprintf("%d_%s_%s%s", i, ev.Type, ev.Meas, ev.Kind), func(t *testing.T) {
@@ -153,6 +164,7 @@ func FuzzParseJSON(f *testing.F) {
 		`{"v":1,"type":"ho_command","kind":"pcell","source":{"rat":"lte","pci":1,"arfcn":2},"target":{"rat":"nr","pci":3,"arfcn":4},"t":1700000000000000000}`,
 		`{"v":1,"type":"ho_complete","cell":{"rat":"nr","pci":3,"arfcn":4},"t":"2024-01-01T00:00:00.5Z"}`,
 		`{"v":1,"type":"ho_failure","cause":"rlf"}`,
+		`{"v":1,"type":"network","plmn":"460-00","cell":{"rat":"lte","pci":3,"arfcn":4}}`,
 		`{"v":1,"type":"rb_alloc","cell":{"rat":"nr","pci":3,"arfcn":4},"slot_us":500,"slots":[[100,106],[106,106],[20,106],[0,106]]}`,
 	}
 	for _, s := range seeds {
@@ -188,7 +200,7 @@ func FuzzParseJSON(f *testing.F) {
 func compareEvents(a, b diag.Event) string {
 	if a.Type != b.Type || a.Meas != b.Meas || a.Serving != b.Serving || a.Neighbor != b.Neighbor ||
 		a.Kind != b.Kind || a.Source != b.Source || a.Target != b.Target || a.Cell != b.Cell ||
-		a.Cause != b.Cause || a.SlotDuration != b.SlotDuration || len(a.Slots) != len(b.Slots) {
+		a.Cause != b.Cause || a.PLMN != b.PLMN || a.SlotDuration != b.SlotDuration || len(a.Slots) != len(b.Slots) {
 		return "fields differ"
 	}
 	for i := range a.Slots {
@@ -197,4 +209,26 @@ func compareEvents(a, b diag.Event) string {
 		}
 	}
 	return ""
+}
+
+func TestFormatPLMN(t *testing.T) {
+	tests := []struct {
+		name     string
+		mcc, mnc []int
+		want     string
+	}{
+		{name: "two-digit mnc", mcc: []int{4, 6, 0}, mnc: []int{0, 0}, want: "460-00"},
+		{name: "three-digit mnc", mcc: []int{3, 1, 0}, mnc: []int{4, 1, 0}, want: "310-410"},
+		{name: "two-digit mcc", mcc: []int{4, 6}, mnc: []int{0, 0}},
+		{name: "one-digit mnc", mcc: []int{4, 6, 0}, mnc: []int{0}},
+		{name: "four-digit mnc", mcc: []int{4, 6, 0}, mnc: []int{0, 0, 0, 0}},
+		{name: "digit above 9", mcc: []int{4, 6, 10}, mnc: []int{0, 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := diag.FormatPLMN(tc.mcc, tc.mnc)
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.want != "", diag.ValidPLMN(got))
+		})
+	}
 }

@@ -28,8 +28,11 @@ type Burst struct {
 }
 
 // CellRecord is what is known about one cell. BufferBytes is the largest
-// burst seen in the cell: a lower bound of its buffer size.
+// burst seen in the cell: a lower bound of its buffer size. Network is
+// the mobile network it was measured in, empty when the estimator was
+// given none: cell identities repeat across operators.
 type CellRecord struct {
+	Network     string
 	Cell        diag.Cell
 	BufferBytes uint64
 	Bursts      uint64
@@ -188,7 +191,9 @@ type Estimator struct {
 	logger *slog.Logger
 	fleet  Fleet
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// network is the mobile network of cells (UseNetwork).
+	network string
 	serving diag.Cell
 	// servingSince is when serving started to serve.
 	servingSince time.Time
@@ -209,8 +214,9 @@ type Estimator struct {
 }
 
 // New returns an Estimator seeded with the records of store (nil: no
-// persistence). A store that fails to load is logged and ignored: the
-// estimates are rebuilt from traffic.
+// persistence) of no network, until UseNetwork names one. A store that
+// fails to load is logged and ignored: the estimates are rebuilt from
+// traffic.
 func New(cfg Config, store Store, logger *slog.Logger) (*Estimator, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -231,15 +237,28 @@ func New(cfg Config, store Store, logger *slog.Logger) (*Estimator, error) {
 	for _, reason := range SkipReasons {
 		e.skipped[reason] = 0
 	}
-	if store == nil {
-		return e, nil
+	e.loadLocked()
+	return e, nil
+}
+
+// loadLocked replaces the cells with the store's records of the
+// estimator's network. A store that fails to load is logged and
+// ignored: the estimates are rebuilt from traffic.
+func (e *Estimator) loadLocked() {
+	clear(e.cells)
+	clear(e.bandMin)
+	if e.store == nil {
+		return
 	}
-	records, err := store.LoadCells()
+	records, err := e.store.LoadCells()
 	if err != nil {
-		logger.Warn("cell store unreadable, starting without history", "err", err)
-		return e, nil
+		e.logger.Warn("cell store unreadable, starting without history", "err", err)
+		return
 	}
 	for _, r := range records {
+		if r.Network != e.network {
+			continue
+		}
 		r.Cell = r.Cell.Normalized()
 		if r.Cell.RAT == "" || r.BufferBytes == 0 {
 			e.skipLocked("stored_record_invalid")
@@ -248,8 +267,23 @@ func New(cfg Config, store Store, logger *slog.Logger) (*Estimator, error) {
 		rec := r
 		e.cells[r.Cell.Key()] = &rec
 	}
-	logger.Info("cell estimates loaded", "cells", len(e.cells))
-	return e, nil
+	e.logger.Info("cell estimates loaded", "network", e.network, "cells", len(e.cells))
+}
+
+// UseNetwork makes network (empty: none) the mobile network of the
+// cells the estimator measures and looks up, when it is not already:
+// cell identities repeat across operators, so the estimates of another
+// network's cells, and those measured before networks were recorded,
+// stay in the store and out of the lookups. The estimator goes on from
+// the store's records of network.
+func (e *Estimator) UseNetwork(network string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if network == e.network {
+		return
+	}
+	e.network = network
+	e.loadLocked()
 }
 
 // UseFleet makes the estimator publish every changed record to f and ask
@@ -407,7 +441,7 @@ func (e *Estimator) recordLocked(cell diag.Cell) *CellRecord {
 	key := cell.Key()
 	r, ok := e.cells[key]
 	if !ok {
-		r = &CellRecord{Cell: cell}
+		r = &CellRecord{Network: e.network, Cell: cell}
 		e.cells[key] = r
 	}
 	return r

@@ -212,6 +212,8 @@ type memLearnt struct {
 
 func (m *memLearnt) LoadReportStats() ([]statemachine.ReportStats, error) { return m.saved, nil }
 func (m *memLearnt) LoadLeadStats() ([]statemachine.LeadStats, error)     { return m.savedLeads, nil }
+func (m *memLearnt) LoadT2Stats() ([]statemachine.T2Stats, error)         { return nil, nil }
+func (m *memLearnt) SaveT2Stats(statemachine.T2Stats) error               { return nil }
 func (m *memLearnt) SaveReportStats(s statemachine.ReportStats) error {
 	m.saved = append(m.saved, s)
 	return nil

@@ -38,6 +38,11 @@ type Recording struct {
 	// Subscriptions says which SIM subscription of a multi-SIM modem the
 	// events and reports are those of; nil when the input had one.
 	Subscriptions *rrc.SubscriptionStatus
+	// Networks are the PLMNs the recording's network events named, in
+	// order. The events themselves are not among Events: a replay learns
+	// for no network (Player), so they change nothing of what it
+	// replays.
+	Networks []string
 }
 
 // Read decodes a recorded diag input to its end: qmdl:PATH (.qmdl,
@@ -72,6 +77,10 @@ func Read(ctx context.Context, uri string, follow rrc.Follow) (*Recording, error
 		close(out)
 	}()
 	for ev := range out {
+		if ev.Type == diag.TypeNetwork {
+			rec.Networks = append(rec.Networks, ev.PLMN)
+			continue
+		}
 		rec.Events = append(rec.Events, ev)
 	}
 	if err := <-done; err != nil {
@@ -126,7 +135,9 @@ func (p *PredictorResult) Class(class string) (ClassResult, bool) {
 // predictor knows before the recording, report counts and
 // report-to-command intervals, and receives what it learns from it
 // (nil: it starts from nothing, and what it learns is not kept).
-// Algorithm 1 learns nothing, and neither reads nor changes learnt.
+// Algorithm 1 learns no reports, and neither reads nor changes learnt;
+// within a log of several recordings, its mean T2 carries over from one
+// to the next, as it does across restarts of m2hod.
 func Judge(rec *Recording, predictor string, learnt *Learnt) (PredictorResult, error) {
 	cfg := statemachine.DefaultConfig()
 	switch predictor {
@@ -195,6 +206,8 @@ type Result struct {
 	// Subscriptions, for a multi-SIM modem, is the subscription replayed
 	// and what each one sent.
 	Subscriptions *rrc.SubscriptionStatus `json:"subscriptions,omitempty"`
+	// Networks are the PLMNs the recording named (Recording.Networks).
+	Networks []string `json:"networks,omitempty"`
 	// Predictors are in the order of Predictors().
 	Predictors []PredictorResult `json:"predictors"`
 }
@@ -218,7 +231,8 @@ func Replay(ctx context.Context, uri string, follow rrc.Follow, learnt *Learnt) 
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Input: uri, Events: len(rec.Events), Reports: len(rec.Reports), Skipped: rec.Skipped, Subscriptions: rec.Subscriptions}
+	res := &Result{Input: uri, Events: len(rec.Events), Reports: len(rec.Reports), Skipped: rec.Skipped, Subscriptions: rec.Subscriptions,
+		Networks: rec.Networks}
 	if len(rec.Skipped) == 0 {
 		res.Skipped = nil
 	}

@@ -55,6 +55,9 @@ func WriteTable(w io.Writer, results []*Result) error {
 		if len(res.Skipped) > 0 {
 			fmt.Fprintf(&b, "; skipped %s", renderCounts(res.Skipped))
 		}
+		if len(res.Networks) > 0 {
+			fmt.Fprintf(&b, "; network %s", strings.Join(res.Networks, ", "))
+		}
 		b.WriteString("\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "predictor\tclass\thandovers\tfailures\tprecision\trecall\trecall (reported)\tearliness mean/median\tlead mean/median")

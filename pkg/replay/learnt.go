@@ -1,16 +1,17 @@
 package replay
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/statemachine"
 )
 
-// Learnt is what the learning predictor learnt, held in memory as
-// m2hod's cell store holds it on disk: the statemachine.LearntStore a
-// replay's machines restore from and save every change to, report
-// counts and report-to-command intervals alike. Given to the replay of
+// Learnt is what the machine learnt, held in memory as m2hod's cell
+// store holds it on disk: the statemachine.LearntStore a replay's
+// machines restore from and save every change to, report counts,
+// report-to-command intervals and the mean T2 alike. Given to the replay of
 // the next recording, it carries both over, as the cell store does
 // across drives. The zero value holds nothing. It is not safe for
 // concurrent use.
@@ -22,6 +23,8 @@ type Learnt struct {
 	reportIndex map[statemachine.ReportStats]int
 	leads       []statemachine.LeadStats
 	leadIndex   map[leadKey]int
+	// t2 are the means of T2, by network and band.
+	t2 map[leadKey]statemachine.T2Stats
 }
 
 var _ statemachine.LearntStore = (*Learnt)(nil)
@@ -78,5 +81,19 @@ func (l *Learnt) SaveLeadStats(s statemachine.LeadStats) error {
 	}
 	l.leadIndex[key] = len(l.leads)
 	l.leads = append(l.leads, s)
+	return nil
+}
+
+// LoadT2Stats returns the latest mean T2 of every network and band.
+func (l *Learnt) LoadT2Stats() ([]statemachine.T2Stats, error) {
+	return slices.Collect(maps.Values(l.t2)), nil
+}
+
+// SaveT2Stats records the latest mean T2 of a network and band.
+func (l *Learnt) SaveT2Stats(s statemachine.T2Stats) error {
+	if l.t2 == nil {
+		l.t2 = make(map[leadKey]statemachine.T2Stats)
+	}
+	l.t2[leadKey{network: s.Network, band: s.Band}] = s
 	return nil
 }

@@ -47,10 +47,11 @@ type Options struct {
 	Actuator statemachine.Actuator
 	// Observer is told what the machine does (nil: nothing).
 	Observer statemachine.Observer
-	// Learnt keeps what the learning predictor learnt: every machine of
-	// the player starts from it and saves its changes there, as m2hod
-	// does with its cell store (nil: a store of the player's own, so
-	// that a log of several recordings still carries it over).
+	// Learnt keeps what the machine learnt (the learning predictor's
+	// counts and intervals, the mean T2): every machine of the player
+	// starts from it and saves its changes there, as m2hod does with its
+	// cell store (nil: a store of the player's own, so that a log of
+	// several recordings still carries it over).
 	Learnt statemachine.LearntStore
 	// NewSession is called when the recorded clock jumps back and a fresh
 	// machine takes over, before it handles its first event.

@@ -361,7 +361,9 @@ func BenchmarkReplaySharedCaptures(b *testing.B) {
 
 // TestReplayFollowsOneSubscription: a dual-SIM log replays one
 // subscription, the one the daemon's --diag-subscription would follow,
-// and the two subscriptions' events add up to what the log holds.
+// and the two subscriptions' events add up to what the log holds (its
+// network events counted apart). Both SIMs register with the network
+// the file is named after.
 func TestReplayFollowsOneSubscription(t *testing.T) {
 	uri := "qmdl:" + filepath.Join(shareddata.DataDir(t, "diag"), "20201116_123302_Xiaomi-Mi10_46000.mi2log")
 	results := map[string]*Result{}
@@ -372,10 +374,11 @@ func TestReplayFollowsOneSubscription(t *testing.T) {
 		assert.Equal(t, follow.Subscription, res.Subscriptions.Followed, follow.String())
 		require.Len(t, res.Subscriptions.Seen, 2)
 		seen := res.Subscriptions.Seen[follow.Subscription]
-		assert.Equal(t, uint64(res.Events), seen.Events, "the events replayed are the followed subscription's")
+		assert.Equal(t, uint64(res.Events+len(res.Networks)), seen.Events, "the events replayed are the followed subscription's")
+		assert.Equal(t, []string{"460-00"}, res.Networks, follow.String())
 		results[follow.String()] = res
 	}
 	assert.Equal(t, results["0"].Predictors, results["auto"].Predictors, "auto follows the SIM in a data session, the first")
 	assert.Less(t, results["1"].Events, results["0"].Events, "the second SIM only signals briefly")
-	assert.Equal(t, results["0"].Subscriptions.Seen[1].DroppedEvents, uint64(results["1"].Events))
+	assert.Equal(t, results["0"].Subscriptions.Seen[1].DroppedEvents, uint64(results["1"].Events+len(results["1"].Networks)))
 }

@@ -47,10 +47,9 @@ import (
 // so Algorithm 1 decides until reports say otherwise, and a cell or
 // neighbour met for the first time starts from what its band taught.
 //
-// Everything learnt belongs to one mobile network (UseLearntStore): cell
-// identities (RAT, ARFCN, PCI) repeat across operators, and each
-// operator configures its own. The diag events name no PLMN, so the
-// network is the one the host is configured for.
+// Everything learnt belongs to one mobile network (UseLearntStore,
+// UseNetwork): cell identities (RAT, ARFCN, PCI) repeat across
+// operators, and each operator configures its own.
 //
 // Other hosts of a fleet may have learnt what this one has not (a
 // LearntPrior): a serving cell this host has no outcome of a kind in
@@ -107,16 +106,19 @@ func (s LeadStats) Lead() time.Duration {
 	return sorted[min(int(LeadQuantile*float64(len(sorted))), len(sorted)-1)]
 }
 
-// LearntStore persists what the learning predictor learnt, so that it
-// survives restarts. The Save methods are called on every change, from
-// the goroutine driving the machine: they must not block on disk. The
-// Load methods return every network's records; the machine keeps its
-// own.
+// LearntStore persists what the machine learnt of a network, so that it
+// survives restarts: the learning predictor's counts and intervals, and
+// the mean T2 of each band (which Algorithm 1 learns too). The Save
+// methods are called on every change, from the goroutine driving the
+// machine: they must not block on disk. The Load methods return every
+// network's records; the machine keeps its own.
 type LearntStore interface {
 	LoadReportStats() ([]ReportStats, error)
 	SaveReportStats(ReportStats) error
 	LoadLeadStats() ([]LeadStats, error)
 	SaveLeadStats(LeadStats) error
+	LoadT2Stats() ([]T2Stats, error)
+	SaveT2Stats(T2Stats) error
 }
 
 // LearntPrior is what other hosts learnt in the machine's network (the
@@ -498,17 +500,55 @@ func validStats(s ReportStats) bool {
 func (m *Machine) UseLearntStore(store LearntStore, network string) error {
 	m.learn.store, m.learn.network = store, network
 	m.learn.prior, _ = store.(LearntPrior)
+	return m.restoreNetwork()
+}
+
+// UseNetwork makes network the one the machine learns for, when it is
+// not already: what it learnt of the previous one stays in the store,
+// and it goes on from what the store holds of network. Reports waiting
+// for their outcome are dropped, as their command would be counted in
+// the new network's counts. Without a store the machine starts from
+// nothing. Errors are those of UseLearntStore.
+func (m *Machine) UseNetwork(network string) error {
+	if network == m.learn.network {
+		return nil
+	}
+	m.learn.network = network
+	m.learn.pending = m.learn.pending[:0]
+	if m.learn.store == nil {
+		m.RestoreLearnt(nil)
+		m.restoreLeads(nil)
+		m.restoreT2(nil)
+		return nil
+	}
+	return m.restoreNetwork()
+}
+
+// Network is the mobile network the machine learns for, "" when none.
+func (m *Machine) Network() string { return m.learn.network }
+
+// restoreNetwork replaces what the machine learnt with what its store
+// holds of its network.
+func (m *Machine) restoreNetwork() error {
+	store := m.learn.store
 	var errs []error
-	if stats, err := store.LoadReportStats(); err != nil {
+	// What does not load is learnt again from nothing: none of it stays
+	// from another network.
+	stats, err := store.LoadReportStats()
+	if err != nil {
 		errs = append(errs, fmt.Errorf("learnt reports: %w", err))
-	} else {
-		m.RestoreLearnt(stats)
 	}
-	if leads, err := store.LoadLeadStats(); err != nil {
+	m.RestoreLearnt(stats)
+	leads, err := store.LoadLeadStats()
+	if err != nil {
 		errs = append(errs, fmt.Errorf("learnt report-to-command leads: %w", err))
-	} else {
-		m.restoreLeads(leads)
 	}
+	m.restoreLeads(leads)
+	t2, err := store.LoadT2Stats()
+	if err != nil {
+		errs = append(errs, fmt.Errorf("learnt T2: %w", err))
+	}
+	m.restoreT2(t2)
 	return errors.Join(errs...)
 }
 

@@ -210,13 +210,27 @@ func TestLearningWindowFollowsLateCommands(t *testing.T) {
 type memoryLearntStore struct {
 	loaded           []ReportStats
 	loadedLeads      []LeadStats
+	loadedT2         []T2Stats
 	loadErr, saveErr error
 	saved            map[string]ReportStats
 	savedLeads       map[diag.Band]LeadStats
+	savedT2          map[diag.Band]T2Stats
 }
 
 func (s *memoryLearntStore) LoadReportStats() ([]ReportStats, error) { return s.loaded, s.loadErr }
 func (s *memoryLearntStore) LoadLeadStats() ([]LeadStats, error)     { return s.loadedLeads, s.loadErr }
+func (s *memoryLearntStore) LoadT2Stats() ([]T2Stats, error)         { return s.loadedT2, s.loadErr }
+
+func (s *memoryLearntStore) SaveT2Stats(t T2Stats) error {
+	if s.saveErr != nil {
+		return s.saveErr
+	}
+	if s.savedT2 == nil {
+		s.savedT2 = map[diag.Band]T2Stats{}
+	}
+	s.savedT2[t.Band] = t
+	return nil
+}
 
 func (s *memoryLearntStore) SaveLeadStats(l LeadStats) error {
 	if s.saveErr != nil {
@@ -370,6 +384,117 @@ func TestLeadsSurviveARestart(t *testing.T) {
 		require.NotEmpty(t, h.obs.predictions, tt.name)
 		assert.Equal(t, tt.want, h.obs.predictions[0], tt.name)
 	}
+}
+
+// TestT2SurvivesARestart: the mean T2 a machine learnt reaches the
+// store, and a machine started on that store waits 2*T2 of it for the
+// command of its first prediction, where a fresh one waits 2*DefaultT2.
+// Algorithm 1 alone, so that no learnt lead widens the window.
+func TestT2SurvivesARestart(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Learning = false
+	store := &memoryLearntStore{}
+	h := newHarness(t, cfg)
+	require.NoError(t, h.m.UseLearntStore(store, "001-01"))
+	serve(0, lteA, diag.Cell{})(h)
+	rounds(h, 1000, diag.EventA3, lteA, lteB, repeat(8, 250)...)
+	saved, ok := store.savedT2[diag.BandSub6]
+	require.True(t, ok)
+	assert.Equal(t, T2Stats{Network: "001-01", Band: diag.BandSub6, Mean: 250 * time.Millisecond, Samples: 8}, saved)
+
+	// A command 400 ms after the report: later than 2*DefaultT2, within
+	// 2*T2 learnt.
+	for _, tt := range []struct {
+		name       string
+		t2         []T2Stats
+		network    string
+		wantWindow float64
+		want       string
+	}{
+		{name: "a fresh machine", wantWindow: 292, want: OutcomeTimedOut},
+		{name: "a machine restarted on the store", t2: []T2Stats{saved}, network: "001-01", wantWindow: 500, want: OutcomeConfirmed},
+		{name: "a machine of another network", t2: []T2Stats{saved}, network: "001-02", wantWindow: 292, want: OutcomeTimedOut},
+		{name: "a machine of no network", t2: []T2Stats{saved}, wantWindow: 292, want: OutcomeTimedOut},
+	} {
+		h := newHarness(t, cfg)
+		require.NoError(t, h.m.UseLearntStore(&memoryLearntStore{loadedT2: tt.t2}, tt.network), tt.name)
+		assert.InDelta(t, tt.wantWindow, sub6PredictionWindow(t, h.m), 0.001, tt.name)
+		serve(0, lteA, diag.Cell{})(h)
+		meas(1000, diag.EventA3, lteA, lteB)(h)
+		cmd(1400, diag.HOPCell, lteA, lteB)(h)
+		require.NotEmpty(t, h.obs.predictions, tt.name)
+		assert.Equal(t, tt.want, h.obs.predictions[0], tt.name)
+	}
+}
+
+func TestRestoreT2(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name string
+		t2   []T2Stats
+		// wantT2 is the sub-6 T2 in use after the restore, in ms.
+		wantT2      float64
+		wantInvalid uint64
+	}{
+		{name: "nothing stored", wantT2: 146},
+		{name: "a mean of enough intervals", t2: []T2Stats{{Band: diag.BandSub6, Mean: 200 * ms, Samples: 100}}, wantT2: 200},
+		{name: "a mean of fewer intervals than MinT2Samples waits for more",
+			t2: []T2Stats{{Band: diag.BandSub6, Mean: 200 * ms, Samples: 4}}, wantT2: 146},
+		{name: "another network's is left out", t2: []T2Stats{{Network: "001-01", Band: diag.BandSub6, Mean: 200 * ms, Samples: 9}}, wantT2: 146},
+		{name: "records no network gives are skipped and counted", t2: []T2Stats{
+			{Band: "cmwave", Mean: 200 * ms, Samples: 9},
+			{Band: diag.BandSub6, Mean: 0, Samples: 9},
+			{Band: diag.BandSub6, Mean: 1500 * ms, Samples: 9},
+			{Band: diag.BandSub6, Mean: 200 * ms, Samples: 0},
+		}, wantT2: 146, wantInvalid: 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, DefaultConfig())
+			require.NoError(t, h.m.UseLearntStore(&memoryLearntStore{loadedT2: tt.t2}, ""))
+			st := h.m.Status()
+			require.Equal(t, diag.BandSub6, st.T2[0].Band)
+			assert.InDelta(t, tt.wantT2, st.T2[0].InUseMillis, 0.001)
+			assert.Equal(t, tt.wantInvalid, st.Counters.Ignored["learnt_invalid"])
+		})
+	}
+}
+
+// TestUseNetwork: a machine told its network later leaves what it
+// learnt of none in the store and goes on from what the store holds of
+// the new one; the same network again changes nothing.
+func TestUseNetwork(t *testing.T) {
+	ms := time.Millisecond
+	followed := ReportStats{RAT: diag.RATLTE, Band: diag.BandSub6, Event: diag.EventA5, Measured: diag.BandSub6,
+		Carrier: CarrierIntraFrequency, Reports: 40, Followed: 38}
+	mine := followed
+	mine.Network = "460-00"
+	store := &memoryLearntStore{
+		loaded:      []ReportStats{followed, mine},
+		loadedLeads: []LeadStats{{Network: "460-00", Band: diag.BandSub6, Samples: durations(8, 400*ms)}},
+		loadedT2:    []T2Stats{{Network: "460-00", Band: diag.BandSub6, Mean: 250 * ms, Samples: 8}},
+	}
+	h := newHarness(t, DefaultConfig())
+	require.NoError(t, h.m.UseLearntStore(store, ""))
+	assert.Equal(t, []ReportStats{followed}, h.m.Learnt())
+	assert.InDelta(t, 292, sub6PredictionWindow(t, h.m), 0.001)
+
+	serve(0, lteA, diag.Cell{})(h)
+	meas(1000, diag.EventA3, lteA, lteB)(h) // waits for its outcome
+	require.NoError(t, h.m.UseNetwork("460-00"))
+	assert.Equal(t, "460-00", h.m.Network())
+	assert.Equal(t, []ReportStats{mine}, h.m.Learnt())
+	assert.InDelta(t, 500, sub6PredictionWindow(t, h.m), 0.001, "2*T2 of the network, above its leads")
+	cmd(1100, diag.HOPCell, lteA, lteB)(h)
+	assert.Equal(t, []ReportStats{mine}, h.m.Learnt(), "the report of no network is not counted in the network's")
+
+	store.loaded = nil
+	require.NoError(t, h.m.UseNetwork("460-00"))
+	assert.Equal(t, []ReportStats{mine}, h.m.Learnt(), "the same network is not loaded again")
+
+	bare := newHarness(t, DefaultConfig())
+	require.NoError(t, bare.m.UseNetwork("460-00"))
+	assert.Equal(t, "460-00", bare.m.Network())
 }
 
 func TestRestoreLeads(t *testing.T) {

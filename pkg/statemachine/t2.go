@@ -51,4 +51,43 @@ func (m *Machine) learnT2(band diag.Band, sample time.Duration) {
 		m.t2[key] = t
 	}
 	t.add(sample)
+	m.learn.saveT2(key, t)
+}
+
+// T2Stats is the learnt mean T2 of the serving cells of one band of a
+// network, and how many intervals it rests on.
+type T2Stats struct {
+	Network string
+	Band    diag.Band
+	Mean    time.Duration
+	Samples int
+}
+
+// saveT2 stores the mean T2 of band.
+func (l *learner) saveT2(band diag.Band, t *t2Mean) {
+	if l.store == nil {
+		return
+	}
+	if err := l.store.SaveT2Stats(T2Stats{Network: l.network, Band: band, Mean: t.mean, Samples: t.samples}); err != nil {
+		l.saveErrors++
+	}
+}
+
+// restoreT2 replaces the means of T2 with the machine's network's of
+// stats. The mean goes on weighing at most t2Window intervals, as if
+// they had been learnt here. A record of an unknown band, of no
+// interval, or with a mean no command can follow a report by, is
+// skipped and counted.
+func (m *Machine) restoreT2(stats []T2Stats) {
+	clear(m.t2)
+	for _, s := range stats {
+		if s.Network != m.learn.network {
+			continue
+		}
+		if (s.Band != diag.BandSub6 && s.Band != diag.BandMmWave) || s.Samples <= 0 || s.Mean <= 0 || s.Mean > maxCommandLead {
+			m.cnt.ignored["learnt_invalid"]++
+			continue
+		}
+		m.t2[s.Band] = &t2Mean{mean: s.Mean, weight: min(s.Samples, t2Window), samples: s.Samples}
+	}
 }

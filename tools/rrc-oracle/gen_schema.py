@@ -18,10 +18,11 @@ from pycrate_asn1dir import RRCLTE, RRCNR
 ROOTS = {
     "lte": (RRCLTE.EUTRA_RRC_Definitions,
             ["DL-DCCH-Message", "UL-DCCH-Message", "UL-CCCH-Message",
-             "RRCConnectionReconfiguration"]),
+             "RRCConnectionReconfiguration", "BCCH-DL-SCH-Message"]),
     "nr": (RRCNR.NR_RRC_Definitions,
            ["DL-DCCH-Message", "UL-DCCH-Message", "UL-CCCH-Message",
-            "RRCReconfiguration", "RRCReconfigurationComplete", "CellGroupConfig"]),
+            "RRCReconfiguration", "RRCReconfigurationComplete", "CellGroupConfig",
+            "BCCH-DL-SCH-Message"]),
 }
 
 

@@ -3,7 +3,8 @@
 real captures lack (an NR primary cell handover to mmWave, NR and LTE
 re-establishment requests with each cause, LTE measIds and measurement
 objects beyond 32, EARFCNs beyond 65535, NR and LTE Rel-16 conditional
-handover configurations), encoded with pycrate.
+handover configurations, SIB1 of cells shared by several networks and the
+connection setups that select one), encoded with pycrate.
 
 The NR cell group is derived from the real EN-DC secondary cell group in
 testdata/mobileinsight.txt (vector nr_rrc_reconfiguration_scg), with its
@@ -175,6 +176,61 @@ def lte_reestablishment(cause):
     }))})
 
 
+def digits(s):
+    return [int(c) for c in s]
+
+
+def plmn_identity(mcc, mnc):
+    """A PLMN-Identity; mcc None leaves it out (the previous one's)."""
+    ident = {"mnc": digits(mnc)}
+    if mcc is not None:
+        ident["mcc"] = digits(mcc)
+    return ident
+
+
+def lte_sib1(plmns):
+    """An LTE SystemInformationBlockType1 (BCCH-DL-SCH) listing the PLMNs
+    (mcc, mnc) in order, with only the mandatory fields otherwise."""
+    return encode(LTE.BCCH_DL_SCH_Message, {"message": ("c1", ("systemInformationBlockType1", {
+        "cellAccessRelatedInfo": {
+            "plmn-IdentityList": [{"plmn-Identity": plmn_identity(mcc, mnc), "cellReservedForOperatorUse": "notReserved"}
+                                  for mcc, mnc in plmns],
+            "trackingAreaCode": (0x1234, 16), "cellIdentity": (0xABCDE01, 28),
+            "cellBarred": "notBarred", "intraFreqReselection": "allowed", "csg-Indication": False,
+        },
+        "cellSelectionInfo": {"q-RxLevMin": -64},
+        "freqBandIndicator": 3,
+        "schedulingInfoList": [{"si-Periodicity": "rf16", "sib-MappingInfo": []}],
+        "si-WindowLength": "ms20",
+        "systemInfoValueTag": 1,
+    }))})
+
+
+def lte_setup_complete(selected):
+    return encode(LTE.UL_DCCH_Message, {"message": ("c1", ("rrcConnectionSetupComplete", {
+        "rrc-TransactionIdentifier": 0,
+        "criticalExtensions": ("c1", ("rrcConnectionSetupComplete-r8", {
+            "selectedPLMN-Identity": selected, "dedicatedInfoNAS": b"\x07\x41"})),
+    }))})
+
+
+def nr_sib1(entries):
+    """An NR SIB1 (BCCH-DL-SCH) whose plmn-IdentityInfoList holds one entry
+    per list of PLMNs (mcc, mnc) in entries."""
+    return encode(NR.BCCH_DL_SCH_Message, {"message": ("c1", ("systemInformationBlockType1", {
+        "cellAccessRelatedInfo": {"plmn-IdentityInfoList": [{
+            "plmn-IdentityList": [plmn_identity(mcc, mnc) for mcc, mnc in plmns],
+            "cellIdentity": (0x123456789, 36), "cellReservedForOperatorUse": "notReserved"} for plmns in entries]},
+    }))})
+
+
+def nr_setup_complete(selected):
+    return encode(NR.UL_DCCH_Message, {"message": ("c1", ("rrcSetupComplete", {
+        "rrc-TransactionIdentifier": 0,
+        "criticalExtensions": ("rrcSetupComplete", {"selectedPLMN-Identity": selected, "dedicatedNAS-Message": b"\x7e\x00"}),
+    }))})
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: make_vectors.py TESTDATA_DIR")
@@ -194,6 +250,11 @@ def main():
     for cause, tag in (("otherFailure", "rlf"), ("handoverFailure", "hof"), ("reconfigurationFailure", "reconf")):
         print("nr_reestablishment_%s nr ul_ccch %s" % (tag, nr_reestablishment(cause)))
         print("lte_reestablishment_%s lte ul_ccch %s" % (tag, lte_reestablishment(cause)))
+    print("lte_sib1_shared lte bcch_dl_sch " + lte_sib1([("460", "00"), (None, "01"), ("001", "001")]))
+    print("lte_sib1_no_mcc lte bcch_dl_sch " + lte_sib1([(None, "01")]))
+    print("lte_setup_complete_plmn2 lte ul_dcch " + lte_setup_complete(2))
+    print("nr_sib1_shared nr bcch_dl_sch " + nr_sib1([[("228", "01")], [(None, "02"), ("310", "410")]]))
+    print("nr_setup_complete_plmn3 nr ul_dcch " + nr_setup_complete(3))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 """Reference decoder for the differential test of pkg/diag/rrc.
 
 Reads one RRC PDU per line on stdin: "<rat> <channel> <hex>" with rat
-lte|nr and channel dl_dcch|ul_dcch|ul_ccch|rrc_reconfiguration|
+lte|nr and channel dl_dcch|ul_dcch|ul_ccch|bcch_dl_sch|rrc_reconfiguration|
 rrc_reconfiguration_complete. Decodes it with pycrate (an independent UPER
 implementation) and writes one JSON object per line: {"summary": {...}}
 with the same fields, names and omissions as rrc.Summary, or
@@ -21,9 +21,11 @@ ROOTS = {
     ("lte", "dl_dcch"): LTE.DL_DCCH_Message,
     ("lte", "ul_dcch"): LTE.UL_DCCH_Message,
     ("lte", "ul_ccch"): LTE.UL_CCCH_Message,
+    ("lte", "bcch_dl_sch"): LTE.BCCH_DL_SCH_Message,
     ("nr", "dl_dcch"): NR.DL_DCCH_Message,
     ("nr", "ul_dcch"): NR.UL_DCCH_Message,
     ("nr", "ul_ccch"): NR.UL_CCCH_Message,
+    ("nr", "bcch_dl_sch"): NR.BCCH_DL_SCH_Message,
     ("nr", "rrc_reconfiguration"): NR.RRCReconfiguration,
     ("nr", "rrc_reconfiguration_complete"): NR.RRCReconfigurationComplete,
 }
@@ -302,6 +304,20 @@ def message_body(msg):
     return name or "", body
 
 
+def plmn_list(ids):
+    """MCC-MNC of each PLMN-Identity, an absent mcc being the previous
+    one's; None when one of them is not a PLMN identity."""
+    out, mcc = [], None
+    for ident in ids:
+        if ident.get("mcc") is not None:
+            mcc = list(ident["mcc"])
+        mnc = list(ident["mnc"])
+        if mcc is None or len(mcc) != 3 or not 2 <= len(mnc) <= 3:
+            return None
+        out.append("".join(map(str, mcc)) + "-" + "".join(map(str, mnc)))
+    return out or None
+
+
 def summarize(rat, channel, pdu):
     msg = decode(ROOTS[(rat, channel)], pdu)
     if channel == "rrc_reconfiguration":
@@ -339,6 +355,24 @@ def summarize(rat, channel, pdu):
         out["report"] = report(path(body, "criticalExtensions", "measurementReport", "measResults"), rat)
     elif rat == "nr" and name == "rrcReestablishmentRequest":
         out["reestablishment_cause"] = path(body, "rrcReestablishmentRequest", "reestablishmentCause")
+    elif rat == "lte" and name == "systemInformationBlockType1":
+        infos = path(body, "cellAccessRelatedInfo", "plmn-IdentityList") or []
+        plmns = plmn_list([info["plmn-Identity"] for info in infos])
+        if plmns:
+            out["plmns"] = plmns
+    elif rat == "nr" and name == "systemInformationBlockType1":
+        infos = path(body, "cellAccessRelatedInfo", "plmn-IdentityInfoList") or []
+        plmns = plmn_list([ident for info in infos for ident in info["plmn-IdentityList"]])
+        if plmns:
+            out["plmns"] = plmns
+    elif rat == "lte" and name == "rrcConnectionSetupComplete":
+        selected = path(body, "criticalExtensions", "c1", "rrcConnectionSetupComplete-r8", "selectedPLMN-Identity")
+        if selected:
+            out["selected_plmn"] = selected
+    elif rat == "nr" and name == "rrcSetupComplete":
+        selected = path(body, "criticalExtensions", "rrcSetupComplete", "selectedPLMN-Identity")
+        if selected:
+            out["selected_plmn"] = selected
     return out
 
 

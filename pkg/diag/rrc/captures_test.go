@@ -3,12 +3,15 @@ package rrc
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/m2ho/m2ho/internal/shareddata"
@@ -60,7 +63,7 @@ func realCaptures(t testing.TB) []capture {
 
 func decodedChannel(ch diag.RRCChannel) bool {
 	switch ch {
-	case diag.ChannelDLDCCH, diag.ChannelULDCCH, diag.ChannelULCCCH,
+	case diag.ChannelDLDCCH, diag.ChannelULDCCH, diag.ChannelULCCCH, diag.ChannelBCCHDLSCH,
 		diag.ChannelRRCReconfiguration, diag.ChannelRRCReconfigurationComplete:
 		return true
 	}
@@ -115,4 +118,52 @@ func readGSMTAP(t testing.TB, path string) []diag.RRCMessage {
 	})
 	require.NoError(t, err)
 	return out
+}
+
+// TestNetworkOfRealCaptures decodes the shared captures and checks the
+// networks their connection setups select against what is known of
+// them: the Xiaomi logs name theirs in the file name (_46000: MCC 460,
+// MNC 00), the others are known from their sources (SOURCES.md) and
+// their SIB1s. Each subscription of a dual-SIM log has its own decoder,
+// and every network any of them names must be the expected one.
+func TestNetworkOfRealCaptures(t *testing.T) {
+	if _, err := shareddata.Locate(""); err != nil {
+		t.Skip(err, "- the networks of the shared captures are not checked")
+	}
+	want := map[string][]string{
+		// Two recordings of the log, in the US, with two SIMs.
+		"mobility_sample.mi2log":                   {"310-260", "310-410"},
+		"qcsuper_xperia_2g3g4g.pcap":               {"208-10"},
+		"tram_ride_lte_nr.pcapng":                  {"228-01"},
+		"tmobile.mi2log":                           nil, // no connection setup logged
+		"20201115_181637_Xiaomi-Mi10_46000.mi2log": nil, // NR only, no setup
+		"20201115_181751_Xiaomi-Mi10_46000.mi2log": nil,
+		"20201115_181843_Xiaomi-Mi10_46000.mi2log": nil,
+	}
+	for _, c := range realCaptures(t) {
+		t.Run(c.name, func(t *testing.T) {
+			expected, known := want[c.name]
+			if !known {
+				require.True(t, strings.HasSuffix(c.name, "_46000.mi2log"), "no expected network for %s", c.name)
+				expected = []string{"460-00"}
+			}
+			decoders := map[uint8]*Decoder{}
+			var networks []string
+			for _, msg := range c.messages {
+				d, ok := decoders[msg.Subscription]
+				if !ok {
+					d = NewDecoder(slog.New(slog.DiscardHandler))
+					decoders[msg.Subscription] = d
+				}
+				events, _ := d.Decode(msg) // errors are counted elsewhere
+				for _, ev := range events {
+					if ev.Type == diag.TypeNetwork {
+						networks = append(networks, ev.PLMN)
+					}
+				}
+			}
+			t.Logf("networks: %v", networks)
+			assert.Equal(t, expected, slices.Compact(networks))
+		})
+	}
 }

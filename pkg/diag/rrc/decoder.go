@@ -151,6 +151,11 @@ type ratState struct {
 	// awaitingComplete: a reconfiguration the network sent still awaits
 	// its complete, which is then no conditional handover's.
 	awaitingComplete bool
+	// plmns are the networks of the last SIB1 of the RAT, which a
+	// connection setup complete selects from, and plmnsCell its cell
+	// (zero when the transport named none).
+	plmns     []string
+	plmnsCell diag.Cell
 }
 
 // observeServing updates the serving cell from the cell msg was exchanged
@@ -208,6 +213,14 @@ func (st *ratState) followConnection(msg diag.RRCMessage, message string) {
 	}
 }
 
+// observeUnnamed follows a message of a channel that carries nothing
+// else m2ho uses, from a transport that names no PCI: its carrier, and
+// its channel's word on the connection.
+func (st *ratState) observeUnnamed(msg diag.RRCMessage) {
+	st.observeServing(msg)
+	st.followConnection(msg, "")
+}
+
 // servingCell is the serving cell as events name it: zero (unknown) while
 // its PCI is unknown.
 func (st *ratState) servingCell() diag.Cell {
@@ -232,6 +245,8 @@ type Decoder struct {
 	lastSCGReconfigAt time.Time
 	// reportSeen is told of every measurement report (ObserveReports).
 	reportSeen func(ReportSeen)
+	// network is the PLMN the UE registered with (Network).
+	network string
 }
 
 // ReportSeen is one measurement report as the decoder resolved it,
@@ -305,12 +320,16 @@ var _ diag.RRCDecoder = (*Decoder)(nil)
 
 // Decode decodes one RRC PDU, updates the connection state and returns
 // the events it implies (often none). PDUs of channels that carry nothing
-// m2ho uses (broadcast, paging, connection setup) are ignored. Errors are
+// m2ho uses (master information, paging, connection setup) are ignored;
+// of the system information, only the networks of SIB1. Errors are
 // *diag.ParseError values (ReasonMalformed, ReasonUnresolvedMeasID); a
 // PDU that does not decode leaves the state unchanged.
 func (d *Decoder) Decode(msg diag.RRCMessage) ([]diag.Event, error) {
 	if _, ok := d.state[msg.RAT]; !ok {
 		return nil, &diag.ParseError{Reason: ReasonMalformed, Err: fmt.Errorf("rrc: unknown RAT %q", msg.RAT)}
+	}
+	if msg.Channel == diag.ChannelBCCHDLSCH {
+		return d.systemInformation(msg)
 	}
 	s, err := Summarize(msg.RAT, msg.Channel, msg.PDU)
 	switch {
@@ -318,9 +337,7 @@ func (d *Decoder) Decode(msg diag.RRCMessage) ([]diag.Event, error) {
 		if msg.PCIUnknown {
 			// Paging and connection setup say the serving cell may have
 			// changed, when no PCI does.
-			st := d.state[msg.RAT]
-			st.observeServing(msg)
-			st.followConnection(msg, "")
+			d.state[msg.RAT].observeUnnamed(msg)
 		}
 		return nil, nil
 	case err != nil:
@@ -331,6 +348,68 @@ func (d *Decoder) Decode(msg diag.RRCMessage) ([]diag.Event, error) {
 		return nil, &diag.ParseError{Reason: ReasonUnresolvedMeasID, Err: err}
 	}
 	return events, nil
+}
+
+// Network returns the PLMN the UE registered with at its last connection
+// setup, "MCC-MNC"; "" until one was seen.
+func (d *Decoder) Network() string { return d.network }
+
+// systemInformation keeps the networks of a SIB1 for the connection
+// setup that selects among them. A SIB1 alone does not say the UE is in
+// its network: a UE searching for networks reads the SIB1 of every
+// operator's cells it finds (the shared captures hold such searches,
+// four operators within seconds), and a cell shared by several
+// operators lists each.
+func (d *Decoder) systemInformation(msg diag.RRCMessage) ([]diag.Event, error) {
+	st := d.state[msg.RAT]
+	if msg.PCIUnknown {
+		// Like paging, system information says the serving cell may
+		// have changed.
+		st.observeUnnamed(msg)
+	}
+	s, err := Summarize(msg.RAT, msg.Channel, msg.PDU)
+	if err != nil {
+		return nil, &diag.ParseError{Reason: ReasonMalformed, Err: err}
+	}
+	if len(s.PLMNs) > 0 {
+		st.plmns, st.plmnsCell = s.PLMNs, namedCell(msg)
+	}
+	return nil, nil
+}
+
+// namedCell is the cell the transport says msg was exchanged with, zero
+// when it names none.
+func namedCell(msg diag.RRCMessage) diag.Cell {
+	if msg.PCIUnknown || (msg.PCI == 0 && msg.ARFCN == 0) {
+		return diag.Cell{}
+	}
+	return diag.Cell{RAT: msg.RAT, PCI: msg.PCI, ARFCN: msg.ARFCN}.Normalized()
+}
+
+// selectedNetwork takes the network a connection setup complete
+// registers with: its selectedPLMN-Identity indexes the networks of the
+// SIB1 of the cell it connects in (TS 36.331 and 38.331 5.3.3.4), the
+// last one read. An index beyond them, or a SIB1 of another cell (the
+// log missed the one of this cell), says nothing.
+func (d *Decoder) selectedNetwork(msg diag.RRCMessage, st *ratState, index int) []diag.Event {
+	if index < 1 || index > len(st.plmns) {
+		return nil
+	}
+	cell := namedCell(msg)
+	if !cell.IsZero() && !st.plmnsCell.IsZero() && cell.Key() != st.plmnsCell.Key() {
+		return nil
+	}
+	return d.setNetwork(msg.Time, st.plmns[index-1], st.servingCell())
+}
+
+// setNetwork returns a network event when plmn is not the network the
+// UE was in.
+func (d *Decoder) setNetwork(at time.Time, plmn string, cell diag.Cell) []diag.Event {
+	if plmn == d.network {
+		return nil
+	}
+	d.network = plmn
+	return []diag.Event{{Type: diag.TypeNetwork, Time: at, PLMN: plmn, Cell: cell}}
 }
 
 // handle applies one summarised message to the connection state.
@@ -350,6 +429,8 @@ func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) 
 			serving = d.state[diag.RATNR].servingCell()
 		}
 		return d.measReport(msg.Time, diag.RATNR, serving, s.NestedNR.Report)
+	case s.SelectedPLMN != 0:
+		return d.selectedNetwork(msg, st, s.SelectedPLMN), nil
 	case s.ReestablishmentCause != "":
 		// Re-establishment abandons pending handovers and, on LTE, the
 		// EN-DC secondary cell group (TS 36.331 5.3.7.2); the stored

@@ -454,7 +454,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"PDU over the maximum size", diag.RRCMessage{RAT: diag.RATNR, Channel: diag.ChannelULDCCH, PDU: make([]byte, MaxPDULen+1)}, ReasonMalformed},
 		{"unknown RAT", diag.RRCMessage{RAT: "umts", Channel: diag.ChannelDLDCCH, PDU: []byte{0}}, ReasonMalformed},
 		{"unconfigured measId", vectorByName(t, "lte_mr_a3"), ReasonUnresolvedMeasID},
-		{"broadcast channel is ignored", diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelBCCHDLSCH, PDU: []byte{0}}, ""},
+		{"truncated system information", diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelBCCHDLSCH, PDU: []byte{0}}, ReasonMalformed},
+		{"master information is ignored", diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelBCCHBCH, PDU: []byte{0}}, ""},
 		{"LTE has no bare RRCReconfiguration", diag.RRCMessage{RAT: diag.RATLTE, Channel: diag.ChannelRRCReconfiguration, PDU: []byte{0}}, ""},
 	}
 	for _, tt := range tests {
@@ -531,4 +532,75 @@ func TestDecoderObservesEveryReport(t *testing.T) {
 		{Time: t0.Add(3 * time.Millisecond), RAT: diag.RATLTE, MeasID: 9},
 		{Time: t0.Add(4 * time.Millisecond), RAT: diag.RATNR, MeasID: 4},
 	}, seen, "resolved, periodical, unresolved, and an EN-DC NR report")
+}
+
+// TestDecodeNetwork checks which network the decoder says the UE is in:
+// the one a connection setup selects among the PLMNs of the SIB1 of its
+// cell, never a SIB1 alone.
+func TestDecodeNetwork(t *testing.T) {
+	lte := func(vector string, pci uint16) diag.RRCMessage {
+		msg := vectorByName(t, vector)
+		msg.PCI, msg.ARFCN = pci, 1300
+		return msg
+	}
+	nr := func(vector string) diag.RRCMessage {
+		msg := vectorByName(t, vector)
+		msg.PCI, msg.ARFCN = 433, 640704
+		return msg
+	}
+	gsmtap := func(vector string) diag.RRCMessage {
+		msg := vectorByName(t, vector)
+		msg.PCIUnknown, msg.ARFCN = true, 1300
+		return msg
+	}
+	network := func(plmn string, cell diag.Cell) []diag.Event {
+		return []diag.Event{{Type: diag.TypeNetwork, PLMN: plmn, Cell: cell}}
+	}
+	tests := []struct {
+		name string
+		msgs []diag.RRCMessage
+		// want are the events of the last message.
+		want []diag.Event
+		// network is what Network says after the last.
+		network string
+	}{
+		{name: "a SIB1 alone says nothing", msgs: []diag.RRCMessage{lte("lte_sib1_shared", 10)}},
+		{name: "the setup selects the second, whose mcc is the first's",
+			msgs: []diag.RRCMessage{lte("lte_sib1_shared", 10), lte("lte_setup_complete_plmn2", 10)},
+			want: network("460-01", lteCell(10, 1300)), network: "460-01"},
+		{name: "the same network again is no event",
+			msgs:    []diag.RRCMessage{lte("lte_sib1_shared", 10), lte("lte_setup_complete_plmn2", 10), lte("lte_sib1_shared", 10), lte("lte_setup_complete_plmn2", 10)},
+			network: "460-01"},
+		{name: "a setup without a SIB1 says nothing", msgs: []diag.RRCMessage{lte("lte_setup_complete_plmn2", 10)}},
+		{name: "a setup in another cell than the SIB1's says nothing",
+			msgs: []diag.RRCMessage{lte("lte_sib1_shared", 10), lte("lte_setup_complete_plmn2", 11)}},
+		{name: "a SIB1 whose first identity has no mcc is left out",
+			msgs: []diag.RRCMessage{lte("lte_sib1_shared", 10), lte("lte_sib1_no_mcc", 10), lte("lte_setup_complete_plmn2", 10)},
+			want: network("460-01", lteCell(10, 1300)), network: "460-01"},
+		{name: "NR selects among the PLMNs of NR's SIB1, not LTE's",
+			msgs: []diag.RRCMessage{lte("lte_sib1_shared", 10), nr("nr_setup_complete_plmn3")}},
+		{name: "GSMTAP names no cell",
+			msgs: []diag.RRCMessage{gsmtap("lte_sib1_shared"), gsmtap("lte_setup_complete_plmn2")},
+			want: network("460-01", diag.Cell{}), network: "460-01"},
+		{name: "NR counts the identities across the entries",
+			msgs: []diag.RRCMessage{nr("nr_sib1_shared"), nr("nr_setup_complete_plmn3")},
+			want: network("310-410", nrCell(433, 640704)), network: "310-410"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := NewDecoder(nil)
+			var events []diag.Event
+			for i, msg := range tt.msgs {
+				msg.Time = t0.Add(time.Duration(i) * time.Second)
+				var err error
+				events, err = d.Decode(msg)
+				require.NoError(t, err)
+			}
+			for i := range tt.want {
+				tt.want[i].Time = t0.Add(time.Duration(len(tt.msgs)-1) * time.Second)
+			}
+			assert.Equal(t, tt.want, events)
+			assert.Equal(t, tt.network, d.Network())
+		})
+	}
 }

@@ -22,6 +22,9 @@ var (
 // rootTypes are the top-level types m2ho decodes, per RAT.
 type rootTypes struct {
 	dlDCCH, ulDCCH, ulCCCH *uper.Type
+	// bcchDLSCH is the system information, read for the networks a cell
+	// belongs to (SIB1).
+	bcchDLSCH *uper.Type
 	// reconfiguration is the bare (NR)RRC(Connection)Reconfiguration of
 	// EN-DC containers and conditional configurations.
 	reconfiguration *uper.Type
@@ -54,7 +57,8 @@ func loadRoots(data []byte, nr bool) (*rootTypes, error) {
 		}
 		return t
 	}
-	r := &rootTypes{dlDCCH: root("DL-DCCH-Message"), ulDCCH: root("UL-DCCH-Message"), ulCCCH: root("UL-CCCH-Message")}
+	r := &rootTypes{dlDCCH: root("DL-DCCH-Message"), ulDCCH: root("UL-DCCH-Message"), ulCCCH: root("UL-CCCH-Message"),
+		bcchDLSCH: root("BCCH-DL-SCH-Message")}
 	if !nr {
 		r.reconfiguration = root("RRCConnectionReconfiguration")
 	}
@@ -70,7 +74,8 @@ func loadRoots(data []byte, nr bool) (*rootTypes, error) {
 }
 
 // ErrUnsupportedChannel means the channel carries no message m2ho uses
-// (broadcast, paging, connection setup); such PDUs are not decoded.
+// (master information, paging, connection setup); such PDUs are not
+// decoded.
 var ErrUnsupportedChannel = errors.New("rrc: channel not decoded")
 
 // MaxPDULen is the largest RRC PDU decoded: the maximum PDCP SDU of NR
@@ -106,6 +111,8 @@ func Summarize(rat diag.RAT, channel diag.RRCChannel, pdu []byte) (Summary, erro
 		root = roots.ulDCCH
 	case diag.ChannelULCCCH:
 		root = roots.ulCCCH
+	case diag.ChannelBCCHDLSCH:
+		root = roots.bcchDLSCH
 	case diag.ChannelRRCReconfiguration:
 		root = roots.reconfiguration
 	case diag.ChannelRRCReconfigurationComplete:
@@ -195,8 +202,37 @@ func summarizeLTE(roots *rootTypes, s *Summary, body *uper.Value) error {
 		}
 	case "rrcConnectionReestablishmentRequest":
 		s.ReestablishmentCause = body.Path("criticalExtensions", "rrcConnectionReestablishmentRequest-r8", "reestablishmentCause").Enumerant()
+	case "systemInformationBlockType1":
+		var ids []uper.Value
+		for _, info := range body.Path("cellAccessRelatedInfo", "plmn-IdentityList").Items() {
+			ids = append(ids, *info.Field("plmn-Identity"))
+		}
+		s.PLMNs = plmnList(ids)
+	case "rrcConnectionSetupComplete":
+		s.SelectedPLMN = int(body.Path("criticalExtensions", "c1", "rrcConnectionSetupComplete-r8", "selectedPLMN-Identity").Integer())
 	}
 	return nil
+}
+
+// plmnList formats the PLMN identities of a SIB1 in their order. An
+// identity without its mcc has the one before it (TS 36.331 and 38.331
+// 6.3.4, PLMN-Identity). A list in which one identity is not a PLMN (the
+// first without an mcc) is left out whole: the UE's selectedPLMN-Identity
+// indexes it, so a list with a gap would resolve to the wrong network.
+func plmnList(ids []uper.Value) []string {
+	var out []string
+	var mcc []int
+	for i := range ids {
+		if m := ids[i].Field("mcc"); m.Present() {
+			mcc = intItems(m)
+		}
+		p := diag.FormatPLMN(mcc, intItems(ids[i].Field("mnc")))
+		if p == "" {
+			return nil
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // lteENDC finds nr-Config-r15 at the end of the non-critical extension
@@ -239,6 +275,17 @@ func summarizeNR(roots *rootTypes, s *Summary, body *uper.Value) error {
 		}
 	case "rrcReestablishmentRequest":
 		s.ReestablishmentCause = body.Path("rrcReestablishmentRequest", "reestablishmentCause").Enumerant()
+	case "systemInformationBlockType1":
+		// The identities of every entry in turn: selectedPLMN-Identity
+		// counts them across the entries (TS 38.331 6.2.2,
+		// RRCSetupComplete).
+		var ids []uper.Value
+		for _, info := range body.Path("cellAccessRelatedInfo", "plmn-IdentityInfoList").Items() {
+			ids = append(ids, info.Field("plmn-IdentityList").Items()...)
+		}
+		s.PLMNs = plmnList(ids)
+	case "rrcSetupComplete":
+		s.SelectedPLMN = int(body.Path("criticalExtensions", "rrcSetupComplete", "selectedPLMN-Identity").Integer())
 	case "rrcResume":
 		// The resumed connection's measurement configuration (TS 38.331
 		// 5.3.13.4).

@@ -24,6 +24,7 @@ var oracleChannels = map[diag.RRCChannel]string{
 	diag.ChannelDLDCCH:                     "dl_dcch",
 	diag.ChannelULDCCH:                     "ul_dcch",
 	diag.ChannelULCCCH:                     "ul_ccch",
+	diag.ChannelBCCHDLSCH:                  "bcch_dl_sch",
 	diag.ChannelRRCReconfiguration:         "rrc_reconfiguration",
 	diag.ChannelRRCReconfigurationComplete: "rrc_reconfiguration_complete",
 }

@@ -116,8 +116,12 @@ func (s *Subscriptions) Decode(msg diag.RRCMessage) ([]diag.Event, error) {
 	sub.messages++
 	s.reports = s.reports[:0]
 	events, err := sub.decoder.Decode(msg)
-	if s.auto && isDedicated(msg.Channel) {
-		s.noteDedicated(msg.Subscription, sub, msg.Time)
+	if s.auto && isDedicated(msg.Channel) && s.noteDedicated(msg.Subscription, sub, msg.Time) {
+		// The network event of the subscription now followed went by
+		// while it was not.
+		if n := sub.decoder.Network(); n != "" && !slices.ContainsFunc(events, func(ev diag.Event) bool { return ev.Type == diag.TypeNetwork }) {
+			events = append([]diag.Event{{Type: diag.TypeNetwork, Time: msg.Time, PLMN: n}}, events...)
+		}
 	}
 	if msg.Subscription != s.followed {
 		sub.droppedEvents += uint64(len(events))
@@ -150,12 +154,13 @@ func isDedicated(ch diag.RRCChannel) bool {
 }
 
 // noteDedicated records a dedicated message of sub at t and switches to sub
-// when it carries the data rather than the one followed.
-func (s *Subscriptions) noteDedicated(index uint8, sub *subscription, t time.Time) {
+// when it carries the data rather than the one followed; it reports
+// whether it switched.
+func (s *Subscriptions) noteDedicated(index uint8, sub *subscription, t time.Time) bool {
 	sub.dedicated = append(sub.dedicated, t)
 	mine := sub.recentDedicated(t)
 	if index == s.followed {
-		return
+		return false
 	}
 	theirs := 0
 	if followed, ok := s.subs[s.followed]; ok {
@@ -165,7 +170,9 @@ func (s *Subscriptions) noteDedicated(index uint8, sub *subscription, t time.Tim
 		s.logger.Info("rrc: following the subscription that carries the data", "subscription", index, "was", s.followed,
 			"dedicated_messages", mine, "of_followed", theirs, "window", dataWindow)
 		s.followed = index
+		return true
 	}
+	return false
 }
 
 // recentDedicated forgets the dedicated messages older than dataWindow

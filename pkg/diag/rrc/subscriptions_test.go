@@ -218,3 +218,28 @@ func TestSubscriptionsObserveFollowedReports(t *testing.T) {
 		})
 	}
 }
+
+// TestSubscriptionsNetworkOfTheFollowed: the network of a subscription
+// set up while another was followed is told when it becomes the one
+// followed, and only then.
+func TestSubscriptionsNetworkOfTheFollowed(t *testing.T) {
+	s := NewSubscriptions(slog.New(slog.DiscardHandler), FollowAuto)
+	at := time.Duration(0)
+	decode := func(vector string, sub uint8) []diag.Event {
+		at += 100 * time.Millisecond
+		events, err := s.Decode(onSubscription(t, vector, sub, at))
+		require.NoError(t, err)
+		return events
+	}
+	decode("lte_sib1_shared", 1)
+	assert.Empty(t, decode("lte_setup_complete_plmn2", 1), "subscription 1 is not followed")
+	for range 8 {
+		assert.Empty(t, decode("lte_reconf_complete", 1))
+	}
+	events := decode("lte_reconf_complete", 1)
+	assert.Equal(t, uint8(1), s.Status().Followed)
+	require.Len(t, events, 1)
+	assert.Equal(t, diag.TypeNetwork, events[0].Type)
+	assert.Equal(t, "460-01", events[0].PLMN)
+	assert.Empty(t, decode("lte_reconf_complete", 1), "told once")
+}

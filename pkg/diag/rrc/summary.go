@@ -34,6 +34,14 @@ type Summary struct {
 	// Conditional is the conditionalReconfiguration-r16 of a
 	// reconfiguration (Rel-16 conditional handover).
 	Conditional *CondReconfig `json:"conditional,omitempty"`
+	// PLMNs are the networks a SystemInformationBlockType1 says its
+	// cell belongs to, "MCC-MNC" in the order listed (the first is the
+	// primary one); none when one of them is not a PLMN identity.
+	PLMNs []string `json:"plmns,omitempty"`
+	// SelectedPLMN is the selectedPLMN-Identity of a connection setup
+	// complete: which of the PLMNs of the cell's SIB1, from 1, the UE
+	// registers with.
+	SelectedPLMN int `json:"selected_plmn,omitempty"`
 }
 
 // CondReconfig is a ConditionalReconfiguration-r16 (TS 38.331 6.3.2,
