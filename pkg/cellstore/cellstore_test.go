@@ -537,6 +537,7 @@ func TestCellsSurviveARestartPerNetwork(t *testing.T) {
 	})
 	bytes, source := lookup(t, s, "460-00")
 	assert.Equal(t, estimator.SourceDefault, source, "the record of no network is not the network's")
+	assert.Equal(t, estimator.DefaultConfig().DefaultBufferBytes, bytes)
 	measure(t, s, "460-00", 300000)
 	measure(t, s, "310-260", 700000)
 	require.NoError(t, s.Close())
