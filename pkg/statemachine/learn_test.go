@@ -377,12 +377,7 @@ func TestLeadsSurviveARestart(t *testing.T) {
 	} {
 		h := newHarness(t, DefaultConfig())
 		require.NoError(t, h.m.UseLearntStore(&memoryLearntStore{loadedLeads: tt.leads}, "001-01"), tt.name)
-		assert.InDelta(t, tt.wantWindow, sub6PredictionWindow(t, h.m), 0.001, tt.name)
-		serve(0, lteA, diag.Cell{})(h)
-		meas(1000, diag.EventA3, lteA, lteB)(h)
-		cmd(1350, diag.HOPCell, lteA, lteB)(h)
-		require.NotEmpty(t, h.obs.predictions, tt.name)
-		assert.Equal(t, tt.want, h.obs.predictions[0], tt.name)
+		assertFirstPrediction(t, h, tt.name, tt.wantWindow, 1350, tt.want)
 	}
 }
 
@@ -418,13 +413,21 @@ func TestT2SurvivesARestart(t *testing.T) {
 	} {
 		h := newHarness(t, cfg)
 		require.NoError(t, h.m.UseLearntStore(&memoryLearntStore{loadedT2: tt.t2}, tt.network), tt.name)
-		assert.InDelta(t, tt.wantWindow, sub6PredictionWindow(t, h.m), 0.001, tt.name)
-		serve(0, lteA, diag.Cell{})(h)
-		meas(1000, diag.EventA3, lteA, lteB)(h)
-		cmd(1400, diag.HOPCell, lteA, lteB)(h)
-		require.NotEmpty(t, h.obs.predictions, tt.name)
-		assert.Equal(t, tt.want, h.obs.predictions[0], tt.name)
+		assertFirstPrediction(t, h, tt.name, tt.wantWindow, 1400, tt.want)
 	}
+}
+
+// assertFirstPrediction checks a machine's sub-6 prediction window (ms),
+// then predicts a handover from lteA to lteB at 1000, commanded at
+// commandMs, and checks the prediction's outcome.
+func assertFirstPrediction(t *testing.T, h *harness, name string, wantWindow float64, commandMs int, want string) {
+	t.Helper()
+	assert.InDelta(t, wantWindow, sub6PredictionWindow(t, h.m), 0.001, name)
+	serve(0, lteA, diag.Cell{})(h)
+	meas(1000, diag.EventA3, lteA, lteB)(h)
+	cmd(commandMs, diag.HOPCell, lteA, lteB)(h)
+	require.NotEmpty(t, h.obs.predictions, name)
+	assert.Equal(t, want, h.obs.predictions[0], name)
 }
 
 func TestRestoreT2(t *testing.T) {

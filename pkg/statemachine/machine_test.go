@@ -1630,36 +1630,8 @@ func TestRamp(t *testing.T) {
 				assert.Zero(t, h.act.clampBytes)
 			},
 		},
-		{
-			name:  "from mmWave down to sub-6 the target is expected to carry its buffer only",
-			setup: func(h *harness) { serve(-2000, lteA, mmA)(h); queuedLink(h) },
-			steps: []step{
-				serve(-200, lteA, mmA), meas(-200, diag.EventA2, mmA, diag.Cell{}),
-				cmd(50, diag.HOSCGRelease, mmA, diag.Cell{}), released(100),
-			},
-			state: Stable, transitions: []string{predicted, executed, releasedFlows},
-			predictions: []string{OutcomeConfirmed},
-			handovers:   []string{"mmwave_sub6"},
-			check: func(t *testing.T, h *harness) {
-				require.NotNil(t, h.m.ramp)
-				assert.Equal(t, uint32(lteABuffer), h.act.clampBytes)
-			},
-		},
-		{
-			name:  "from mmWave down to sub-6 a late clamp stays: the target is expected to carry its buffer only",
-			setup: func(h *harness) { serve(-2000, lteA, mmA)(h); queuedLink(h) },
-			steps: []step{
-				serve(0, lteA, mmA), meas(10, diag.EventA2, mmA, diag.Cell{}),
-				cmd(50, diag.HOSCGRelease, mmA, diag.Cell{}), released(100),
-			},
-			state: Stable, transitions: []string{predicted, executed, releasedFlows},
-			predictions: []string{OutcomeConfirmed},
-			handovers:   []string{"mmwave_sub6"},
-			check: func(t *testing.T, h *harness) {
-				require.NotNil(t, h.m.ramp)
-				assert.Equal(t, uint32(lteABuffer), h.act.clampBytes)
-			},
-		},
+		mmWaveDownToSub6Case("from mmWave down to sub-6 the target is expected to carry its buffer only", -200),
+		mmWaveDownToSub6Case("from mmWave down to sub-6 a late clamp stays: the target is expected to carry its buffer only", 10),
 		{
 			name:  "a mmWave target gets no ramp",
 			setup: func(h *harness) { serve(-2000, lteA, mmA)(h); queuedLink(h) },
@@ -1760,6 +1732,28 @@ func handoverPredictedEarly() []step {
 		meas(-140, diag.EventA3, lteA, lteB),
 		cmd(100, diag.HOPCell, lteA, lteB),
 		done(130, lteB),
+	}
+}
+
+// mmWaveDownToSub6Case releases mmA's SCG back to lteA on an A2 at
+// reportMs, executed at the command at 50, after queuedLink's 150 ms RTT:
+// the ramp starts at lteA's buffer estimate, the Preparation clamp early
+// (reportMs -200) or late (10) alike.
+func mmWaveDownToSub6Case(name string, reportMs int) machineCase {
+	return machineCase{
+		name:  name,
+		setup: func(h *harness) { serve(-2000, lteA, mmA)(h); queuedLink(h) },
+		steps: []step{
+			serve(min(reportMs, 0), lteA, mmA), meas(reportMs, diag.EventA2, mmA, diag.Cell{}),
+			cmd(50, diag.HOSCGRelease, mmA, diag.Cell{}), released(100),
+		},
+		state: Stable, transitions: []string{predicted, executed, releasedFlows},
+		predictions: []string{OutcomeConfirmed},
+		handovers:   []string{"mmwave_sub6"},
+		check: func(t *testing.T, h *harness) {
+			require.NotNil(t, h.m.ramp)
+			assert.Equal(t, uint32(lteABuffer), h.act.clampBytes)
+		},
 	}
 }
 
