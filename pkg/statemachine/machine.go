@@ -198,12 +198,6 @@ type postHandoverRamp struct {
 	// slackRounds how many rounds in a row left it slack.
 	lastRound   time.Time
 	slackRounds int
-	// openUntil, when set, ends the opening of a late clamp's ramp (see
-	// newRamp): until then bytes is the source's flight, from then
-	// settled, from settledSource.
-	openUntil     time.Time
-	settled       uint32
-	settledSource string
 }
 
 // prediction is a handover expected from a measurement report, or from
@@ -414,11 +408,8 @@ func (m *Machine) HandleEvent(ev diag.Event) {
 // 10 to 50 ms): timeouts are only as precise as its period.
 func (m *Machine) Tick(now time.Time) {
 	m.advance(now)
-	switch m.state {
-	case Stable:
+	if m.state == Stable {
 		m.applyStablePolicy()
-	case Smoothing:
-		m.settleRamp()
 	}
 	m.refreshPolicy()
 }
@@ -1083,12 +1074,9 @@ func (m *Machine) applyStablePolicy() {
 // the source's flight, which keeps the ACK clock running, up to what the
 // target is expected to carry: above that the flight the ACK clock keeps
 // overflows the target for as long as the first round on it lasts (a
-// mmWave flight of 1 MB into a sub-6 cell lost 1,118 packets). A flight
-// beyond that is let through for one RTT_min of the source from the
-// execution only: the ACKs of the target's first deliveries then clock
-// out about one round of new data behind the flight, enough for
-// duplicate ACKs to report a lost tail, and the ramp settles at its
-// capped start, which from mmWave down to sub-6 is the buffer estimate.
+// mmWave flight of 1 MB into a sub-6 cell lost 1,118 packets). From
+// mmWave down to sub-6, where the target is expected to carry its buffer
+// only, the late clamp therefore stays, and so does the risk of a stall.
 //
 // Otherwise, the senders' window needs no ramp when it fits in what the
 // target is expected to carry: its buffer estimate, plus, unless the
@@ -1134,27 +1122,7 @@ func (m *Machine) newRamp(from, to diag.Cell, kept estimator.Carried, keptKnown 
 	if start > buffer {
 		source = ClampSourceRamp
 	}
-	r := &postHandoverRamp{start: windowBytes(buffer), expected: windowBytes(expected), bytes: windowBytes(start), source: source, executedAt: m.now}
-	if heldBack && clampLate && kept.Flight > start {
-		r.openUntil, r.settled, r.settledSource = m.now.Add(kept.MinRTT), r.bytes, r.source
-		r.bytes, r.source = windowBytes(kept.Flight), ClampSourceRamp
-	}
-	return r
-}
-
-// settleRamp ends the opening of a late clamp's ramp once it is due and
-// holds the settled clamp; it reports whether the opening still lasts.
-func (m *Machine) settleRamp() (opening bool) {
-	r := m.ramp
-	if r == nil || r.openUntil.IsZero() {
-		return false
-	}
-	if m.now.Before(r.openUntil) {
-		return true
-	}
-	r.bytes, r.source, r.openUntil = r.settled, r.settledSource, time.Time{}
-	m.holdClamp(r.bytes, r.source, time.Time{})
-	return false
+	return &postHandoverRamp{start: windowBytes(buffer), expected: windowBytes(expected), bytes: windowBytes(start), source: source, executedAt: m.now}
 }
 
 // newReopening returns the ramp that lifts a Preparation clamp which no
@@ -1196,10 +1164,6 @@ func (m *Machine) stepRamp() bool {
 	if m.est.LossPersists(m.now) {
 		m.ramp = nil
 		return false
-	}
-	if m.settleRamp() {
-		m.holdClamp(r.bytes, r.source, time.Time{})
-		return true
 	}
 	round, ok := m.est.LastRound(m.now)
 	if !ok || !round.End.After(r.executedAt) {
