@@ -44,6 +44,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/m2ho/m2ho/internal/stats"
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/estimator"
 	"github.com/m2ho/m2ho/pkg/statemachine"
@@ -638,7 +639,7 @@ func (c *Client) Lookup(cell diag.Cell) (uint64, bool) {
 		return 0, false
 	}
 	c.hits++
-	return lowerMedian(fresh), true
+	return stats.LowerMedian(fresh), true
 }
 
 // ReportPrior returns the lower median, over the hosts that published
@@ -666,7 +667,7 @@ func (c *Client) ReportPrior(cell diag.CellKey, event diag.MeasEvent, measured d
 	if len(shares) == 0 {
 		return 0, 0, false
 	}
-	return lowerMedian(shares), uint32(min(reports, math.MaxUint32)), true
+	return stats.LowerMedian(shares), uint32(min(reports, math.MaxUint32)), true
 }
 
 // LeadPrior returns the lower median of the report-to-command leads hosts
@@ -688,16 +689,7 @@ func (c *Client) LeadPrior(band diag.Band) (time.Duration, int, bool) {
 	if len(leads) == 0 {
 		return 0, 0, false
 	}
-	return lowerMedian(leads), samples, true
-}
-
-// lowerMedian sorts values, which must not be empty, and returns their
-// lower median: of the peers' answers, one that a peer did give, and
-// that a minority of wrong or malicious peers cannot move past the
-// honest ones'.
-func lowerMedian[T cmp.Ordered](values []T) T {
-	slices.Sort(values)
-	return values[(len(values)-1)/2]
+	return stats.LowerMedian(leads), samples, true
 }
 
 // Publish queues this host's latest record of a cell.

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/m2ho/m2ho/internal/stats"
 	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/pkg/estimator"
 )
@@ -116,8 +117,8 @@ func (m *Machine) interruption() time.Duration {
 	if len(m.interruptions) == 0 {
 		return 0
 	}
-	sorted := slices.Sorted(slices.Values(m.interruptions))
-	return sorted[(len(sorted)-1)/2]
+	// A copy: the kept ones stay oldest first.
+	return stats.LowerMedian(slices.Clone(m.interruptions))
 }
 
 // interruptionHeadroom is C * (RTT_min - T) for a handover from the data
