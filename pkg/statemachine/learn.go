@@ -524,9 +524,6 @@ func (m *Machine) UseNetwork(network string) error {
 	return m.restoreNetwork()
 }
 
-// Network is the mobile network the machine learns for, "" when none.
-func (m *Machine) Network() string { return m.learn.network }
-
 // restoreNetwork replaces what the machine learnt with what its store
 // holds of its network.
 func (m *Machine) restoreNetwork() error {

@@ -485,7 +485,7 @@ func TestUseNetwork(t *testing.T) {
 	serve(0, lteA, diag.Cell{})(h)
 	meas(1000, diag.EventA3, lteA, lteB)(h) // waits for its outcome
 	require.NoError(t, h.m.UseNetwork("460-00"))
-	assert.Equal(t, "460-00", h.m.Network())
+	assert.Equal(t, "460-00", h.m.learn.network)
 	assert.Equal(t, []ReportStats{mine}, h.m.Learnt())
 	assert.InDelta(t, 500, sub6PredictionWindow(t, h.m), 0.001, "2*T2 of the network, above its leads")
 	cmd(1100, diag.HOPCell, lteA, lteB)(h)
@@ -497,7 +497,7 @@ func TestUseNetwork(t *testing.T) {
 
 	bare := newHarness(t, DefaultConfig())
 	require.NoError(t, bare.m.UseNetwork("460-00"))
-	assert.Equal(t, "460-00", bare.m.Network())
+	assert.Equal(t, "460-00", bare.m.learn.network)
 }
 
 func TestRestoreLeads(t *testing.T) {
