@@ -63,6 +63,10 @@ type Handover struct {
 	OverflowDrops int  `json:"overflow_drops"`
 	DropsAfter    int  `json:"drops_after"`
 	ReorderDupAck int  `json:"reorder_dupacks"`
+	// SourceDiscards are the held packets a context release lost at the
+	// source instead of forwarding them (a scenario's discard option);
+	// their duplicate ACKs are losses, not reordering.
+	SourceDiscards int `json:"source_discards"`
 	// TargetCapacityBps is the target cell's mean capacity over the
 	// convergence horizon.
 	TargetCapacityBps float64 `json:"target_capacity_bps"`
@@ -98,6 +102,9 @@ func Analyze(sc *scenario.Scenario, truth *emu.GroundTruth, m *traffic.Measureme
 			Index: ho.Index, Procedure: ho.Procedure, Class: ho.Class, ExecAt: ho.ExecAt,
 			Reordered: ho.Reordered, OverflowDrops: ho.OverflowDrops, DropsAfter: ho.DropsAfter,
 			ReorderDupAck: reorderDups[ho.Index],
+		}
+		if ho.Procedure == emu.ProcedureHandover {
+			h.SourceDiscards = ho.Discarded
 		}
 		from := max(ho.ExecAt-ThroughputWindow, m.Goodput[0].At)
 		to := min(ho.ExecAt+ThroughputWindow, runEnd)

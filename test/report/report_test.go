@@ -107,6 +107,22 @@ func TestAnalyze(t *testing.T) {
 	}
 }
 
+func TestAnalyzeCountsSourceDiscardsOfHandoversOnly(t *testing.T) {
+	for _, tt := range []struct {
+		procedure string
+		want      int
+	}{{emu.ProcedureHandover, 3}, {emu.ProcedureRLF, 0}} {
+		t.Run(tt.procedure, func(t *testing.T) {
+			sc, truth := fixture(t)
+			truth.Handovers[0].Procedure = tt.procedure
+			truth.Handovers[0].Discarded = 3
+			hs, err := Analyze(sc, truth, measurements(time.Hour))
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, hs[0].SourceDiscards, "a failure's discards are its buffer, not a context release")
+		})
+	}
+}
+
 func TestAnalyzeNeverConverges(t *testing.T) {
 	sc, truth := fixture(t)
 	m := measurements(time.Hour)
@@ -149,6 +165,34 @@ func TestSummariesAndTables(t *testing.T) {
 	assert.Contains(t, findings[2], "5 packets dropped")
 	assert.Contains(t, findings[3], "sub6 to mmWave")
 	assert.Equal(t, "CUBIC + m2ho", Title("cubic+m2ho"))
+}
+
+func TestFindingTwoNamesWhatTheSourceDid(t *testing.T) {
+	forwarded := Handover{Procedure: "handover", Reordered: true, ReorderDupAck: 4, Retransmissions: 1, CwndDrop: 0.2}
+	discarded := Handover{Procedure: "handover", Reordered: true, SourceDiscards: 7, Retransmissions: 7, CwndDrop: 0.4}
+	plain := Handover{Procedure: "handover"}
+	tests := []struct {
+		name string
+		hs   []Handover
+		want []string
+	}{
+		{name: "forwarded", hs: []Handover{forwarded, plain},
+			want: []string{"finding 2, context release reordering (1 handovers): 4 reorder dupACKs, 1 retransmissions, cwnd drop 20%"}},
+		{name: "discarded", hs: []Handover{discarded, plain},
+			want: []string{"finding 2, context release discarded at the source (1 handovers): 7 packets lost, 7 retransmissions, cwnd drop 40%"}},
+		{name: "both", hs: []Handover{forwarded, discarded},
+			want: []string{"finding 2, context release reordering (1 handovers)", "finding 2, context release discarded at the source (1 handovers)"}},
+		{name: "none", hs: []Handover{plain}, want: []string{"finding 2: no context release in this run"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			findings := Findings(tt.hs)
+			require.Len(t, findings, 3+len(tt.want))
+			for i, want := range tt.want {
+				assert.Contains(t, findings[1+i], want)
+			}
+		})
+	}
 }
 
 func TestCapacitySeriesFollowsServingCell(t *testing.T) {
