@@ -60,9 +60,11 @@ type Config struct {
 	// Algorithm 1 alone predicts. A report Algorithm 1 ignores predicts
 	// when the share of its kind expected to be followed reaches
 	// LearnFollowedShare; one Algorithm 1 acts on stops predicting when
-	// the share falls below LearnStopShare. LearnPriorWeight is how many
-	// reports Algorithm 1's verdict (and each scope's share for the
-	// narrower one) weighs.
+	// the share falls below LearnStopShare; an A4 or A5 towards another
+	// carrier predicts while it is at least LearnFollowedShare. With
+	// learning, the repeats of a report renew its prediction.
+	// LearnPriorWeight is how many reports Algorithm 1's verdict (and
+	// each scope's share for the narrower one) weighs.
 	Learning           bool
 	LearnFollowedShare float64
 	LearnStopShare     float64

@@ -20,10 +20,14 @@ import (
 // and how many the network followed with a handover command within
 // maxCommandLead. A report Algorithm 1 ignores predicts when the share of
 // its kind expected to be followed reaches Config.LearnFollowedShare; one
-// it acts on predicts until that share falls below Config.LearnStopShare.
-// The prediction window follows the report-to-command intervals the
-// machine sees (predictionWindow), so that the command of a followed kind
-// comes while its prediction is pending.
+// it acts on predicts until that share falls below Config.LearnStopShare;
+// an inter-frequency handover trigger predicts while the share is at
+// least LearnFollowedShare (interFrequencyTrigger). The periodic repeats
+// of a report are the same report: it counts once, and they renew its
+// prediction (renewPrediction). The prediction window follows the
+// report-to-command intervals the machine sees (predictionWindow), so
+// that the command of a followed kind comes while its prediction is
+// pending.
 //
 // A kind is the report's trigger, the band of the measured neighbour
 // (none for an A2) and its carrier's relation to the serving cell's
@@ -81,7 +85,8 @@ type ReportStats struct {
 	Carrier  string    `json:"carrier,omitempty"`
 	// Reports counts the reports whose outcome is known, Followed those a
 	// handover command followed within a second. A report repeating one
-	// that is still waiting for its outcome is not counted again.
+	// that is still waiting for its outcome (within a prediction window
+	// of the latest repeat) is not counted again.
 	Reports  uint32 `json:"reports"`
 	Followed uint32 `json:"followed"`
 }
@@ -176,7 +181,10 @@ type reportCount struct {
 	reports, followed uint32
 }
 
-// pendingReport is a report waiting to see whether a command follows.
+// pendingReport is a report waiting to see whether a command follows,
+// for maxCommandLead from at. A report of the same kind before until
+// (the end of the prediction window of the latest of them) repeats it,
+// as a repeat renews a prediction (renewPrediction), and moves until on.
 type pendingReport struct {
 	keys      []reportKey
 	at, until time.Time
@@ -224,12 +232,9 @@ func reportKeys(ev diag.MeasEvent, serving, measured diag.Cell) []reportKey {
 const cellScope = 1
 
 // learntShare is the share of reports of this kind the network is
-// expected to follow, from Algorithm 1's verdict and the counts.
-func (m *Machine) learntShare(keys []reportKey, prior bool) float64 {
-	share := 0.0
-	if prior {
-		share = 1
-	}
+// expected to follow, from the prior's verdict (the share expected of a
+// kind nothing was learnt of) and the counts.
+func (m *Machine) learntShare(keys []reportKey, share float64) float64 {
 	w := m.cfg.LearnPriorWeight
 	for i, k := range keys {
 		c, ok := m.learn.counts[k]
@@ -270,23 +275,31 @@ func (m *Machine) observeReport(ev diag.MeasEvent, serving, measured diag.Cell) 
 		// A report of a cell nothing named cannot be told apart.
 		return prior
 	}
-	prior = prior || interFrequencyTrigger(ev, serving, measured)
 	m.expireReports()
 	keys := reportKeys(ev, serving, measured)
-	threshold := m.cfg.LearnFollowedShare
-	if prior {
-		threshold = m.cfg.LearnStopShare
+	// The prior's verdict, and the share the kind needs to predict.
+	verdict, threshold := 0.0, m.cfg.LearnFollowedShare
+	switch {
+	case prior:
+		verdict, threshold = 1, m.cfg.LearnStopShare
+	case interFrequencyTrigger(ev, serving, measured):
+		verdict = threshold
 	}
-	predict := m.learntShare(keys, prior) >= threshold
-	for _, p := range m.learn.pending {
-		if slices.Equal(p.keys, keys) && !m.now.After(p.until) {
-			return predict // a repeat of a report still waiting
+	predict := m.learntShare(keys, verdict) >= threshold
+	until := m.now.Add(m.predictionWindow(serving.Band))
+	for i := range m.learn.pending {
+		if p := &m.learn.pending[i]; slices.Equal(p.keys, keys) && !m.now.After(p.until) {
+			// A repeat of a report still waiting: the UE reports the
+			// same condition again, and the network's answer to any of
+			// them is the one outcome of the prediction it renews.
+			p.until = until
+			return predict
 		}
 	}
 	for _, k := range keys {
 		m.learn.count(k, serving, measured)
 	}
-	m.learn.pending = append(m.learn.pending, pendingReport{keys: keys, at: m.now, until: m.now.Add(m.predictionWindow(serving.Band))})
+	m.learn.pending = append(m.learn.pending, pendingReport{keys: keys, at: m.now, until: until})
 	return predict
 }
 
@@ -295,9 +308,16 @@ func (m *Machine) observeReport(ev diag.MeasEvent, serving, measured diag.Cell) 
 // between carriers (TS 36.331 and 38.331 5.5.4.5, 5.5.4.6: a neighbour
 // better than a threshold, with the serving cell worse than another for
 // A5), which networks configure on the measurement objects of the
-// carriers they hand over to; the learning predictor starts from
-// predicting on them, as on an A3, and learns where a network does not
-// act on them.
+// carriers they hand over to, but also for other ends (load balancing,
+// carrier aggregation, measurements the network only logs). The
+// learning predictor holds them undecided: their prior verdict is
+// LearnFollowedShare itself, so that they predict from the first one on,
+// and go on predicting while the network followed at least that share
+// of them (at the widest scope the prior's weight cancels out). The
+// EN-DC network of the shared captures followed each of its 18 within
+// 200 ms; the LTE drive's network followed 29 of 65, and 15 of the 33
+// predictions made on them were wrong where a prior of a sure handover
+// kept them above LearnStopShare for good.
 func interFrequencyTrigger(ev diag.MeasEvent, serving, measured diag.Cell) bool {
 	return (ev == diag.EventA4 || ev == diag.EventA5) && carrierRelation(serving, measured) == CarrierInterFrequency &&
 		bandKey(serving.Band) == bandKey(measured.Band)

@@ -681,3 +681,81 @@ func TestLeadPrior(t *testing.T) {
 		})
 	}
 }
+
+// TestLearningCountsARepeatedReportOnce: a report and the repeats that
+// keep coming within a prediction window of each other wait for one
+// command, for a second from the first.
+func TestLearningCountsARepeatedReportOnce(t *testing.T) {
+	pairStats := func(h *harness) ReportStats {
+		for _, s := range h.m.Learnt() {
+			if s.Event == diag.EventA5 && !s.Neighbor.IsZero() {
+				return s
+			}
+		}
+		return ReportStats{}
+	}
+	tests := []struct {
+		name    string
+		reports []int
+		// commandMs is the command's time, 0 for none.
+		commandMs                 int
+		wantReports, wantFollowed uint32
+	}{
+		{name: "repeats within a window of each other are one report", reports: []int{1000, 1250, 1500, 1750},
+			wantReports: 1},
+		{name: "a command after the last repeat follows it", reports: []int{1000, 1250, 1500}, commandMs: 1600,
+			wantReports: 1, wantFollowed: 1},
+		{name: "a repeat after the window is another report", reports: []int{1000, 1400},
+			wantReports: 2},
+		{name: "a repeat a second after the first report is another report", reports: []int{1000, 1250, 1500, 1750, 2000, 2040},
+			wantReports: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, DefaultConfig())
+			serve(0, lteA, diag.Cell{})(h)
+			for _, ms := range tt.reports {
+				meas(ms, diag.EventA5, lteA, lteB)(h)
+			}
+			if tt.commandMs > 0 {
+				cmd(tt.commandMs, diag.HOPCell, lteA, lteB)(h)
+				done(tt.commandMs+20, lteB)(h)
+			}
+			// Every report's outcome is known a second on.
+			meas(tt.reports[len(tt.reports)-1]+1500, diag.EventA2, lteA, diag.Cell{})(h)
+			s := pairStats(h)
+			assert.Equal(t, tt.wantReports, s.Reports, "reports")
+			assert.Equal(t, tt.wantFollowed, s.Followed, "followed")
+		})
+	}
+}
+
+// TestInterFrequencyTriggerFollowsTheMajority: an A4 or A5 towards
+// another carrier predicts while the network followed at least half of
+// those it saw, from the first one on.
+func TestInterFrequencyTriggerFollowsTheMajority(t *testing.T) {
+	lteOther := diag.Cell{RAT: diag.RATLTE, Band: diag.BandSub6, PCI: 4, ARFCN: 2175}
+	tests := []struct {
+		name          string
+		ev            diag.MeasEvent
+		commandsAfter []int
+		want          bool
+	}{
+		{name: "the first A5 predicts", ev: diag.EventA5, want: true},
+		{name: "the first A4 predicts", ev: diag.EventA4, want: true},
+		{name: "one unanswered A5 stops it", ev: diag.EventA5, commandsAfter: []int{0}, want: false},
+		{name: "half followed still predicts", ev: diag.EventA5, commandsAfter: []int{60, 0}, want: true},
+		{name: "less than half followed stops", ev: diag.EventA5, commandsAfter: []int{60, 0, 0}, want: false},
+		{name: "followed again, it predicts again", ev: diag.EventA5, commandsAfter: []int{0, 60, 60}, want: true},
+		{name: "an A4 the network always follows", ev: diag.EventA4, commandsAfter: repeat(6, 80), want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, DefaultConfig())
+			serve(0, lteA, diag.Cell{})(h)
+			ms := rounds(h, 1000, tt.ev, lteA, lteOther, tt.commandsAfter...)
+			// Half a second on, the last round's outcome is known.
+			assert.Equal(t, tt.want, predictsNow(h, ms+500, tt.ev, lteA, lteOther))
+		})
+	}
+}

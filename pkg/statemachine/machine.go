@@ -668,7 +668,9 @@ func (m *Machine) predict(ev diag.MeasEvent, serving, target diag.Cell, conditio
 		return
 	case m.pred != nil && m.pred.target == target && m.pred.conditional == conditional:
 		// A periodic repeat of the same report: the interval to the
-		// command counts from the first one.
+		// command counts from the first one, the window from the
+		// latest.
+		m.renewPrediction(serving)
 		return
 	}
 	retarget := m.pred != nil
@@ -695,6 +697,36 @@ func (m *Machine) predict(ev diag.MeasEvent, serving, target diag.Cell, conditio
 		m.logger.Debug("handover predicted", "event", ev, "conditional", conditional, "serving", serving, "target", target, "retarget", retarget)
 	}
 	m.transition(Preparation, ReasonPredicted)
+}
+
+// renewPrediction holds the pending prediction, when the machine
+// learns, for another prediction window from a report of its serving
+// cell repeating it. A UE whose report configuration asks for more than
+// one report repeats a triggered report every reportInterval for as
+// long as the neighbour stays triggered (TS 36.331 and 38.331 5.5.4.1,
+// reportAmount), and a network may act on any of them: on the shared
+// LTE drive, series of A3 reports every 480 ms were answered 100 to
+// 250 ms after their second to fifth report, and the prediction of the
+// first had timed out before, a wrong prediction followed by another.
+// The prediction stays the one made at the first report (its lead, and
+// T2, count from there) and ends a window after the last repeat, when
+// the neighbour is no longer reported. Algorithm 1 alone keeps the
+// paper's window from the first report.
+func (m *Machine) renewPrediction(serving diag.Cell) {
+	p := m.pred
+	if !m.cfg.Learning || p.conditional || p.source.Key() != serving.Key() {
+		return
+	}
+	deadline := m.now.Add(m.predictionWindow(serving.Band))
+	if !deadline.After(p.deadline) {
+		return
+	}
+	p.deadline = deadline
+	if m.state == Preparation {
+		// In Smoothing, the prediction waits for Smoothing to end with
+		// its new deadline.
+		m.applyPreparationPolicy(p.target, p.deadline)
+	}
 }
 
 // onA1 cancels a prediction made for the same serving cell: it is good

@@ -370,6 +370,76 @@ func TestAlgorithm1Prediction(t *testing.T) {
 	})
 }
 
+// TestRepeatedReportRenewsPrediction: with learning, a report repeating
+// the pending prediction holds it for another window from the repeat,
+// as one prediction made at the first report.
+func TestRepeatedReportRenewsPrediction(t *testing.T) {
+	lteC := diag.Cell{RAT: diag.RATLTE, Band: diag.BandSub6, PCI: 3, ARFCN: 1850}
+	pending := func(predictedMs, deadlineMs int) func(*testing.T, *harness) {
+		return func(t *testing.T, h *harness) {
+			p := h.m.Status().Prediction
+			require.NotNil(t, p)
+			assert.Equal(t, at(predictedMs), p.PredictedAt, "still the first report's prediction")
+			assert.Equal(t, at(deadlineMs), p.Deadline)
+			require.NotNil(t, h.m.Status().InForce.ClampDeadline)
+			assert.False(t, h.m.Status().InForce.ClampDeadline.After(at(deadlineMs)), "the clamp ends with the prediction")
+		}
+	}
+	runMachineCases(t, []machineCase{
+		{
+			name: "a repeat holds the prediction a window past itself",
+			steps: []step{
+				serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB),
+				meas(200, diag.EventA3, lteA, lteB), tick(302), tick(491),
+			},
+			state:       Preparation,
+			transitions: []string{predicted},
+			check:       pending(10, 200+292),
+		},
+		{
+			name: "it times out a window after the last repeat",
+			steps: []step{
+				serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB),
+				meas(200, diag.EventA3, lteA, lteB), meas(450, diag.EventA3, lteA, lteB), tick(741), tick(742),
+			},
+			state:       Stable,
+			transitions: []string{predicted, "preparation>stable:prediction_timeout"},
+			predictions: []string{OutcomeTimedOut},
+		},
+		{
+			name: "a command answering the repeat confirms it",
+			steps: []step{
+				serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB),
+				meas(200, diag.EventA3, lteA, lteB), tick(350), cmd(400, diag.HOPCell, lteA, lteB),
+			},
+			state:       Preparation,
+			transitions: []string{predicted},
+			predictions: []string{OutcomeConfirmed},
+		},
+		{
+			name: "a repeat after the timeout is a new prediction",
+			steps: []step{
+				serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB), tick(302),
+				meas(400, diag.EventA3, lteA, lteB),
+			},
+			state:       Preparation,
+			transitions: []string{predicted, "preparation>stable:prediction_timeout", predicted},
+			predictions: []string{OutcomeTimedOut},
+			check:       pending(400, 400+292),
+		},
+		{
+			name: "a report of the target from another serving cell does not renew",
+			steps: []step{
+				serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB),
+				meas(200, diag.EventA3, lteC, lteB), tick(302),
+			},
+			state:       Stable,
+			transitions: []string{predicted, "preparation>stable:prediction_timeout"},
+			predictions: []string{OutcomeTimedOut},
+		},
+	})
+}
+
 func TestPredictionFallbacks(t *testing.T) {
 	runMachineCases(t, []machineCase{
 		{
@@ -420,7 +490,8 @@ func TestPredictionFallbacks(t *testing.T) {
 			ops:         []string{"set_clamp(400000)", "clear_clamp"},
 		},
 		{
-			name: "a repeated report keeps the first prediction time",
+			name: "Algorithm 1 keeps the first report's window through a repeat",
+			cfg:  func(c *Config) { c.Learning = false },
 			steps: []step{
 				serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB),
 				meas(200, diag.EventA3, lteA, lteB), tick(302),
