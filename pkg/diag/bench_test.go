@@ -2,6 +2,7 @@ package diag_test
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
 
@@ -42,7 +43,8 @@ func BenchmarkParseJSONMeasReport(b *testing.B) {
 // per datagram, and takes each event from the source before sending the
 // next: the receive, decode and hand-over of one event.
 func BenchmarkUDPSourceRBAlloc(b *testing.B) {
-	src, conn := listenUDPDialed(b, nil)
+	src, err := diag.ListenUDP("udp://127.0.0.1:0", "127.0.0.1:0", nil)
+	require.NoError(b, err)
 	out := make(chan diag.Event, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -51,6 +53,9 @@ func BenchmarkUDPSourceRBAlloc(b *testing.B) {
 		cancel()
 		require.ErrorIs(b, <-done, context.Canceled)
 	}()
+	conn, err := net.Dial("udp", src.Addr().String())
+	require.NoError(b, err)
+	defer conn.Close()
 	line := []byte(rbAllocLine)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -69,7 +74,8 @@ func BenchmarkUDPSourceRBAlloc(b *testing.B) {
 // receive, decode and hand-over of 25 events.
 func BenchmarkUDPSourceRBAllocBatch(b *testing.B) {
 	const batch = 25
-	src, conn := listenUDPDialed(b, nil)
+	src, err := diag.ListenUDP("udp://127.0.0.1:0", "127.0.0.1:0", nil)
+	require.NoError(b, err)
 	out := make(chan []diag.Event, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -78,6 +84,9 @@ func BenchmarkUDPSourceRBAllocBatch(b *testing.B) {
 		cancel()
 		require.ErrorIs(b, <-done, context.Canceled)
 	}()
+	conn, err := net.Dial("udp", src.Addr().String())
+	require.NoError(b, err)
+	defer conn.Close()
 	datagram := []byte(strings.Repeat(rbAllocLine+"\n", batch))
 	b.ReportAllocs()
 	for b.Loop() {

@@ -52,21 +52,13 @@ func collect(t *testing.T, ctx context.Context, src diag.Source, n int) ([]diag.
 	return events, <-done
 }
 
-// listenUDPDialed listens on a loopback port and dials it; the connection
-// closes with the test.
-func listenUDPDialed(tb testing.TB, stats *diag.Stats) (*diag.UDPSource, net.Conn) {
-	tb.Helper()
-	src, err := diag.ListenUDP("udp://127.0.0.1:0", "127.0.0.1:0", stats)
-	require.NoError(tb, err)
-	conn, err := net.Dial("udp", src.Addr().String())
-	require.NoError(tb, err)
-	tb.Cleanup(func() { conn.Close() })
-	return src, conn
-}
-
 func TestUDPSource(t *testing.T) {
 	stats := &diag.Stats{}
-	src, conn := listenUDPDialed(t, stats)
+	src, err := diag.ListenUDP("udp://127.0.0.1:0", "127.0.0.1:0", stats)
+	require.NoError(t, err)
+	conn, err := net.Dial("udp", src.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
 
 	oversize := strings.Repeat(" ", diag.MaxDatagram+10)
 	datagrams := []string{
@@ -99,7 +91,11 @@ func TestUDPSource(t *testing.T) {
 // event delivers nothing.
 func TestUDPSourceBatches(t *testing.T) {
 	stats := &diag.Stats{}
-	src, conn := listenUDPDialed(t, stats)
+	src, err := diag.ListenUDP("udp://127.0.0.1:0", "127.0.0.1:0", stats)
+	require.NoError(t, err)
+	conn, err := net.Dial("udp", src.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
 	for _, d := range []string{
 		failureLine,
 		"garbage",
@@ -139,7 +135,11 @@ func TestUDPSourceBatches(t *testing.T) {
 // events until the receiver receives again, however far the source reads
 // ahead meanwhile.
 func TestUDPSourceBatchesReused(t *testing.T) {
-	src, conn := listenUDPDialed(t, nil)
+	src, err := diag.ListenUDP("udp://127.0.0.1:0", "127.0.0.1:0", nil)
+	require.NoError(t, err)
+	conn, err := net.Dial("udp", src.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
 	const datagrams = 20
 	at := func(i int) time.Time { return time.Date(2024, 3, 1, 12, 0, i, 0, time.UTC) }
 	for i := range datagrams {

@@ -2,6 +2,7 @@ package diag_test
 
 import (
 	"context"
+	"net"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -29,7 +30,11 @@ func TestUDPSourceAbsorbsBursts(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			stats := &diag.Stats{}
-			src, conn := listenUDPDialed(t, stats)
+			src, err := diag.ListenUDP("udp://127.0.0.1:0", "127.0.0.1:0", stats)
+			require.NoError(t, err)
+			conn, err := net.Dial("udp", src.Addr().String())
+			require.NoError(t, err)
+			defer conn.Close()
 			for range tc.burst {
 				_, err := conn.Write([]byte(failureLine))
 				require.NoError(t, err)
