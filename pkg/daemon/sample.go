@@ -129,22 +129,20 @@ func (s *lossSampler) observe(flows []datapath.Flow) uint64 {
 // the serving cell changed), and it evicts idle flows every evictInterval.
 // The byte count is the datapath's own ingress counter: one map lookup,
 // right in whatever network namespace the daemon joined, where sysfs would
-// still show the host's interfaces. It fails only if its ticker does.
-func (d *Daemon) sampleLoop(ctx context.Context) error {
+// still show the host's interfaces.
+func (d *Daemon) sampleLoop(ctx context.Context) {
 	rtts, losses := newRTTSampler(), newLossSampler()
 	interval := pollInterval
-	ticker, err := newAlignedTicker(interval)
-	if err != nil {
-		return err
-	}
+	ticker := newAlignedTicker(interval)
 	defer ticker.Stop()
 	var lastBytes, walkedBytes uint64
 	lastChange, lastWalk, lastEvict := time.Now(), time.Now(), time.Now()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-ticker.C:
+			ticker.Rearm()
 		case <-d.sampleWake:
 		}
 		// The time of the read, not of the tick: a tick that waited
@@ -183,9 +181,7 @@ func (d *Daemon) sampleLoop(ctx context.Context) error {
 		}
 		if want := sampleInterval(d.sampleFast.Load(), now.Sub(lastChange) > quietAfter); want != interval {
 			interval = want
-			if err := ticker.Reset(interval); err != nil {
-				return err
-			}
+			ticker.Reset(interval)
 		}
 	}
 }
