@@ -39,14 +39,13 @@ func Findings(hs []Handover) []string {
 		fmt.Sprintf("all handovers (%d): cwnd drop %.0f%% (paper %.1f%%), convergence %s (paper %.1f s)",
 			all.n, 100*all.meanDrop(), 100*PaperCwndDropAll, all.meanConvergence(), PaperConvergeAll),
 	}
-	switch {
-	case reorder.n > 0 && discard.n > 0:
-		lines = append(lines, reorder.reorderFinding(), discard.discardFinding())
-	case reorder.n > 0:
+	if reorder.n > 0 {
 		lines = append(lines, reorder.reorderFinding())
-	case discard.n > 0:
+	}
+	if discard.n > 0 {
 		lines = append(lines, discard.discardFinding())
-	default:
+	}
+	if reorder.n+discard.n == 0 {
 		lines = append(lines, "finding 2: no context release in this run")
 	}
 	if overflow.n > 0 {
