@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -65,7 +66,33 @@ type Analysis struct {
 	// where nothing drops them.
 	DupAcks     []DupAckResult            `json:"dupacks"`
 	DupAckModel []report.DupAckModelCheck `json:"dupack_model"`
-	Goals       []Goal                    `json:"goals"`
+	// Cuts are each variant's window cuts over the scenarios it shares
+	// with the reference, and the reference's over the same scenarios.
+	Cuts  map[string]PairedCuts `json:"window_cuts"`
+	Goals []Goal                `json:"goals"`
+}
+
+// PairedCuts are a variant's window cuts and the reference's, summed over
+// the scenarios both finished.
+type PairedCuts struct {
+	Scenarios int         `json:"scenarios"`
+	Variant   report.Cuts `json:"variant"`
+	Reference report.Cuts `json:"reference"`
+}
+
+func pairCuts(ref, v []UnitResult) PairedCuts {
+	byName := map[string]report.Cuts{}
+	for _, u := range ref {
+		byName[u.Scenario.Name] = u.Cuts
+	}
+	var p PairedCuts
+	for _, u := range v {
+		if rc, ok := byName[u.Scenario.Name]; ok {
+			p.Scenarios++
+			p.Variant, p.Reference = p.Variant.Add(u.Cuts), p.Reference.Add(rc)
+		}
+	}
+	return p
 }
 
 // DupAckResult is Table 3 for one variant, with the duplicate ACKs the
@@ -112,7 +139,7 @@ func analyse(m *Manifest, results []UnitResult) (*Analysis, error) {
 		Reference: m.Variants[0], Headline: m.Variants[1],
 		Summaries: map[string][]report.Summary{}, Handovers: map[string][]report.Handover{},
 		Daemon: map[string]DaemonSummary{}, Fidelity: map[string]FidelitySummary{}, Paired: map[string]Paired{},
-		Runs: map[string]int{}, groups: groups,
+		Runs: map[string]int{}, Cuts: map[string]PairedCuts{}, groups: groups,
 	}
 	for _, r := range groups[a.Reference] {
 		a.Scenarios = append(a.Scenarios, r.Scenario.Name)
@@ -132,6 +159,7 @@ func analyse(m *Manifest, results []UnitResult) (*Analysis, error) {
 			continue
 		}
 		a.Runs[v] = len(units)
+		a.Cuts[v] = pairCuts(groups[a.Reference], units)
 		if v != a.Reference {
 			a.Paired[v] = comparePaired(a.Reference, groups[a.Reference], v, units)
 		}
@@ -486,6 +514,32 @@ func writeLossFree(w io.Writer, a *Analysis, variants []string) {
 	}
 }
 
+// writeCuts tabulates the window cuts of every variant beside the
+// reference's on the same scenarios: what a policy saves during handovers
+// and what it costs between them.
+func writeCuts(w io.Writer, a *Analysis, variants []string) {
+	fmt.Fprintf(w, "Cuts of the first flow's congestion window (the slow-start threshold falling, with a retransmission), after the first %v; during a handover: from its report until %v after its completion. Each cell: the variant (%s on the same scenarios). BBR keeps no threshold to cut and has no row.\n\n",
+		report.CutsStartup, report.LossFreeAfter, report.Title(a.Reference))
+	fmt.Fprintln(w, "| variant | scenarios | during handovers | between, sub-6 | between, mmWave | all | of them timeouts |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+	for _, v := range variants {
+		c, ok := a.Cuts[v]
+		if tb, err := testbed.ParseVariant(v); !ok || err != nil || tb.CC == variantBBR {
+			continue
+		}
+		cell := func(x, ref int) string {
+			if v == a.Reference {
+				return strconv.Itoa(x)
+			}
+			return fmt.Sprintf("%d (%d)", x, ref)
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s |\n", report.Title(v), c.Scenarios,
+			cell(c.Variant.Handover, c.Reference.Handover), cell(c.Variant.Sub6, c.Reference.Sub6),
+			cell(c.Variant.MmWave, c.Reference.MmWave), cell(c.Variant.Total(), c.Reference.Total()),
+			cell(c.Variant.Timeouts, c.Reference.Timeouts))
+	}
+}
+
 func writeDaemon(w io.Writer, a *Analysis, variants []string) {
 	fmt.Fprintln(w, "| variant | runs | mean CPU (% of a core) | max CPU | peak RSS (MiB) |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
@@ -544,6 +598,8 @@ func writeMarkdown(w io.Writer, m *Manifest, a *Analysis) error {
 	}
 	fmt.Fprintln(w, "\n## Loss-free handovers (figure 13)")
 	writeLossFree(w, a, variants)
+	fmt.Fprintln(w, "\n## Where the senders' windows were cut")
+	writeCuts(w, a, variants)
 	if a.Prediction != nil {
 		fmt.Fprintln(w, "\n## Table 4: handover prediction precision p and recall r (%)")
 		if err := report.WritePredictionTable(w, a.Prediction); err != nil {

@@ -30,6 +30,8 @@ type UnitResult struct {
 	Handovers []report.Handover
 	Truth     *emu.GroundTruth
 	Fidelity  testbed.Fidelity
+	// Cuts are the sender's window cuts, by where they fell.
+	Cuts report.Cuts
 	// Daemon is nil for variants without m2hod.
 	Daemon *testbed.DaemonUsage
 	Dir    string
@@ -73,6 +75,17 @@ func loadUnit(out string, u Unit) (UnitResult, error) {
 		return r, err
 	}
 	r.Truth = truth
+	sc, err := scenario.Load(filepath.Join(out, u.Scenario.File))
+	if err != nil {
+		return r, err
+	}
+	ms, err := testbed.ReadMeasurements(filepath.Join(r.Dir, testbed.MeasurementsFile))
+	if err != nil {
+		return r, err
+	}
+	if r.Cuts, err = report.WindowCuts(sc, truth, ms); err != nil {
+		return r, err
+	}
 	var usage testbed.DaemonUsage
 	switch err := testbed.ReadJSON(filepath.Join(r.Dir, testbed.M2hodUsageFile), &usage); {
 	case err == nil:
