@@ -318,8 +318,9 @@ func TestRealLTEMobilityLog(t *testing.T) {
 // with an FR1 NR secondary cell group): SCG additions, changes, releases
 // (alone, or with an addition in the same reconfiguration) and anchor
 // handovers that keep or release the SCG. The anchor stays LTE, every
-// command set completes, and every anchor handover leaves the machine on
-// the commanded anchor.
+// command set completes, every anchor handover leaves the machine on
+// the commanded anchor, and the two reports that crossed an SCG
+// procedure's command predict nothing.
 func TestRealENDCLogs(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(shareddata.DataDir(t, "diag"), "20201116_*_Xiaomi-Mi10_46000.mi2log"))
 	require.NoError(t, err)
@@ -339,6 +340,8 @@ func TestRealENDCLogs(t *testing.T) {
 	assert.Zero(t, r.wrongAnchor, "anchor handovers left the machine on another cell")
 	assert.Len(t, st.Counters.Handovers, 1, "FR1 only: every handover is sub6_sub6")
 	assert.Positive(t, st.Counters.Ignored["complete_in_smoothing"], "anchor handovers keeping the SCG complete twice")
+	assert.Equal(t, uint64(2), st.Counters.Ignored["report_of_serving_cell"],
+		"two B1 reports name the NR cell an SCG procedure made the secondary cell 15 and 77 ms before: they crossed its command")
 	assert.Positive(t, st.Counters.Predictions[statemachine.OutcomeConfirmed])
 }
 

@@ -62,7 +62,8 @@ type Config struct {
 	// LearnFollowedShare; one Algorithm 1 acts on stops predicting when
 	// the share falls below LearnStopShare; an A4 or A5 towards another
 	// carrier predicts while it is at least LearnFollowedShare. With
-	// learning, the repeats of a report renew its prediction.
+	// learning, the repeats of a report renew its prediction, and a
+	// report that crossed a handover's command is left out.
 	// LearnPriorWeight is how many reports Algorithm 1's verdict (and
 	// each scope's share for the narrower one) weighs.
 	Learning           bool

@@ -24,7 +24,9 @@ import (
 // an inter-frequency handover trigger predicts while the share is at
 // least LearnFollowedShare (interFrequencyTrigger). The periodic repeats
 // of a report are the same report: it counts once, and they renew its
-// prediction (renewPrediction). The prediction window follows the
+// prediction (renewPrediction). A report naming a cell a handover has
+// just made serving crossed its command, and is left out
+// (crossedHandover). The prediction window follows the
 // report-to-command intervals the machine sees (predictionWindow), so
 // that the command of a followed kind comes while its prediction is
 // pending.
@@ -275,6 +277,10 @@ func (m *Machine) observeReport(ev diag.MeasEvent, serving, measured diag.Cell) 
 		// A report of a cell nothing named cannot be told apart.
 		return prior
 	}
+	if m.crossedHandover(serving, measured) {
+		m.cnt.ignored[ignoredReportOfServingCell]++
+		return false
+	}
 	m.expireReports()
 	keys := reportKeys(ev, serving, measured)
 	// The prior's verdict, and the share the kind needs to predict.
@@ -301,6 +307,30 @@ func (m *Machine) observeReport(ev diag.MeasEvent, serving, measured diag.Cell) 
 	}
 	m.learn.pending = append(m.learn.pending, pendingReport{keys: keys, at: m.now, until: until})
 	return predict
+}
+
+// ignoredReportOfServingCell counts the reports crossedHandover leaves
+// out.
+const ignoredReportOfServingCell = "report_of_serving_cell"
+
+// crossedHandover: the report names as its neighbour a cell the UE is
+// served by, within a prediction window of the handover that made it
+// so. Such a report announces no handover, to that cell or any other:
+// the UE triggered it before it executed the command (a measId of the
+// old configuration, a report already on its way), and the network has
+// answered it. On the EN-DC logs, B1 reports named the NR cell an SCG
+// addition or change had made the secondary cell 15 and 77 ms before,
+// and each made a prediction no command followed. It is neither a
+// prediction nor a report of its kind to learn from. The window bounds
+// how long the serving cells are taken as the ones the command set
+// left: the machine is told of no connection release, and on those
+// logs a B1 towards the cell that was the secondary cell before a
+// release, on the next connection, was answered by its addition.
+func (m *Machine) crossedHandover(serving, measured diag.Cell) bool {
+	if measured.IsZero() || m.executedAt.IsZero() || m.now.Sub(m.executedAt) >= m.predictionWindow(serving.Band) {
+		return false
+	}
+	return measured.Key() == m.pcell.Key() || measured.Key() == m.scg.Key()
 }
 
 // interFrequencyTrigger: an A4 or A5 towards another carrier of the

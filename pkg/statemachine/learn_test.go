@@ -759,3 +759,69 @@ func TestInterFrequencyTriggerFollowsTheMajority(t *testing.T) {
 		})
 	}
 }
+
+// TestReportCrossingAHandover: a report naming a cell the UE was just
+// handed over to crossed the command, and neither predicts nor counts;
+// after a prediction window, or naming another cell, a report predicts
+// as before.
+func TestReportCrossingAHandover(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  func(*Config)
+		// A report naming report at 1000 ms is answered by a command of
+		// kind towards target, which completes 20 ms later.
+		kind           diag.HOKind
+		report, target diag.Cell
+		// The probe is a report of probeEv at probeMs, from probeFrom.
+		probeMs                  int
+		probeEv                  diag.MeasEvent
+		probeFrom, probeNeighbor diag.Cell
+		wantPrediction           bool
+		wantIgnored              uint64
+		// wantReported is how many B1 reports the band's counts hold.
+		wantReported uint32
+	}{
+		{name: "a B1 naming the secondary cell just added", kind: diag.HOSCGAdd, report: nrA, target: nrA,
+			probeMs: 1100, probeEv: diag.EventB1, probeFrom: lteA, probeNeighbor: nrA, wantIgnored: 1, wantReported: 1},
+		{name: "an A3 naming the primary cell just handed over to", kind: diag.HOPCell, report: lteB, target: lteB,
+			probeMs: 1100, probeEv: diag.EventA3, probeFrom: lteB, probeNeighbor: lteB, wantIgnored: 1},
+		{name: "a B1 naming another NR cell", kind: diag.HOSCGAdd, report: nrA, target: nrA,
+			probeMs: 1100, probeEv: diag.EventB1, probeFrom: lteA, probeNeighbor: nrB, wantPrediction: true, wantReported: 2},
+		{name: "a B1 naming the secondary cell a window after its addition", kind: diag.HOSCGAdd, report: nrA, target: nrA,
+			probeMs: 1500, probeEv: diag.EventB1, probeFrom: lteA, probeNeighbor: nrA, wantPrediction: true, wantReported: 2},
+		{name: "Algorithm 1 alone predicts on it", cfg: func(c *Config) { c.Learning = false }, kind: diag.HOSCGAdd,
+			report: nrA, target: nrA, probeMs: 1100, probeEv: diag.EventB1, probeFrom: lteA, probeNeighbor: nrA, wantPrediction: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			if tt.cfg != nil {
+				tt.cfg(&cfg)
+			}
+			h := newHarness(t, cfg)
+			serve(0, lteA, diag.Cell{})(h)
+			ev := diag.EventA3
+			if tt.report.RAT == diag.RATNR {
+				ev = diag.EventB1
+			}
+			meas(1000, ev, lteA, tt.report)(h)
+			require.NotNil(t, h.m.Status().Prediction)
+			cmd(1060, tt.kind, lteA, tt.target)(h)
+			done(1080, tt.target)(h)
+			assert.Equal(t, tt.wantPrediction, predictsNow(h, tt.probeMs, tt.probeEv, tt.probeFrom, tt.probeNeighbor))
+			st := h.m.Status()
+			assert.Equal(t, tt.wantIgnored, st.Counters.Ignored[ignoredReportOfServingCell])
+			// Every report's outcome is known a second and a half on.
+			meas(tt.probeMs+1500, diag.EventA2, tt.probeFrom, diag.Cell{})(h)
+			if cfg.Learning && tt.probeEv == diag.EventB1 {
+				var reported uint32
+				for _, s := range h.m.Learnt() {
+					if s.Event == diag.EventB1 && s.Cell.IsZero() {
+						reported += s.Reports
+					}
+				}
+				assert.Equal(t, tt.wantReported, reported, "B1 reports counted at the band")
+			}
+		})
+	}
+}

@@ -280,7 +280,8 @@ type Machine struct {
 	// still follows it soon is a T2 sample longer than 2*T2, which T2
 	// must learn or it could only ever shrink.
 	expired *prediction
-	// executedAt is when the handover that started Smoothing completed.
+	// executedAt is when the last handover completed: in Smoothing, the
+	// one that started it.
 	executedAt time.Time
 	// bandwidthHold is set after a handover from mmWave to sub-6 and
 	// cleared on the next handover to mmWave.
@@ -920,6 +921,7 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	held := m.pol.clampBytes
 	clampLate := m.state == Preparation && m.prepClamped && keptKnown && m.now.Sub(m.prepClampedAt) < kept.SRTT
 	m.gauge.executed(m.now)
+	m.executedAt = m.now
 	m.setCells(pcell, scg)
 	var standing *prediction
 	if m.cmd != nil && !m.cmd.pcellDecided {
@@ -958,7 +960,6 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 		}
 		return
 	}
-	m.executedAt = m.now
 	m.flowsPending, m.drain = false, estimator.SlotBursts{}
 	end := m.now.Add(m.cfg.SmoothingMax)
 	// The clamp stays through Smoothing (the target cell's buffer is
