@@ -328,15 +328,21 @@ func TestPanelsAndRulesOnARealDaemon(t *testing.T) {
 	d.send(`{"v":1,"type":"meas_report","event":"A3","serving":`+a+`,"neighbor":`+b+`}`,
 		`{"v":1,"type":"ho_command","kind":"pcell","source":`+a+`,"target":`+b+`}`,
 		`{"v":1,"type":"ho_complete","cell":`+b+`}`)
-	var healthy scrape
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		healthy = d.scrape()
-		handovers := healthy.matching("m2hod_handovers_total", []labelMatcher{{"kind", "=", "sub6_sub6"}})
+		handovers := d.scrape().matching("m2hod_handovers_total", []labelMatcher{{"kind", "=", "sub6_sub6"}})
 		if len(handovers) == 1 && handovers[0].value == 1 {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "the handover is not counted after 5 s")
 	}
+	// A scrape is no snapshot: the registry reads its collectors at
+	// different instants, in no set order, while the loop goes on with
+	// the events, so the scrape that first shows the handover may have
+	// read the input's counts before the events were counted. The input
+	// counts a datagram's events before the loop takes them, hence before
+	// the handover is counted: a scrape begun after one that shows the
+	// handover shows them.
+	healthy := d.scrape()
 
 	for alert, expr := range alertExprs(t) {
 		for _, sel := range selectors(t, expr) {

@@ -21,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,9 +75,14 @@ const (
 	stallAfter = time.Second
 	// statusTimeout bounds how long /status waits for the loop.
 	statusTimeout = time.Second
-	// eventQueue and burstQueue absorb bursts of input while the loop is
-	// busy; beyond them inputs wait (UDP then queues in the socket).
+	// eventQueue, batchQueue and burstQueue absorb bursts of input while
+	// the loop is busy; beyond them inputs wait (UDP then queues in the
+	// socket, whose buffer holds thousands of datagrams). batchQueue
+	// counts datagrams, of one event or of a hundred, and each datagram
+	// input keeps batchQueue+2 slices of events for them (see
+	// diag.BatchSource): a few suffice where the socket queues.
 	eventQueue = 1024
+	batchQueue = 8
 	burstQueue = 256
 )
 
@@ -331,12 +337,20 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	// fatal receives the first error that must stop the daemon.
-	fatal := make(chan error, len(d.sources)+2)
+	fatal := make(chan error, len(d.sources)+3)
 
+	// Datagram inputs deliver the events of a datagram together (see
+	// handleEvents), the others one by one.
 	events := make(chan diag.Event, eventQueue)
+	batches := make(chan []diag.Event, batchQueue)
 	for _, src := range d.sources {
 		wg.Go(func() {
-			err := src.Run(ctx, events)
+			var err error
+			if bs, ok := src.(diag.BatchSource); ok {
+				err = bs.RunBatches(ctx, batches)
+			} else {
+				err = src.Run(ctx, events)
+			}
 			switch {
 			case ctx.Err() != nil:
 			case err == nil:
@@ -360,7 +374,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	})
 
-	wg.Go(func() { d.sampleLoop(ctx) })
+	wg.Go(func() {
+		if err := d.sampleLoop(ctx); err != nil {
+			fatal <- fmt.Errorf("sampler: %w", err)
+		}
+	})
 
 	if d.fleet != nil {
 		// Failures of the fleet store only delay the sharing: Run
@@ -374,7 +392,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	})
 
-	err := d.loop(ctx, events, bursts, fatal)
+	err := d.loop(ctx, events, batches, bursts, fatal)
 	cancel()
 	shutdownCtx, done := context.WithTimeout(context.Background(), 2*time.Second)
 	defer done()
@@ -388,9 +406,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return err
 }
 
-func (d *Daemon) loop(ctx context.Context, events <-chan diag.Event, bursts <-chan datapath.Burst, fatal <-chan error) error {
+func (d *Daemon) loop(ctx context.Context, events <-chan diag.Event, batches <-chan []diag.Event, bursts <-chan datapath.Burst, fatal <-chan error) error {
 	interval := pollInterval
-	ticker := newAlignedTicker(interval)
+	ticker, err := newAlignedTicker(interval)
+	if err != nil {
+		return err
+	}
 	defer ticker.Stop()
 	d.tick(time.Now())
 	path := d.est.Path()
@@ -403,10 +424,11 @@ func (d *Daemon) loop(ctx context.Context, events <-chan diag.Event, bursts <-ch
 			return err
 		case ev := <-events:
 			d.handleEvent(ev)
+		case evs := <-batches:
+			d.handleEvents(evs)
 		case b := <-bursts:
 			d.handleBurst(b)
 		case now := <-ticker.C:
-			ticker.Rearm()
 			d.tick(now)
 		case reply := <-d.statusReq:
 			reply <- d.loopStatus()
@@ -415,7 +437,9 @@ func (d *Daemon) loop(ctx context.Context, events <-chan diag.Event, bursts <-ch
 		want := d.tickInterval(now)
 		if want != interval {
 			interval = want
-			ticker.Reset(interval)
+			if err := ticker.Reset(interval); err != nil {
+				return err
+			}
 		}
 		d.setSampleFast(want == pollInterval)
 		if p := d.est.Path(); p != path {
@@ -441,8 +465,8 @@ func (d *Daemon) tickInterval(now time.Time) time.Duration {
 // Eq. 2 counts bytes per RTT while a clamp holds, which is only while a
 // handover is under way. Outside it, coarse samples keep the estimate
 // current at a tenth of the cost; the slot bursts, sized from the byte
-// history, get a sample at each slot allocation instead (see
-// handleEvent).
+// history, get a sample after each read of slot allocations instead (see
+// handleEvents).
 func (d *Daemon) setSampleFast(fast bool) {
 	if d.sampleFast.Swap(fast) == fast || !fast {
 		return
@@ -458,45 +482,91 @@ func (d *Daemon) wakeSampler() {
 	}
 }
 
-// handleEvent runs one diag event. The event is stamped with the time it
-// reaches the loop: the machine compares event times with the ticker and
-// the datapath enforces wall-clock deadlines, while modem clocks (and the
-// time base of recordings) are not the host's.
+// handleEvent runs one diag event that came alone (see handleEvents).
 func (d *Daemon) handleEvent(ev diag.Event) {
-	if ev.Type == diag.TypeNetwork {
-		d.handleNetwork(ev)
-		return
-	}
+	one := [1]diag.Event{ev}
+	d.handleEvents(one[:])
+}
+
+// handleEvents runs the diag events of one read (a datagram), in order.
+// evs is not kept: a datagram input reuses it (see diag.BatchSource).
+// They are stamped with the time they reach the loop: the machine
+// compares event times with the ticker and the datapath enforces
+// wall-clock deadlines, while modem clocks (and the time base of
+// recordings) are not the host's. An rb_alloc event is placed before
+// that time by placeEvents.
+func (d *Daemon) handleEvents(evs []diag.Event) {
 	received := time.Now()
-	ev.Time = eventTime(ev, received)
-	writes := d.act.writeCount()
-	if ev.Type == diag.TypeRBAlloc {
-		d.est.AddRBAlloc(ev)
-		// A byte sample right after the event's slots, which end at its
-		// receipt: the slots of consecutive events follow each other, so
-		// these samples fall on their boundaries, where the estimator
-		// sizes slot bursts. The sampler takes it within the wake-up
-		// that brought the event, once the loop waits again, where a
-		// timer at pollInterval would wake the process a hundred times
-		// a second.
-		d.wakeSampler()
+	placeEvents(evs, received)
+	rbAlloc := false
+	for _, ev := range evs {
+		if ev.Type == diag.TypeNetwork {
+			d.handleNetwork(ev)
+			continue
+		}
+		writes := d.act.writeCount()
+		if ev.Type == diag.TypeRBAlloc {
+			d.est.AddRBAlloc(ev)
+			rbAlloc = true
+		}
+		d.machine.HandleEvent(ev)
+		if d.act.writeCount() != writes {
+			d.metrics.Actuation(time.Since(received))
+		}
 	}
-	d.machine.HandleEvent(ev)
-	if d.act.writeCount() != writes {
-		d.metrics.Actuation(time.Since(received))
+	if rbAlloc {
+		// A byte sample right after the slots of the read's rb_alloc
+		// events, which end at its receipt: the slots of consecutive
+		// reads follow each other, so these samples fall on their
+		// boundaries, and the estimator sizes a slot burst from the
+		// bytes between the samples around it. One sample per read,
+		// however many events it brought: taken now, a sample per event
+		// would only repeat the one at the read's end, while the
+		// events' slots lie before it (placeEvents); the bytes of a
+		// burst within a read are interpolated between the samples at
+		// the ends of the reads. The sampler takes it within the
+		// wake-up that brought the read, once the loop waits again,
+		// where a timer at pollInterval would wake the process a
+		// hundred times a second.
+		d.wakeSampler()
 	}
 }
 
-// eventTime places ev on the host clock, given when it was received. An
-// rb_alloc event is sent once its slots are over, and the estimator needs
-// the start of its first slot on the clock of the byte samples, to count
-// the bytes of a slot burst: its slots are taken to end at receipt.
-// Every other event happens at receipt.
-func eventTime(ev diag.Event, received time.Time) time.Time {
-	if ev.Type != diag.TypeRBAlloc || ev.SlotDuration <= 0 {
-		return received
+// placeEvents places the events of one read on the host clock, given when
+// the read was received. An rb_alloc event is sent once its slots are
+// over, and the estimator needs the start of its first slot on the clock
+// of the byte samples, to count the bytes of a slot burst. The slots of
+// a cell's rb_alloc events in one read follow each other, the last
+// ending at receipt: each earlier event ends where the next of its cell
+// begins. The cells of a read (an LTE anchor and an NR secondary cell)
+// are scheduled side by side, each from receipt backwards. Every other
+// event happens at receipt.
+func placeEvents(evs []diag.Event, received time.Time) {
+	// Where the next rb_alloc event of each cell seen so far begins,
+	// walking the read backwards. A read names a cell or two.
+	var room [4]cellStart
+	next := room[:0]
+	for i := len(evs) - 1; i >= 0; i-- {
+		ev := &evs[i]
+		if ev.Type != diag.TypeRBAlloc || ev.SlotDuration <= 0 {
+			ev.Time = received
+			continue
+		}
+		key := ev.Cell.Key()
+		j := slices.IndexFunc(next, func(c cellStart) bool { return c.cell == key })
+		if j < 0 {
+			next = append(next, cellStart{cell: key, start: received})
+			j = len(next) - 1
+		}
+		ev.Time = next[j].start.Add(-time.Duration(len(ev.Slots)) * ev.SlotDuration)
+		next[j].start = ev.Time
 	}
-	return received.Add(-time.Duration(len(ev.Slots)) * ev.SlotDuration)
+}
+
+// cellStart is where the slots of a cell's next rb_alloc event begin.
+type cellStart struct {
+	cell  diag.CellKey
+	start time.Time
 }
 
 // handleBurst passes every datapath burst on unfiltered: the estimator

@@ -129,20 +129,22 @@ func (s *lossSampler) observe(flows []datapath.Flow) uint64 {
 // the serving cell changed), and it evicts idle flows every evictInterval.
 // The byte count is the datapath's own ingress counter: one map lookup,
 // right in whatever network namespace the daemon joined, where sysfs would
-// still show the host's interfaces.
-func (d *Daemon) sampleLoop(ctx context.Context) {
+// still show the host's interfaces. It fails only if its ticker does.
+func (d *Daemon) sampleLoop(ctx context.Context) error {
 	rtts, losses := newRTTSampler(), newLossSampler()
 	interval := pollInterval
-	ticker := newAlignedTicker(interval)
+	ticker, err := newAlignedTicker(interval)
+	if err != nil {
+		return err
+	}
 	defer ticker.Stop()
 	var lastBytes, walkedBytes uint64
 	lastChange, lastWalk, lastEvict := time.Now(), time.Now(), time.Now()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-ticker.C:
-			ticker.Rearm()
 		case <-d.sampleWake:
 		}
 		// The time of the read, not of the tick: a tick that waited
@@ -181,7 +183,9 @@ func (d *Daemon) sampleLoop(ctx context.Context) {
 		}
 		if want := sampleInterval(d.sampleFast.Load(), now.Sub(lastChange) > quietAfter); want != interval {
 			interval = want
-			ticker.Reset(interval)
+			if err := ticker.Reset(interval); err != nil {
+				return err
+			}
 		}
 	}
 }

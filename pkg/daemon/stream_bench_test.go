@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -164,9 +165,18 @@ func benchmarkRBAllocStream(b *testing.B, batch int) {
 	sender := exec.Command(os.Args[0])
 	sender.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d %d", rbAllocSenderEnv, addr, batch, events, perSecond))
 	sender.Stderr = os.Stderr
+	// The sender's exit is awaited on its standard output, which reaches
+	// end of file then, in the runtime's poller: a thread blocked in
+	// wait(2) all along would make the runtime hand the daemon's P
+	// between threads, which m2hod never does.
+	exited, err := sender.StdoutPipe()
+	require.NoError(b, err)
 	b.ResetTimer()
 	cpuBefore, start = processCPU(b), time.Now()
-	require.NoError(b, sender.Run())
+	require.NoError(b, sender.Start())
+	_, err = io.Copy(io.Discard, exited)
+	require.NoError(b, err)
+	require.NoError(b, sender.Wait())
 	for received() < uint64(events) {
 		time.Sleep(time.Millisecond)
 	}

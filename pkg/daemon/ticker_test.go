@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestUntilAlignedTick(t *testing.T) {
@@ -30,22 +32,46 @@ func TestUntilAlignedTick(t *testing.T) {
 }
 
 // TestAlignedTickersFireTogether checks that two tickers started at
-// different times on one interval tick at the same instants.
+// different times on one interval tick at the same instants, and keep
+// ticking on another interval after a Reset.
 func TestAlignedTickersFireTogether(t *testing.T) {
 	// idleInterval rather than pollInterval: the margin for a late
 	// wake-up on a busy machine is the whole interval.
-	first := newAlignedTicker(idleInterval)
+	first, err := newAlignedTicker(idleInterval)
+	require.NoError(t, err)
 	defer first.Stop()
 	// The second starts a third into an interval of the first.
 	<-first.C
-	first.Rearm()
 	time.Sleep(idleInterval / 3)
-	second := newAlignedTicker(idleInterval)
+	second, err := newAlignedTicker(idleInterval)
+	require.NoError(t, err)
 	defer second.Stop()
 	for range 2 {
 		a, b := <-first.C, <-second.C
-		first.Rearm()
-		second.Rearm()
 		assert.Equal(t, a.Truncate(idleInterval), b.Truncate(idleInterval), "ticks at %v and %v", a, b)
 	}
+	require.NoError(t, second.Reset(2*idleInterval))
+	for range 2 {
+		a, b := <-first.C, <-second.C
+		for b.Sub(a) > idleInterval/2 {
+			// first ticked once between b's ticks.
+			a = <-first.C
+		}
+		assert.Equal(t, a.Truncate(2*idleInterval), b.Truncate(2*idleInterval), "ticks at %v and %v", a, b)
+	}
+}
+
+// TestAlignedTickerStop: a stopped ticker ends its goroutine.
+func TestAlignedTickerStop(t *testing.T) {
+	before := runtime.NumGoroutine()
+	ticker, err := newAlignedTicker(pollInterval)
+	require.NoError(t, err)
+	<-ticker.C
+	ticker.Stop()
+	// Polled here: assert.Eventually runs goroutines of its own.
+	deadline := time.Now().Add(time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), before)
 }

@@ -2,7 +2,7 @@ package diag_test
 
 import (
 	"context"
-	"net"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -42,8 +42,7 @@ func BenchmarkParseJSONMeasReport(b *testing.B) {
 // per datagram, and takes each event from the source before sending the
 // next: the receive, decode and hand-over of one event.
 func BenchmarkUDPSourceRBAlloc(b *testing.B) {
-	src, err := diag.ListenUDP("udp://127.0.0.1:0", "127.0.0.1:0", nil)
-	require.NoError(b, err)
+	src, conn := listenUDPDialed(b, nil)
 	out := make(chan diag.Event, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -52,9 +51,6 @@ func BenchmarkUDPSourceRBAlloc(b *testing.B) {
 		cancel()
 		require.ErrorIs(b, <-done, context.Canceled)
 	}()
-	conn, err := net.Dial("udp", src.Addr().String())
-	require.NoError(b, err)
-	defer conn.Close()
 	line := []byte(rbAllocLine)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -63,6 +59,33 @@ func BenchmarkUDPSourceRBAlloc(b *testing.B) {
 		}
 		if ev := <-out; ev.Type != diag.TypeRBAlloc {
 			b.Fatalf("got a %s event", ev.Type)
+		}
+	}
+}
+
+// BenchmarkUDPSourceRBAllocBatch sends datagrams of 25 rb_alloc records,
+// as a DIAG bridge forwards a USB transfer's worth, and takes each
+// datagram's events from RunBatches before sending the next: the
+// receive, decode and hand-over of 25 events.
+func BenchmarkUDPSourceRBAllocBatch(b *testing.B) {
+	const batch = 25
+	src, conn := listenUDPDialed(b, nil)
+	out := make(chan []diag.Event, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.RunBatches(ctx, out) }()
+	defer func() {
+		cancel()
+		require.ErrorIs(b, <-done, context.Canceled)
+	}()
+	datagram := []byte(strings.Repeat(rbAllocLine+"\n", batch))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := conn.Write(datagram); err != nil {
+			b.Fatal(err)
+		}
+		if evs := <-out; len(evs) != batch {
+			b.Fatalf("got %d events", len(evs))
 		}
 	}
 }

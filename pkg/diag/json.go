@@ -91,8 +91,12 @@ type wireEvent struct {
 // event's Time is zero when the record has no "t"; the caller then uses the
 // receive time. Every rejection is a *ParseError.
 func ParseJSON(line []byte) (Event, error) {
-	var w wireEvent
-	if !decodeRBAlloc(line, &w) {
+	// Room for the slots of an rb_alloc record of up to 64 of them (a
+	// modem logs a few milliseconds per record); longer ones grow on the
+	// heap.
+	var room [2 * 64]int64
+	w, pairs, ok := decodeRBAlloc(line, room[:0])
+	if !ok {
 		// Apart from w, which then stays off the heap for rb_alloc.
 		decoded := new(wireEvent)
 		if err := json.Unmarshal(line, decoded); err != nil {
@@ -129,7 +133,7 @@ func ParseJSON(line []byte) (Event, error) {
 			err = parseErrorf(ReasonJSONField, "unknown cause %q", w.Cause)
 		}
 	case TypeRBAlloc:
-		err = w.rbAlloc(&ev)
+		err = w.rbAlloc(&ev, pairs)
 	case TypeCHOConfig:
 		err = w.choConfig(&ev)
 	case TypeNetwork:
@@ -230,7 +234,9 @@ func (w *wireEvent) network(ev *Event) error {
 	return err
 }
 
-func (w *wireEvent) rbAlloc(ev *Event) error {
+// rbAlloc reads an rb_alloc; pairs are its slots when the rb_alloc
+// decoder took it (see decodeRBAlloc), nil when w.Slots are.
+func (w *wireEvent) rbAlloc(ev *Event, pairs []int64) error {
 	if w.Cell == nil {
 		return parseErrorf(ReasonJSONCell, "rb_alloc without cell")
 	}
@@ -242,11 +248,21 @@ func (w *wireEvent) rbAlloc(ev *Event) error {
 		return parseErrorf(ReasonJSONField, "slot_us must be in 1..1000")
 	}
 	ev.SlotDuration = time.Duration(*w.SlotUS) * time.Microsecond
-	if len(w.Slots) == 0 {
+	n := len(w.Slots)
+	if pairs != nil {
+		n = len(pairs) / 2
+	}
+	if n == 0 {
 		return parseErrorf(ReasonJSONField, "rb_alloc without slots")
 	}
-	ev.Slots = make([]Slot, len(w.Slots))
-	for i, s := range w.Slots {
+	ev.Slots = make([]Slot, n)
+	for i := range n {
+		var s []int64
+		if pairs != nil {
+			s = pairs[2*i : 2*i+2]
+		} else {
+			s = w.Slots[i]
+		}
 		if len(s) != 2 || s[1] <= 0 || s[1] > math.MaxUint16 || s[0] < 0 || s[0] > s[1] {
 			return parseErrorf(ReasonJSONField, "slot %d: want [given, total] with 0 <= given <= total, total > 0", i)
 		}

@@ -3,96 +3,97 @@ package diag
 import (
 	"encoding/json"
 	"math"
-	"slices"
 )
 
-// decodeRBAlloc decodes the usual form of an rb_alloc record into w
-// without encoding/json: it is the one record a modem sends hundreds of
-// times a second, and the reflective decoder costs ten times what this
-// does. It reports false, leaving w as it found it, for any record it
-// does not take; encoding/json decodes those. What it takes it decodes
-// exactly as encoding/json would, since it takes only a subset of what
-// that accepts: an object with the keys "v", "type" (which must be
-// rb_alloc), "t", "cell", "slot_us" and "slots", each at most once and
-// spelled as here; a cell object with "rat", "band", "pci" and "arfcn";
-// plain integers; strings without escapes or bytes beyond ASCII; slots
-// of two numbers each; and nothing but white space around it all.
+// decodeRBAlloc decodes the usual form of an rb_alloc record without
+// encoding/json: it is the one record a modem sends hundreds of times a
+// second, and the reflective decoder costs ten times what this does. It
+// reports false for any record it does not take; encoding/json decodes
+// those. What it takes it decodes exactly as encoding/json would, since
+// it takes only a subset of what that accepts: an object with the keys
+// "v", "type" (which must be rb_alloc), "t", "cell", "slot_us" and
+// "slots", each at most once and spelled as here; a cell object with
+// "rat", "band", "pci" and "arfcn"; plain integers; strings without
+// escapes or bytes beyond ASCII; slots of two numbers each; and nothing
+// but white space around it all.
 //
-// The decoded "t" is a part of line, not a copy.
-func decodeRBAlloc(line []byte, w *wireEvent) bool {
+// The decoded "t" is a part of line, not a copy. The slots are not in
+// the record's Slots but appended to pairs, given and total of each in
+// turn, and returned apart: with room for them in pairs, on the caller's
+// stack, decoding a record allocates once.
+func decodeRBAlloc(line []byte, pairs []int64) (_ wireEvent, slots []int64, ok bool) {
 	s := rbAllocScanner{b: line}
 	var (
-		out wireEvent
-		// The values out points to, allocated once the record is known
-		// to be taken: others are turned down without an allocation.
-		values          rbAllocValues
+		out             wireEvent
+		scanned         rbAllocValues
 		cell            scannedCell
 		seen            [6]bool
 		isRBAlloc, done bool
 	)
 	if !s.consume('{') {
-		return false
+		return wireEvent{}, nil, false
 	}
 	for !done {
 		key, ok := s.key()
 		if !ok {
-			return false
+			return wireEvent{}, nil, false
 		}
 		field := rbAllocField(key)
 		if field < 0 || seen[field] {
-			return false
+			return wireEvent{}, nil, false
 		}
 		seen[field] = true
 		switch field {
 		case fieldV:
 			n, ok := s.integer()
 			if !ok {
-				return false
+				return wireEvent{}, nil, false
 			}
-			values.v = int(n)
+			scanned.v = int(n)
 		case fieldType:
 			t, ok := s.str()
 			if !ok || string(t) != string(TypeRBAlloc) {
-				return false
+				return wireEvent{}, nil, false
 			}
 			out.Type, isRBAlloc = TypeRBAlloc, true
 		case fieldT:
 			raw, ok := s.timeValue()
 			if !ok {
-				return false
+				return wireEvent{}, nil, false
 			}
 			out.T = json.RawMessage(raw)
 		case fieldCell:
 			if !s.cell(&cell) {
-				return false
+				return wireEvent{}, nil, false
 			}
 		case fieldSlotUS:
-			if values.slotUS, ok = s.integer(); !ok {
-				return false
+			if scanned.slotUS, ok = s.integer(); !ok {
+				return wireEvent{}, nil, false
 			}
 		case fieldSlots:
-			if out.Slots, ok = s.slots(); !ok {
-				return false
+			if slots, ok = s.slots(pairs); !ok {
+				return wireEvent{}, nil, false
 			}
 		}
 		if done, ok = s.next('}'); !ok {
-			return false
+			return wireEvent{}, nil, false
 		}
 	}
 	if !isRBAlloc || !s.end() {
-		return false
+		return wireEvent{}, nil, false
 	}
 	if seen[fieldV] || seen[fieldSlotUS] || seen[fieldCell] {
-		out.pointTo(new(rbAllocValues), values, cell, seen)
+		// Allocated once the record is known to be taken: others are
+		// turned down without an allocation.
+		out = out.pointTo(new(rbAllocValues), scanned, cell, seen)
 	}
-	*w = out
-	return true
+	return out, slots, true
 }
 
 // pointTo points w's fields that were seen to v, which it fills with
-// values and cell.
-func (w *wireEvent) pointTo(v *rbAllocValues, values rbAllocValues, cell scannedCell, seen [6]bool) {
-	*v = values
+// scanned and cell.
+func (w wireEvent) pointTo(v *rbAllocValues, scanned rbAllocValues, cell scannedCell, seen [6]bool) wireEvent {
+	v.v, v.slotUS = scanned.v, scanned.slotUS
 	if seen[fieldV] {
 		w.V = &v.v
 	}
@@ -110,6 +111,7 @@ func (w *wireEvent) pointTo(v *rbAllocValues, values rbAllocValues, cell scanned
 		}
 		w.Cell = &v.cell
 	}
+	return w
 }
 
 // rbAllocValues are the values the pointers of a decoded rb_alloc record
@@ -362,10 +364,9 @@ func knownBand(v []byte) Band {
 	return Band(v)
 }
 
-// slots reads a non-empty array of [given, total] pairs.
-func (s *rbAllocScanner) slots() ([][]int64, bool) {
-	// On the stack unless the record is long.
-	pairs := make([]int64, 0, 64)
+// slots reads a non-empty array of [given, total] pairs, appending
+// given and total of each to pairs.
+func (s *rbAllocScanner) slots(pairs []int64) ([]int64, bool) {
 	if !s.consume('[') {
 		return nil, false
 	}
@@ -386,10 +387,5 @@ func (s *rbAllocScanner) slots() ([][]int64, bool) {
 			return nil, false
 		}
 	}
-	flat := slices.Clone(pairs)
-	out := make([][]int64, len(flat)/2)
-	for i := range out {
-		out[i] = flat[2*i : 2*i+2 : 2*i+2]
-	}
-	return out, true
+	return pairs, true
 }

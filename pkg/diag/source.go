@@ -18,6 +18,21 @@ type Source interface {
 	Name() string
 }
 
+// BatchSource is a Source that can also deliver together the events that
+// arrived together: those of one datagram. The receiver then knows which
+// events a single read brought, which it needs to place rb_alloc events
+// on its own clock (their slots follow each other up to the read), and it
+// takes them at one channel operation. RunBatches delivers the events as
+// Run does, each slice a datagram's, in order. A slice is the receiver's
+// until it receives again from out: the source then reuses it, so that
+// the receiver must neither keep it nor hand it on. A slice's events are
+// counted in Stats before it is sent: the counts are never behind what
+// the receiver did with them (a handover it counted, say).
+type BatchSource interface {
+	Source
+	RunBatches(ctx context.Context, out chan<- []Event) error
+}
+
 // Stats counts what the inputs produced: events by type and errors by
 // reason. It is shared by all sources of a daemon and read at scrape time.
 // The zero value is ready to use.
@@ -37,6 +52,23 @@ func (s *Stats) CountEvent(t Type) {
 		s.events = make(map[Type]uint64)
 	}
 	s.events[t]++
+	s.mu.Unlock()
+}
+
+// countEvents records evs, now: CountEvent for a datagram's events, at
+// one clock read and one lock.
+func (s *Stats) countEvents(evs []Event) {
+	if len(evs) == 0 {
+		return
+	}
+	s.lastEvent.Store(time.Now().UnixNano())
+	s.mu.Lock()
+	if s.events == nil {
+		s.events = make(map[Type]uint64)
+	}
+	for i := range evs {
+		s.events[evs[i].Type]++
+	}
 	s.mu.Unlock()
 }
 

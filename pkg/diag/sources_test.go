@@ -2,6 +2,7 @@ package diag_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -51,13 +52,21 @@ func collect(t *testing.T, ctx context.Context, src diag.Source, n int) ([]diag.
 	return events, <-done
 }
 
+// listenUDPDialed listens on a loopback port and dials it; the connection
+// closes with the test.
+func listenUDPDialed(tb testing.TB, stats *diag.Stats) (*diag.UDPSource, net.Conn) {
+	tb.Helper()
+	src, err := diag.ListenUDP("udp://127.0.0.1:0", "127.0.0.1:0", stats)
+	require.NoError(tb, err)
+	conn, err := net.Dial("udp", src.Addr().String())
+	require.NoError(tb, err)
+	tb.Cleanup(func() { conn.Close() })
+	return src, conn
+}
+
 func TestUDPSource(t *testing.T) {
 	stats := &diag.Stats{}
-	src, err := diag.ListenUDP("udp://127.0.0.1:0", "127.0.0.1:0", stats)
-	require.NoError(t, err)
-	conn, err := net.Dial("udp", src.Addr().String())
-	require.NoError(t, err)
-	defer conn.Close()
+	src, conn := listenUDPDialed(t, stats)
 
 	oversize := strings.Repeat(" ", diag.MaxDatagram+10)
 	datagrams := []string{
@@ -83,6 +92,80 @@ func TestUDPSource(t *testing.T) {
 	assert.Equal(t, map[string]uint64{diag.ReasonJSONSyntax: 1, diag.ReasonJSONType: 1, diag.ReasonUDPTruncated: 1}, errorsOf(stats))
 	evs, _ := stats.Snapshot()
 	assert.Equal(t, []diag.Counter{{Label: "ho_complete", Value: 1}, {Label: "ho_failure", Value: 3}}, evs)
+}
+
+// TestUDPSourceBatches: RunBatches delivers the events of a datagram
+// together, in order, and counts what Run counts; a datagram without an
+// event delivers nothing.
+func TestUDPSourceBatches(t *testing.T) {
+	stats := &diag.Stats{}
+	src, conn := listenUDPDialed(t, stats)
+	for _, d := range []string{
+		failureLine,
+		"garbage",
+		completeLine + "\n\n" + failureLine + "\n{\"v\":1,\"type\":\"nope\"}\n",
+		strings.Repeat(" ", diag.MaxDatagram+10),
+		failureLine,
+	} {
+		_, err := conn.Write([]byte(d))
+		require.NoError(t, err)
+	}
+	out := make(chan []diag.Event)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- src.RunBatches(ctx, out) }()
+	var types [][]diag.Type
+	for range 3 {
+		select {
+		case evs := <-out:
+			var batch []diag.Type
+			for _, ev := range evs {
+				batch = append(batch, ev.Type)
+			}
+			types = append(types, batch)
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "no batch")
+		}
+	}
+	cancel()
+	assert.ErrorIs(t, <-done, context.Canceled)
+	assert.Equal(t, [][]diag.Type{{diag.TypeHOFailure}, {diag.TypeHOComplete, diag.TypeHOFailure}, {diag.TypeHOFailure}}, types)
+	assert.Equal(t, map[string]uint64{diag.ReasonJSONSyntax: 1, diag.ReasonJSONType: 1, diag.ReasonUDPTruncated: 1}, errorsOf(stats))
+	evs, _ := stats.Snapshot()
+	assert.Equal(t, []diag.Counter{{Label: "ho_complete", Value: 1}, {Label: "ho_failure", Value: 3}}, evs)
+}
+
+// TestUDPSourceBatchesReused: a slice RunBatches delivered keeps its
+// events until the receiver receives again, however far the source reads
+// ahead meanwhile.
+func TestUDPSourceBatchesReused(t *testing.T) {
+	src, conn := listenUDPDialed(t, nil)
+	const datagrams = 20
+	at := func(i int) time.Time { return time.Date(2024, 3, 1, 12, 0, i, 0, time.UTC) }
+	for i := range datagrams {
+		line := fmt.Sprintf(`{"v":1,"type":"ho_complete","t":%q}`, at(i).Format(time.RFC3339))
+		_, err := conn.Write([]byte(line + "\n" + line))
+		require.NoError(t, err)
+	}
+	out := make(chan []diag.Event, 2)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- src.RunBatches(ctx, out) }()
+	for i := range datagrams {
+		var evs []diag.Event
+		select {
+		case evs = <-out:
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "no batch")
+		}
+		// The source fills the queue and the next slice meanwhile.
+		time.Sleep(5 * time.Millisecond)
+		require.Len(t, evs, 2)
+		assert.Equal(t, at(i), evs[0].Time)
+		assert.Equal(t, at(i), evs[1].Time)
+	}
+	cancel()
+	assert.ErrorIs(t, <-done, context.Canceled)
 }
 
 func TestUDPSourceBusyPort(t *testing.T) {

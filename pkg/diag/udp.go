@@ -101,6 +101,15 @@ func (s *UDPSource) Close() error { return s.conn.Close() }
 
 // Run delivers events until ctx is cancelled; it owns and closes the socket.
 func (s *UDPSource) Run(ctx context.Context, out chan<- Event) error {
+	return s.receive(ctx, eachEvent(ctx, out, s.stats))
+}
+
+// RunBatches is Run delivering the events of each datagram together.
+func (s *UDPSource) RunBatches(ctx context.Context, out chan<- []Event) error {
+	return s.receive(ctx, wholeDatagram(ctx, out, s.stats))
+}
+
+func (s *UDPSource) receive(ctx context.Context, deliver deliverer) error {
 	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
 	defer stop()
 	defer s.conn.Close()
@@ -122,29 +131,81 @@ func (s *UDPSource) Run(ctx context.Context, out chan<- Event) error {
 			s.stats.CountError(ReasonUDPTruncated)
 			continue
 		}
-		received := s.now()
-		for line := range bytes.SplitSeq(datagram, []byte{'\n'}) {
-			if err := deliverLine(ctx, line, received, s.stats, out); err != nil {
-				return err
-			}
+		if err := deliver(datagram, s.now()); err != nil {
+			return err
 		}
 	}
+}
+
+// deliverer parses the JSON records of a datagram received at received
+// and passes its events on. It fails only when ctx ends.
+type deliverer func(datagram []byte, received time.Time) error
+
+// eachEvent delivers a datagram's events one by one, as Run does.
+func eachEvent(ctx context.Context, out chan<- Event, stats *Stats) deliverer {
+	// Reused from datagram to datagram: the events are sent as values.
+	var evs []Event
+	return func(datagram []byte, received time.Time) error {
+		evs = datagramEvents(evs[:0], datagram, received, stats)
+		for _, ev := range evs {
+			select {
+			case out <- ev:
+				stats.CountEvent(ev.Type)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		// The buffer does not keep the datagram's events alive.
+		clear(evs)
+		return nil
+	}
+}
+
+// wholeDatagram delivers a datagram's events in one slice, as RunBatches
+// does. It fills cap(out)+2 slices in turn, so that a datagram costs no
+// allocation of its events: one the receiver may still work on, cap(out)
+// queued, and the one being filled (see BatchSource). The events are
+// counted as parsed, before the receiver has them (see BatchSource), and
+// the slice is the receiver's once sent.
+func wholeDatagram(ctx context.Context, out chan<- []Event, stats *Stats) deliverer {
+	bufs := make([][]Event, cap(out)+2)
+	next := 0
+	return func(datagram []byte, received time.Time) error {
+		// The receiver is done with this slice's previous events; they
+		// are not kept alive by it.
+		clear(bufs[next])
+		evs := datagramEvents(bufs[next][:0], datagram, received, stats)
+		if len(evs) == 0 {
+			return nil
+		}
+		bufs[next], next = evs, (next+1)%len(bufs)
+		stats.countEvents(evs)
+		select {
+		case out <- evs:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// datagramEvents appends to evs the events of a datagram's JSON records,
+// one per line. Blank lines are skipped and bad records counted.
+func datagramEvents(evs []Event, datagram []byte, received time.Time, stats *Stats) []Event {
+	for line := range bytes.SplitSeq(datagram, []byte{'\n'}) {
+		if ev, ok := parseLine(line, received, stats); ok {
+			evs = append(evs, ev)
+		}
+	}
+	return evs
 }
 
 // deliverLine parses one JSON record and sends it; blank lines are skipped
 // and bad ones counted. It fails only when ctx ends.
 func deliverLine(ctx context.Context, line []byte, received time.Time, stats *Stats, out chan<- Event) error {
-	line = bytes.TrimSpace(line)
-	if len(line) == 0 {
+	ev, ok := parseLine(line, received, stats)
+	if !ok {
 		return nil
-	}
-	ev, err := ParseJSON(line)
-	if err != nil {
-		stats.CountError(ErrorReason(err, ReasonJSONSyntax))
-		return nil
-	}
-	if ev.Time.IsZero() {
-		ev.Time = received
 	}
 	select {
 	case out <- ev:
@@ -153,4 +214,23 @@ func deliverLine(ctx context.Context, line []byte, received time.Time, stats *St
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// parseLine parses one JSON record, stamped received unless it carries
+// its time. It reports false for a blank line and for a bad record, which
+// it counts.
+func parseLine(line []byte, received time.Time, stats *Stats) (Event, bool) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return Event{}, false
+	}
+	ev, err := ParseJSON(line)
+	if err != nil {
+		stats.CountError(ErrorReason(err, ReasonJSONSyntax))
+		return Event{}, false
+	}
+	if ev.Time.IsZero() {
+		ev.Time = received
+	}
+	return ev, true
 }

@@ -2,7 +2,6 @@ package diag_test
 
 import (
 	"context"
-	"net"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -30,11 +29,7 @@ func TestUDPSourceAbsorbsBursts(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			stats := &diag.Stats{}
-			src, err := diag.ListenUDP("udp://127.0.0.1:0", "127.0.0.1:0", stats)
-			require.NoError(t, err)
-			conn, err := net.Dial("udp", src.Addr().String())
-			require.NoError(t, err)
-			defer conn.Close()
+			src, conn := listenUDPDialed(t, stats)
 			for range tc.burst {
 				_, err := conn.Write([]byte(failureLine))
 				require.NoError(t, err)

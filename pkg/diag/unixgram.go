@@ -107,6 +107,15 @@ func (s *UnixSource) Close() error {
 // Run delivers events until ctx is cancelled; it owns and closes the
 // socket, and removes its file.
 func (s *UnixSource) Run(ctx context.Context, out chan<- Event) error {
+	return s.receive(ctx, eachEvent(ctx, out, s.stats))
+}
+
+// RunBatches is Run delivering the events of each datagram together.
+func (s *UnixSource) RunBatches(ctx context.Context, out chan<- []Event) error {
+	return s.receive(ctx, wholeDatagram(ctx, out, s.stats))
+}
+
+func (s *UnixSource) receive(ctx context.Context, deliver deliverer) error {
 	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
 	defer stop()
 	defer s.Close()
@@ -130,11 +139,8 @@ func (s *UnixSource) Run(ctx context.Context, out chan<- Event) error {
 			s.stats.CountError(ReasonUDPTruncated)
 			continue
 		}
-		received := time.Now()
-		for line := range bytes.SplitSeq(datagram, []byte{'\n'}) {
-			if err := deliverLine(ctx, line, received, s.stats, out); err != nil {
-				return err
-			}
+		if err := deliver(datagram, time.Now()); err != nil {
+			return err
 		}
 	}
 }
