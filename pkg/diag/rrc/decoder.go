@@ -235,8 +235,16 @@ func (st *ratState) servingCell() diag.Cell {
 type Decoder struct {
 	logger *slog.Logger
 	state  map[diag.RAT]*ratState
-	// scg is the EN-DC secondary cell in force, zero when none.
-	scg diag.Cell
+	// scg is the secondary cell (EN-DC, or NR-DC) in force, zero when
+	// none. scgMerged is the one as if no connection had ended since the
+	// last release the log confirmed, the counterpart of
+	// connectionMeas.merged: it comes back when the log proves that the
+	// releases since were another connection's (undoRelease).
+	scg, scgMerged diag.Cell
+	// released: of the messages that start or end a connection, the
+	// last was a release, which no message since confirmed or undid
+	// (followRelease).
+	released bool
 	// lastSCGReconfig is the last NR RRCReconfiguration handled for the
 	// secondary cell group, received at lastSCGReconfigAt. Modems log it
 	// twice, inside the LTE container and on its own, in either order a
@@ -274,8 +282,8 @@ func (d *Decoder) ObserveReports(fn func(ReportSeen)) { d.reportSeen = fn }
 // at most 5.4 ms apart and two distinct SCG reconfigurations at least
 // 80 ms apart: the network sends the next one only after the UE completed
 // the previous one and reported again. The same bytes beyond this spread
-// are a new procedure (the network re-adding the same configuration after
-// a connection release and setup the decoder does not follow).
+// are a new procedure (the network re-adding the same configuration in
+// a new connection, or after a release and setup the log missed).
 const scgCopySpread = 50 * time.Millisecond
 
 // repeatsSCGReconfig reports whether pdu, received at at, is the second
@@ -418,6 +426,7 @@ func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) 
 	before := st.servingCell()
 	st.observeServing(msg)
 	st.followConnection(msg, s.Message)
+	d.followRelease(msg)
 	switch {
 	case s.Report != nil:
 		return d.measReport(msg.Time, msg.RAT, st.servingCell(), s.Report)
@@ -441,7 +450,7 @@ func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) 
 			st.conditional = nil
 		}
 		if msg.RAT == diag.RATLTE {
-			d.scg = diag.Cell{}
+			d.setSCG(diag.Cell{})
 			d.forgetSCGReconfig()
 		}
 		return []diag.Event{{Type: diag.TypeHOFailure, Time: msg.Time, Cause: failureCause(s.ReestablishmentCause)}}, nil
@@ -464,6 +473,7 @@ func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) 
 		return d.reconfiguration(msg, st, s), nil
 	case leavesConnection(msg.RAT, s.Message):
 		d.resetConnection(msg.RAT)
+		d.released = s.Message == "rrcConnectionRelease" || s.Message == "rrcRelease"
 		st.meas.apply(s.MeasConfig) // an NR resume carries the new one
 		if len(st.conditional) > 0 {
 			// Leaving RRC_CONNECTED releases the stored conditional
@@ -568,23 +578,88 @@ func leavesConnection(rat diag.RAT, message string) bool {
 	return message == "rrcRelease" || message == "rrcSetupRequest" || message == "rrcResume"
 }
 
-// resetConnection starts the measurement configuration of rat afresh:
-// leaving RRC_CONNECTED releases it (TS 36.331 5.3.12, TS 38.331
-// 5.3.11), so a report of the next connection resolves only through what
-// that connection configured. Leaving an LTE connection also releases
-// the NR measConfig of its EN-DC secondary cell group.
+// resetConnection ends what belongs to the connection of rat. Leaving
+// RRC_CONNECTED releases all radio resources and stops every timer of a
+// procedure under way (TS 36.331 5.3.8.1 and 5.3.12, TS 38.331 5.3.8.1
+// and 5.3.11):
+//   - the measurement configuration starts afresh, so a report of the
+//     next connection resolves only through what that connection
+//     configured;
+//   - the secondary cell group goes with the connection (38.331 5.3.11
+//     also discards its keys, S-KgNB and S-KeNB, and its conditional
+//     configurations), so the next connection's SCG addition is an
+//     addition, and no SCG release or change starts from the old cell;
+//   - no handover of the connection completes any more (T304 of either
+//     cell group stops): a later complete answers a reconfiguration of
+//     the next connection, on whatever cell it was set up in.
+//
+// Leaving an LTE connection also ends the NR measConfig and
+// reconfigurations of its EN-DC secondary cell group. The serving cells
+// stay: an idle UE camps on a cell, and the next connection's messages
+// name theirs (observeServing).
+// A release of another connection in the same log (see connectionMeas)
+// is undone by undoRelease.
 func (d *Decoder) resetConnection(rat diag.RAT) {
-	d.state[rat].meas.reset()
+	ended := []diag.RAT{rat}
 	if rat == diag.RATLTE {
-		d.state[diag.RATNR].meas.reset()
+		ended = append(ended, diag.RATNR)
 	}
+	for _, r := range ended {
+		st := d.state[r]
+		st.meas.reset()
+		st.pending, st.awaitingComplete = nil, false
+	}
+	d.scg = diag.Cell{}
+}
+
+// followRelease tells from the message after a release whose
+// connection the release ended. A UE that left RRC_CONNECTED exchanges
+// nothing dedicated until it has requested a new connection (or its
+// resumption, or a re-establishment) on CCCH (TS 36.331 and 38.331
+// 5.3.3, 5.3.7, 5.3.13): a request after the release confirms it;
+// dedicated signalling before any request proves that the connection
+// going on is not the one the release ended.
+func (d *Decoder) followRelease(msg diag.RRCMessage) {
+	if !d.released {
+		return
+	}
+	switch msg.Channel {
+	case diag.ChannelULCCCH:
+		d.released = false
+		d.scgMerged = d.scg
+	case diag.ChannelDLDCCH, diag.ChannelULDCCH, diag.ChannelRRCReconfiguration, diag.ChannelRRCReconfigurationComplete:
+		d.released = false
+		d.undoRelease()
+	}
+}
+
+// undoRelease brings back the secondary cell that connection requests
+// and releases ended since the last confirmed release, once the log
+// proved them another connection's: a modem logs the signalling of its
+// other subscriptions in the same stream when the transport drops the
+// subscription (see connectionMeas), a request, a setup and a release
+// within 150 ms in the shared EN-DC captures. Dedicated signalling right
+// after the release (followRelease) proves it, and so does a report that
+// only the measConfig from before resolves. Handovers awaiting their
+// completion are not brought back: they last tens of ms, where an SCG
+// lasts until the network releases it.
+func (d *Decoder) undoRelease() {
+	d.scg = d.scgMerged
+}
+
+// setSCG sets the secondary cell after a procedure of the connection.
+func (d *Decoder) setSCG(c diag.Cell) {
+	d.scg, d.scgMerged = c, c
 }
 
 // measReport resolves a report's measId through the measConfig of rat:
 // the event from the report configuration, the neighbour's carrier from
 // the measurement object.
 func (d *Decoder) measReport(at time.Time, rat diag.RAT, serving diag.Cell, r *MeasReport) ([]diag.Event, error) {
-	meas, err := d.state[rat].meas.resolving(r.MeasID)
+	meas, restored, err := d.state[rat].meas.resolving(r.MeasID)
+	if restored {
+		d.undoRelease()
+	}
 	seen := ReportSeen{Time: at, RAT: rat, MeasID: r.MeasID, Resolved: err == nil}
 	if err != nil {
 		if d.reportSeen != nil {
@@ -656,11 +731,14 @@ func (d *Decoder) reconfiguration(msg diag.RRCMessage, st *ratState, s *Summary)
 			// remembered above; a plain release leaves none.
 			d.forgetSCGReconfig()
 		}
-		if (s.ENDC.Release || s.ENDC.ReleaseAndAdd) && !d.scg.IsZero() {
-			// The data path moves to the LTE anchor, the release's target:
-			// the new one when the message also hands the anchor over.
-			command(diag.HOSCGRelease, d.scg, anchor)
-			d.scg = diag.Cell{}
+		if s.ENDC.Release || s.ENDC.ReleaseAndAdd {
+			if !d.scg.IsZero() {
+				// The data path moves to the LTE anchor, the release's
+				// target: the new one when the message also hands the
+				// anchor over.
+				command(diag.HOSCGRelease, d.scg, anchor)
+			}
+			d.setSCG(diag.Cell{})
 		}
 		if nested != nil {
 			events = append(events, d.secondarySync(msg, st, nested.SecondarySync)...)
@@ -689,7 +767,7 @@ func (d *Decoder) secondarySync(msg diag.RRCMessage, st *ratState, sync *SyncTar
 		kind = diag.HOSCGAdd
 	}
 	ev := diag.Event{Type: diag.TypeHOCommand, Time: msg.Time, Kind: kind, Source: d.scg, Target: target}
-	d.scg = target
+	d.setSCG(target)
 	st.pending = append(st.pending, target)
 	return []diag.Event{ev}
 }

@@ -287,7 +287,7 @@ func TestDecoderSequences(t *testing.T) {
 				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
 			{after: 40 * time.Millisecond, summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
 			// Without a release the decoder saw (a connection release and
-			// setup it does not follow), the network syncs the SCG again.
+			// setup the log missed), the network syncs the SCG again.
 			{after: time.Second, summary: lteReconf(Summary{ENDC: scgContainer([]byte{9, 9}, 625, 504990)}), want: []diag.Event{
 				{Type: diag.TypeHOCommand, Kind: diag.HOSCGChange, Source: scgA, Target: scgA}}},
 		}},
@@ -334,6 +334,119 @@ func TestDecoderSequences(t *testing.T) {
 			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionReestablishmentRequest", ReestablishmentCause: "otherFailure"},
 				want: []diag.Event{{Type: diag.TypeHOFailure, Cause: diag.CauseRLF}}},
 			{summary: lteComplete},
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{2}, 626, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgB}}},
+		}},
+		{"a connection release ends the SCG: the next connection adds one", []step{
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{1}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
+			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
+			{channel: diag.ChannelULDCCH, summary: Summary{Message: "rrcConnectionSetupComplete"}},
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{2}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{3}, 626, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGChange, Source: scgA, Target: scgB}}},
+		}},
+		{"a connection release ends the SCG: the next connection releases none", []step{
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{1}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
+			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
+			{summary: lteReconf(Summary{ENDC: &ENDCConfig{Release: true}})},
+			{summary: lteReconf(Summary{ENDC: func() *ENDCConfig {
+				c := scgContainer([]byte{2}, 626, 504990)
+				c.ReleaseAndAdd = true
+				return c
+			}()}), want: []diag.Event{{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgB}}},
+		}},
+		{"a connection request ends the SCG when the log missed the release", []step{
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{1}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
+			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
+			{channel: diag.ChannelULDCCH, summary: Summary{Message: "rrcConnectionSetupComplete"}},
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{2}, 626, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgB}}},
+		}},
+		{"an NR release ends the NR-DC SCG", []step{
+			{rat: diag.RATNR, cell: cellRef(nrCell(433, 640704)),
+				summary: Summary{Message: "rrcReconfiguration", SecondarySync: &SyncTarget{PCI: 625, HasPCI: true, Carrier: 504990}},
+				want:    []diag.Event{{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{rat: diag.RATNR, channel: diag.ChannelULDCCH, cell: cellRef(nrCell(433, 640704)),
+				summary: Summary{Message: "rrcReconfigurationComplete"}, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
+			{rat: diag.RATNR, cell: cellRef(nrCell(433, 640704)), summary: Summary{Message: "rrcRelease"}},
+			{rat: diag.RATNR, channel: diag.ChannelULCCCH, cell: cellRef(nrCell(433, 640704)), summary: Summary{Message: "rrcSetupRequest"}},
+			{rat: diag.RATNR, cell: cellRef(nrCell(433, 640704)),
+				summary: Summary{Message: "rrcReconfiguration", SecondarySync: &SyncTarget{PCI: 625, HasPCI: true, Carrier: 504990}},
+				want:    []diag.Event{{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+		}},
+		{"a handover awaiting its complete ends with the connection", []step{
+			{summary: lteReconf(Summary{Sync: &SyncTarget{PCI: 300, HasPCI: true, Carrier: 1850}}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: serving, Target: lteCell(300, 1850)}}},
+			// The complete was not logged; the connection ends.
+			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
+			{channel: diag.ChannelULDCCH, summary: Summary{Message: "rrcConnectionSetupComplete"}},
+			{summary: lteReconf(Summary{MeasConfig: lteMeasSetup})},
+			{summary: lteComplete},
+		}},
+		{"an SCG reconfiguration awaiting its complete ends with the LTE connection", []step{
+			{rat: diag.RATNR, channel: diag.ChannelRRCReconfiguration, pdu: []byte{7, 7}, cell: noCell,
+				summary: Summary{Message: "rrcReconfiguration", SecondarySync: &SyncTarget{PCI: 625, HasPCI: true, Carrier: 504990}},
+				want:    []diag.Event{{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
+			{rat: diag.RATNR, channel: diag.ChannelRRCReconfigurationComplete, cell: noCell,
+				summary: Summary{Message: "rrcReconfigurationComplete"}},
+		}},
+		{"another subscription's connection in the same log leaves the SCG", []step{
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{1}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
+			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
+			{channel: diag.ChannelULDCCH, summary: Summary{Message: "rrcConnectionSetupComplete"}},
+			{summary: Summary{Message: "rrcConnectionRelease"}},
+			// Dedicated signalling with no request since the release:
+			// the connection that goes on is the first one.
+			{summary: lteReconf(Summary{ENDC: &ENDCConfig{Release: true}}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGRelease, Source: scgA, Target: serving}}},
+		}},
+		{"another subscription's SCG change is followed through its connection", []step{
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{1}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
+			// The first connection changes its SCG during the other's,
+			// from a cell the request left unknown.
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{2}, 626, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgB}}},
+			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{channel: diag.ChannelULDCCH, summary: Summary{Message: "ulInformationTransfer"}},
+			{summary: lteReconf(Summary{ENDC: &ENDCConfig{Release: true}}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGRelease, Source: scgB, Target: serving}}},
+		}},
+		{"a report of the configuration before an unlogged release brings the SCG back", []step{
+			{summary: lteReconf(Summary{MeasConfig: lteMeasSetup, ENDC: scgContainer([]byte{1}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			// Another subscription's request; its release is not logged.
+			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
+			{channel: diag.ChannelULDCCH, summary: lteReport(1, NeighborCell{RAT: diag.RATLTE, PCI: 201}), want: []diag.Event{
+				{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: serving, Neighbor: lteCell(201, 1300)}}},
+			{summary: lteReconf(Summary{ENDC: &ENDCConfig{Release: true}}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGRelease, Source: scgA, Target: serving}}},
+		}},
+		{"a release its request confirmed stays, whatever a report resolves", []step{
+			{summary: lteReconf(Summary{MeasConfig: lteMeasSetup, ENDC: scgContainer([]byte{1}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
+			// The next connection's reconfiguration was not logged: its
+			// report resolves through the released configuration.
+			{channel: diag.ChannelULDCCH, summary: lteReport(1, NeighborCell{RAT: diag.RATLTE, PCI: 201}), want: []diag.Event{
+				{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: serving, Neighbor: lteCell(201, 1300)}}},
 			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{2}, 626, 504990)}), want: []diag.Event{
 				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgB}}},
 		}},

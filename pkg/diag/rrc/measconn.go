@@ -57,17 +57,18 @@ func (c *connectionMeas) followHandover(rat diag.RAT, source, target uint32) {
 
 // resolving returns the configuration that resolves measID to a report
 // configuration: the current one, or the merged one, which then becomes
-// current (see connectionMeas).
-func (c *connectionMeas) resolving(measID int) (*measState, error) {
-	err := c.current.resolves(measID)
+// current (see connectionMeas); restored says it did, the proof that
+// the releases since the first were not this connection's.
+func (c *connectionMeas) resolving(measID int) (m *measState, restored bool, err error) {
+	err = c.current.resolves(measID)
 	if err == nil {
-		return c.current, nil
+		return c.current, false, nil
 	}
 	if c.merged != nil && c.merged.resolves(measID) == nil {
 		c.current, c.merged = c.merged, nil
-		return c.current, nil
+		return c.current, true, nil
 	}
-	return nil, err
+	return nil, false, err
 }
 
 // resolves reports why measID does not resolve to a report
