@@ -64,9 +64,6 @@ func loadUnit(out string, u Unit) (UnitResult, error) {
 	if err := testbed.ReadJSON(filepath.Join(r.Dir, doneFile), &r.Done); err != nil {
 		return r, err
 	}
-	if err := testbed.ReadJSON(filepath.Join(r.Dir, HandoversFile), &r.Handovers); err != nil {
-		return r, err
-	}
 	if err := testbed.ReadJSON(filepath.Join(r.Dir, testbed.FidelityFile), &r.Fidelity); err != nil {
 		return r, err
 	}
@@ -81,6 +78,12 @@ func loadUnit(out string, u Unit) (UnitResult, error) {
 	}
 	ms, err := testbed.ReadMeasurements(filepath.Join(r.Dir, testbed.MeasurementsFile))
 	if err != nil {
+		return r, err
+	}
+	// The metrics are computed again from what the run recorded, not
+	// read from HandoversFile, so that every unit of a report, whenever
+	// it ran, is measured by the same definitions.
+	if r.Handovers, err = report.Analyze(sc, truth, ms); err != nil {
 		return r, err
 	}
 	if r.Cuts, err = report.WindowCuts(sc, truth, ms); err != nil {

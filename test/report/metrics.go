@@ -53,8 +53,12 @@ type Handover struct {
 	// after execution; LossFree when zero.
 	Retransmissions uint32 `json:"retransmissions"`
 	LossFree        bool   `json:"loss_free"`
-	// CwndBefore is the last cwnd before execution, CwndMin the smallest
-	// in the 3 s after it, CwndDrop = 1 - min/before (0 when it only grew).
+	// CwndBefore is the last cwnd before the handover began (its
+	// measurement report; the failure, for a radio link failure), CwndMin
+	// the smallest from then until 3 s after execution, CwndDrop = 1 -
+	// min/before (0 when it only grew). Taken before the report, the cut
+	// includes one the source cell's context release at the command
+	// caused before the execution.
 	CwndBefore uint32  `json:"cwnd_before"`
 	CwndMin    uint32  `json:"cwnd_min"`
 	CwndDrop   float64 `json:"cwnd_drop"`
@@ -119,7 +123,7 @@ func Analyze(sc *scenario.Scenario, truth *emu.GroundTruth, m *traffic.Measureme
 		}
 		h.Retransmissions = retransBetween(m, predicted, ho.ExecAt+LossFreeAfter)
 		h.LossFree = h.Retransmissions == 0
-		h.CwndBefore, h.CwndMin = cwndAround(m, ho.ExecAt, min(ho.ExecAt+CwndWindow, horizon))
+		h.CwndBefore, h.CwndMin = cwndAround(m, predicted, min(ho.ExecAt+CwndWindow, horizon))
 		if h.CwndBefore > 0 {
 			h.CwndDrop = max(0, 1-float64(h.CwndMin)/float64(h.CwndBefore))
 		}
@@ -181,15 +185,15 @@ func retransBetween(m *traffic.Measurements, from, to time.Duration) uint32 {
 	return total
 }
 
-// cwndAround returns flow 0's last cwnd before exec and its minimum in
-// [exec, until].
-func cwndAround(m *traffic.Measurements, exec, until time.Duration) (before, least uint32) {
+// cwndAround returns flow 0's last cwnd before from and its minimum in
+// [from, until].
+func cwndAround(m *traffic.Measurements, from, until time.Duration) (before, least uint32) {
 	least = math.MaxUint32
 	for _, s := range m.TCPInfo {
 		if s.Flow != 0 {
 			continue
 		}
-		if s.At < exec {
+		if s.At < from {
 			before = s.Cwnd
 		} else if s.At <= until {
 			least = min(least, s.Cwnd)

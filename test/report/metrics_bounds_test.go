@@ -179,3 +179,37 @@ func TestAnalyzeConvergenceCappedAtNextHandover(t *testing.T) {
 		})
 	}
 }
+
+// TestAnalyzeCwndCutFromTheReport: the cwnd before a handover is the
+// one before its report, so a cut between the report and the execution
+// (the source's context release at the command) counts; the minimum
+// runs until CwndWindow after the execution.
+func TestAnalyzeCwndCutFromTheReport(t *testing.T) {
+	sc, _ := fixture(t)
+	cases := []struct {
+		name      string
+		cut       time.Duration // cwnd 40 from cut until execution
+		handover  emu.HandoverRecord
+		wantDrop  float64
+		wantFirst uint32
+	}{
+		{"a cut before the report is not the handover's", 9800 * time.Millisecond, handoverAt(0, "b", 9820*time.Millisecond, 10*time.Second), 0, 40},
+		{"a cut between report and execution is", 9900 * time.Millisecond, handoverAt(0, "b", 9820*time.Millisecond, 10*time.Second), 0.6, 100},
+		{"a failure counts from the failure", 9900 * time.Millisecond, rlfAt(0, "b", 10*time.Second), 0, 40},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := measurements(time.Hour)
+			for i := range m.TCPInfo {
+				if s := &m.TCPInfo[i]; s.At >= tc.cut && s.At < 10*time.Second {
+					s.Cwnd = 40
+				}
+			}
+			hs, err := Analyze(sc, &emu.GroundTruth{Handovers: []emu.HandoverRecord{tc.handover}}, m)
+			require.NoError(t, err)
+			require.Len(t, hs, 1)
+			assert.Equal(t, tc.wantFirst, hs[0].CwndBefore)
+			assert.InDelta(t, tc.wantDrop, hs[0].CwndDrop, 1e-9)
+		})
+	}
+}
