@@ -1275,7 +1275,7 @@ func (m *Machine) applyPreparationPolicy(target diag.Cell, limit time.Time) {
 		}
 	}
 	before := m.pol
-	m.holdClamp(windowBytes(bytes), source, limit)
+	m.holdClamp(windowBytes(bytes), source, clampGrace(limit, m.cfg.PolicyLease))
 	// One line per clamp a Preparation sets, not per renewal: where each
 	// target's clamp came from (measured here, the fleet, the band's
 	// minimum) is what an operator checks a fleet store by.
@@ -1283,6 +1283,21 @@ func (m *Machine) applyPreparationPolicy(target diag.Cell, limit time.Time) {
 		m.logger.Info("preparation clamp", "target", target, "bytes", m.pol.clampBytes, "source", source,
 			"headroom", headroom, "interruption", m.interruption())
 	}
+}
+
+// clampGrace is the limit to write with a Preparation clamp that must end
+// at limit: a lease beyond it. The machine itself ends the clamp at limit,
+// at its first tick after it, with the policy that follows (a reopening
+// ramp, a release); a datapath deadline at limit itself would release the
+// clamp for the moments until that tick, and one ACK with the real window
+// in that gap lets a sender's whole window out at once. In the testbed a
+// prediction that timed out released 103 segments in one burst that way
+// and overflowed the cell. A zero limit stays zero.
+func clampGrace(limit time.Time, lease time.Duration) time.Time {
+	if limit.IsZero() {
+		return limit
+	}
+	return limit.Add(lease)
 }
 
 // windowBytes fits an estimate into a window; the estimator never returns

@@ -231,7 +231,7 @@ func TestAlgorithm1Prediction(t *testing.T) {
 				require.NotNil(t, st.Prediction)
 				assert.Equal(t, lteB, st.Prediction.Target)
 				assert.Equal(t, at(10+292), st.Prediction.Deadline, "2 * default T2")
-				assert.Equal(t, at(10+292), h.act.calls[0].deadline, "clamp bounded by the prediction")
+				assert.Equal(t, at(10).Add(DefaultConfig().PolicyLease), h.act.calls[0].deadline, "a lease: the machine ends the clamp with the prediction, a lease after it at the latest")
 				assert.Equal(t, estimator.SourceCell, st.InForce.ClampSource)
 			},
 		},
@@ -382,7 +382,7 @@ func TestRepeatedReportRenewsPrediction(t *testing.T) {
 			assert.Equal(t, at(predictedMs), p.PredictedAt, "still the first report's prediction")
 			assert.Equal(t, at(deadlineMs), p.Deadline)
 			require.NotNil(t, h.m.Status().InForce.ClampDeadline)
-			assert.False(t, h.m.Status().InForce.ClampDeadline.After(at(deadlineMs)), "the clamp ends with the prediction")
+			assert.False(t, h.m.Status().InForce.ClampDeadline.After(at(deadlineMs).Add(DefaultConfig().PolicyLease)), "the clamp ends a lease after the prediction at the latest")
 		}
 	}
 	runMachineCases(t, []machineCase{
@@ -487,7 +487,9 @@ func TestPredictionFallbacks(t *testing.T) {
 			state:       Stable,
 			transitions: []string{predicted, "preparation>stable:prediction_timeout"},
 			predictions: []string{OutcomeTimedOut},
-			ops:         []string{"set_clamp(400000)", "clear_clamp"},
+			// The tick before the timeout renews the clamp past the
+			// prediction's end: the timeout itself releases it.
+			ops: []string{"set_clamp(400000)", "set_clamp(400000)", "clear_clamp"},
 		},
 		{
 			name: "Algorithm 1 keeps the first report's window through a repeat",
@@ -529,7 +531,7 @@ func TestPredictionFallbacks(t *testing.T) {
 				assert.Equal(t, at(510), h.act.calls[0].deadline, "one lease")
 				assert.Equal(t, at(160), h.act.calls[1].deadline, "suppression from the command for SmoothingMax")
 				assert.Equal(t, at(800), h.act.calls[2].deadline, "renewed by a lease")
-				assert.Equal(t, at(1010), h.act.calls[3].deadline, "bounded by the execution timeout")
+				assert.Equal(t, at(1509), h.act.calls[3].deadline, "a lease, within the execution timeout plus a lease")
 				assert.Equal(t, lteA, h.m.Status().Serving, "no completion, no move")
 			},
 		},
@@ -1278,7 +1280,7 @@ func TestActuatorErrors(t *testing.T) {
 	tick(30)(h)
 	st = h.m.Status()
 	require.NotNil(t, st.InForce.ClampDeadline)
-	assert.Equal(t, at(302), *st.InForce.ClampDeadline)
+	assert.Equal(t, at(530), *st.InForce.ClampDeadline, "a lease from the write that succeeded")
 	assert.Equal(t, uint32(lteBBuffer), h.act.clampBytes)
 
 	h.act.failing[OpClearClamp] = true
@@ -1309,7 +1311,8 @@ func TestEventTimeNeverGoesBack(t *testing.T) {
 	serve(1000, lteA, diag.Cell{})(h)
 	meas(500, diag.EventA3, lteA, lteB)(h)
 	require.Len(t, h.act.calls, 1)
-	assert.Equal(t, at(1000+292), h.act.calls[0].deadline, "a late event is handled at the machine's time")
+	require.NotNil(t, h.m.Status().Prediction)
+	assert.Equal(t, at(1000+292), h.m.Status().Prediction.Deadline, "a late event is handled at the machine's time")
 }
 
 func TestStatusJSON(t *testing.T) {
@@ -1948,4 +1951,26 @@ func TestPreparationClampIsLogged(t *testing.T) {
 	require.Len(t, clamps, 1, log.String())
 	assert.Contains(t, clamps[0], "bytes=400000")
 	assert.Contains(t, clamps[0], "source="+estimator.SourceCell)
+}
+
+// TestPreparationClampOutlivesItsPrediction: the datapath must still hold
+// a Preparation clamp when the machine's tick after the prediction's end
+// replaces it (a reopening ramp, a release). With the prediction's end as
+// the datapath deadline, the clamp lapsed before that tick, and an ACK
+// with the real window in the gap let the sender's whole window out at
+// once (clampGrace).
+func TestPreparationClampOutlivesItsPrediction(t *testing.T) {
+	h := newHarness(t, DefaultConfig())
+	serve(0, lteA, diag.Cell{})(h)
+	meas(10, diag.EventA3, lteA, lteB)(h)
+	for ms := 20; ms < 302; ms += 10 {
+		tick(ms)(h)
+		require.Equal(t, Preparation, h.m.State())
+		d := h.m.Status().InForce.ClampDeadline
+		require.NotNil(t, d)
+		assert.True(t, d.After(at(302)), "at %d ms the datapath holds the clamp past the prediction's end (%v)", ms, *d)
+	}
+	tick(302)(h)
+	assert.Equal(t, Stable, h.m.State(), "the machine ends it")
+	assert.Equal(t, "clear_clamp", h.act.ops()[len(h.act.calls)-1])
 }
