@@ -15,10 +15,15 @@ const (
 	// its first slow start, which every variant of a scenario shares and
 	// no handover causes.
 	CutsStartup = 5 * time.Second
-	// cutRetransWithin: a fall of the slow-start threshold is a window
-	// cut when the sender retransmits within this time of it. HyStart
-	// lowers the threshold without a loss, and that is no cut.
-	cutRetransWithin = 500 * time.Millisecond
+	// cutEpisodeGap separates loss episodes: retransmissions less than
+	// this apart belong to one recovery, in which the sender cuts its
+	// window once.
+	cutEpisodeGap = 500 * time.Millisecond
+	// cutShare: an episode is a cut when the cwnd fell below this share
+	// of its value before the episode. A tail loss probe retransmits
+	// without a cut; a congestion response of CUBIC (beta 0.7) or a
+	// timeout goes far below it.
+	cutShare = 0.9
 )
 
 // Cuts counts the congestion-window cuts of a run's first flow by where
@@ -46,9 +51,11 @@ func (c Cuts) Add(o Cuts) Cuts {
 }
 
 // WindowCuts finds the cuts of flow 0's congestion window in a run after
-// its first cutsStartup: samples where the slow-start threshold fell (the
-// sender took a loss, by fast recovery or by timeout) and the sender
-// retransmitted within cutRetransWithin.
+// its first CutsStartup: loss episodes (retransmissions, those less than
+// cutEpisodeGap apart taken as one) in which the cwnd fell below cutShare
+// of its value before the episode, placed where the episode began. The
+// slow-start threshold does not tell them: a cut at the same window as the
+// previous one leaves it where it was.
 func WindowCuts(sc *scenario.Scenario, truth *emu.GroundTruth, m *traffic.Measurements) (Cuts, error) {
 	var c Cuts
 	bands := map[string]diag.Band{}
@@ -63,18 +70,11 @@ func WindowCuts(sc *scenario.Scenario, truth *emu.GroundTruth, m *traffic.Measur
 	if _, ok := bands[sc.InitialCell]; !ok {
 		return c, fmt.Errorf("initial cell %q is not a cell of the scenario", sc.InitialCell)
 	}
-	var flow []traffic.TCPInfoSample
-	for _, s := range m.TCPInfo {
-		if s.Flow == 0 {
-			flow = append(flow, s)
-		}
-	}
-	for i := 1; i < len(flow); i++ {
-		prev, s := flow[i-1], flow[i]
-		if s.At < CutsStartup || s.Ssthresh >= prev.Ssthresh || !retransmitsWithin(flow[i:], prev.Retrans, s.At+cutRetransWithin) {
+	for _, e := range lossEpisodes(m) {
+		if e.at < CutsStartup || float64(e.least) >= cutShare*float64(e.before) {
 			continue
 		}
-		if s.Cwnd <= 1 {
+		if e.least <= 1 {
 			c.Timeouts++
 		}
 		serving, during := sc.InitialCell, false
@@ -83,10 +83,10 @@ func WindowCuts(sc *scenario.Scenario, truth *emu.GroundTruth, m *traffic.Measur
 			if h.Procedure == emu.ProcedureRLF || start == 0 {
 				start = h.ExecAt
 			}
-			if s.At >= start && s.At <= h.CompleteAt+LossFreeAfter {
+			if e.at >= start && e.at <= h.CompleteAt+LossFreeAfter {
 				during = true
 			}
-			if h.CompleteAt <= s.At {
+			if h.CompleteAt <= e.at {
 				serving = h.Target
 			}
 		}
@@ -102,16 +102,33 @@ func WindowCuts(sc *scenario.Scenario, truth *emu.GroundTruth, m *traffic.Measur
 	return c, nil
 }
 
-// retransmitsWithin reports whether the samples show more retransmissions
-// than base by until.
-func retransmitsWithin(samples []traffic.TCPInfoSample, base uint32, until time.Duration) bool {
-	for _, s := range samples {
-		if s.At > until {
-			return false
+// lossEpisode is a run of flow 0's retransmissions: when it began, the
+// cwnd before it, and the smallest cwnd until cutEpisodeGap after its
+// last retransmission.
+type lossEpisode struct {
+	at            time.Duration
+	before, least uint32
+}
+
+func lossEpisodes(m *traffic.Measurements) []lossEpisode {
+	var episodes []lossEpisode
+	var prev *traffic.TCPInfoSample
+	var lastRetrans time.Duration
+	for i := range m.TCPInfo {
+		s := &m.TCPInfo[i]
+		if s.Flow != 0 {
+			continue
 		}
-		if s.Retrans > base {
-			return true
+		if prev != nil && s.Retrans > prev.Retrans {
+			if len(episodes) == 0 || s.At-lastRetrans > cutEpisodeGap {
+				episodes = append(episodes, lossEpisode{at: s.At, before: prev.Cwnd, least: s.Cwnd})
+			}
+			lastRetrans = s.At
 		}
+		if n := len(episodes); n > 0 && s.At <= lastRetrans+cutEpisodeGap {
+			episodes[n-1].least = min(episodes[n-1].least, s.Cwnd)
+		}
+		prev = s
 	}
-	return false
+	return episodes
 }

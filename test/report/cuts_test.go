@@ -12,40 +12,43 @@ import (
 )
 
 // sampleCut is a change of flow 0's state in cutSamples: from at on, the
-// slow-start threshold is ssthresh and the cwnd cwnd; retransmit adds a
-// retransmission at retransAfter past at.
+// cwnd is cwnd (0: unchanged), and retransmit adds a retransmission at at.
 type sampleCut struct {
-	at           time.Duration
-	ssthresh     uint32
-	cwnd         uint32
-	retransmit   bool
-	retransAfter time.Duration
+	at         time.Duration
+	cwnd       uint32
+	retransmit bool
 }
 
-// cutSamples: flow 0 sampled every 10 ms for 20 s, from cwnd 100 and an
-// unset threshold, changed as changes say; a second flow, whose cuts do
-// not count, cut at every sample.
+// cutSamples: flow 0 sampled every 10 ms for 20 s, from cwnd 100, changed
+// as changes say; a second flow, whose cuts do not count, retransmits and
+// halves its window at every sample.
 func cutSamples(changes ...sampleCut) *traffic.Measurements {
 	m := &traffic.Measurements{}
-	ssthresh, cwnd, retrans := uint32(1<<31-1), uint32(100), uint32(0)
-	var pending []time.Duration
+	cwnd, retrans := uint32(100), uint32(0)
 	for at := time.Duration(0); at <= 20*time.Second; at += 10 * time.Millisecond {
 		for _, c := range changes {
-			if c.at == at {
-				ssthresh, cwnd = c.ssthresh, c.cwnd
-				if c.retransmit {
-					pending = append(pending, at+c.retransAfter)
-				}
+			if c.at != at {
+				continue
+			}
+			if c.cwnd > 0 {
+				cwnd = c.cwnd
+			}
+			if c.retransmit {
+				retrans++
 			}
 		}
-		for len(pending) > 0 && pending[0] <= at {
-			retrans, pending = retrans+1, pending[1:]
-		}
+		other := uint32(at/(10*time.Millisecond)) % 2
 		m.TCPInfo = append(m.TCPInfo,
-			traffic.TCPInfoSample{At: at, Flow: 0, Cwnd: cwnd, Ssthresh: ssthresh, Retrans: retrans},
-			traffic.TCPInfoSample{At: at, Flow: 1, Cwnd: 10, Ssthresh: uint32(at / time.Millisecond), Retrans: uint32(at / time.Millisecond)})
+			traffic.TCPInfoSample{At: at, Flow: 0, Cwnd: cwnd, Retrans: retrans},
+			traffic.TCPInfoSample{At: at, Flow: 1, Cwnd: 10 + 10*other, Retrans: uint32(at / time.Millisecond)})
 	}
 	return m
+}
+
+// cutAt is a loss episode at at that cuts the window to cwnd and restores
+// it to 100 a second later.
+func cutAt(at time.Duration, cwnd uint32) []sampleCut {
+	return []sampleCut{{at: at, cwnd: cwnd, retransmit: true}, {at: at + time.Second, cwnd: 100}}
 }
 
 func TestWindowCuts(t *testing.T) {
@@ -61,23 +64,22 @@ func TestWindowCuts(t *testing.T) {
 		changes   []sampleCut
 		want      Cuts
 	}{
-		{"startup is left out", handover, []sampleCut{{at: 4990 * ms, ssthresh: 70, cwnd: 70, retransmit: true}}, Cuts{}},
-		{"first cut after startup", handover, []sampleCut{{at: 5 * time.Second, ssthresh: 70, cwnd: 70, retransmit: true}}, Cuts{Sub6: 1}},
-		{"between handovers on sub-6", handover, []sampleCut{{at: 9810 * ms, ssthresh: 70, cwnd: 70, retransmit: true}}, Cuts{Sub6: 1}},
-		{"from the report", handover, []sampleCut{{at: 9820 * ms, ssthresh: 70, cwnd: 70, retransmit: true}}, Cuts{Handover: 1}},
-		{"until 2 s after completion", handover, []sampleCut{{at: 12020 * ms, ssthresh: 70, cwnd: 70, retransmit: true}}, Cuts{Handover: 1}},
-		{"then between handovers on mmWave", handover, []sampleCut{{at: 12030 * ms, ssthresh: 70, cwnd: 70, retransmit: true}}, Cuts{MmWave: 1}},
-		{"a timeout", handover, []sampleCut{{at: 15 * time.Second, ssthresh: 70, cwnd: 1, retransmit: true}}, Cuts{MmWave: 1, Timeouts: 1}},
-		{"retransmission within 500 ms", handover, []sampleCut{{at: 15 * time.Second, ssthresh: 70, cwnd: 70, retransmit: true, retransAfter: 500 * ms}}, Cuts{MmWave: 1}},
-		{"HyStart lowers the threshold without a loss", handover, []sampleCut{
-			{at: 7 * time.Second, ssthresh: 70, cwnd: 100, retransmit: true, retransAfter: 510 * ms}}, Cuts{}},
-		{"an undo raises it", handover, []sampleCut{
-			{at: 7 * time.Second, ssthresh: 70, cwnd: 70, retransmit: true},
-			{at: 7100 * ms, ssthresh: 100, cwnd: 100},
-			{at: 16 * time.Second, ssthresh: 80, cwnd: 80, retransmit: true}}, Cuts{Sub6: 1, MmWave: 1}},
-		{"a failure's window opens at the failure", failure, []sampleCut{
-			{at: 9990 * ms, ssthresh: 70, cwnd: 70, retransmit: true},
-			{at: 10 * time.Second, ssthresh: 50, cwnd: 1, retransmit: true}}, Cuts{Sub6: 1, Handover: 1, Timeouts: 1}},
+		{"startup is left out", handover, cutAt(4990*ms, 70), Cuts{}},
+		{"first cut after startup", handover, cutAt(5*time.Second, 70), Cuts{Sub6: 1}},
+		{"between handovers on sub-6", handover, cutAt(9810*ms, 70), Cuts{Sub6: 1}},
+		{"from the report", handover, cutAt(9820*ms, 70), Cuts{Handover: 1}},
+		{"until 2 s after completion", handover, cutAt(12020*ms, 70), Cuts{Handover: 1}},
+		{"then between handovers on mmWave", handover, cutAt(12030*ms, 70), Cuts{MmWave: 1}},
+		{"a timeout", handover, cutAt(15*time.Second, 1), Cuts{MmWave: 1, Timeouts: 1}},
+		{"a retransmission without a cut (a tail loss probe)", handover, cutAt(15*time.Second, 95), Cuts{}},
+		{"the cwnd falls within the episode", handover, []sampleCut{
+			{at: 15 * time.Second, retransmit: true}, {at: 15400 * ms, cwnd: 70}}, Cuts{MmWave: 1}},
+		{"retransmissions less than 500 ms apart are one episode", handover, []sampleCut{
+			{at: 15 * time.Second, cwnd: 70, retransmit: true}, {at: 15400 * ms, cwnd: 50, retransmit: true},
+			{at: 15800 * ms, retransmit: true}, {at: 17 * time.Second, cwnd: 100}}, Cuts{MmWave: 1}},
+		{"two cuts at the same window are two", handover, append(cutAt(6*time.Second, 70), cutAt(8*time.Second, 70)...), Cuts{Sub6: 2}},
+		{"a failure's window opens at the failure", failure, append(cutAt(9990*ms, 70), sampleCut{at: 10500 * ms, cwnd: 1, retransmit: true}),
+			Cuts{Sub6: 1, Handover: 1, Timeouts: 1}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
