@@ -69,6 +69,10 @@ func runningEmulator(t *testing.T) (e *Emulator, returned <-chan struct{}) {
 // number the process may have reused) for up to readTimeout.
 func TestEmulatorCloseWaitsForRun(t *testing.T) {
 	e, returned := runningEmulator(t)
+	e.runMu.Lock()
+	runDone := e.runDone
+	e.runMu.Unlock()
+	require.NotNil(t, runDone, "Run is running")
 	closed := make(chan struct{})
 	go func() {
 		e.Close()
@@ -79,11 +83,15 @@ func TestEmulatorCloseWaitsForRun(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		require.FailNow(t, "Close did not return")
 	}
+	// runDone closes once every goroutine of Run has returned; the
+	// channel of the goroutine that called Run closes a moment later, so
+	// it cannot tell whether Close waited.
 	select {
-	case <-returned:
+	case <-runDone:
 	default:
 		assert.Fail(t, "Close returned while Run was still running")
 	}
+	<-returned
 }
 
 func TestEmulatorRunAfterClose(t *testing.T) {
