@@ -518,8 +518,8 @@ func writeLossFree(w io.Writer, a *Analysis, variants []string) {
 // reference's on the same scenarios: what a policy saves during handovers
 // and what it costs between them.
 func writeCuts(w io.Writer, a *Analysis, variants []string) {
-	fmt.Fprintf(w, "Cuts of the first flow's congestion window (the slow-start threshold falling, with a retransmission), after the first %v; during a handover: from its report until %v after its completion. Each cell: the variant (%s on the same scenarios). BBR keeps no threshold to cut and has no row.\n\n",
-		report.CutsStartup, report.LossFreeAfter, report.Title(a.Reference))
+	fmt.Fprintf(w, "Cuts of the first flow's congestion window (loss episodes, retransmissions less than %v apart taken as one, in which the cwnd fell below %.0f%% of its value before), after the first %v; during a handover: from its report until %v after its completion. Each cell: the variant (%s on the same scenarios). BBR, which does not cut its window by a factor on loss, has no row.\n\n",
+		report.CutEpisodeGap, 100*report.CutShare, report.CutsStartup, report.LossFreeAfter, report.Title(a.Reference))
 	fmt.Fprintln(w, "| variant | scenarios | during handovers | between, sub-6 | between, mmWave | all | of them timeouts |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
 	for _, v := range variants {

@@ -15,15 +15,15 @@ const (
 	// its first slow start, which every variant of a scenario shares and
 	// no handover causes.
 	CutsStartup = 5 * time.Second
-	// cutEpisodeGap separates loss episodes: retransmissions less than
+	// CutEpisodeGap separates loss episodes: retransmissions less than
 	// this apart belong to one recovery, in which the sender cuts its
 	// window once.
-	cutEpisodeGap = 500 * time.Millisecond
-	// cutShare: an episode is a cut when the cwnd fell below this share
+	CutEpisodeGap = 500 * time.Millisecond
+	// CutShare: an episode is a cut when the cwnd fell below this share
 	// of its value before the episode. A tail loss probe retransmits
 	// without a cut; a congestion response of CUBIC (beta 0.7) or a
 	// timeout goes far below it.
-	cutShare = 0.9
+	CutShare = 0.9
 )
 
 // Cuts counts the congestion-window cuts of a run's first flow by where
@@ -52,7 +52,7 @@ func (c Cuts) Add(o Cuts) Cuts {
 
 // WindowCuts finds the cuts of flow 0's congestion window in a run after
 // its first CutsStartup: loss episodes (retransmissions, those less than
-// cutEpisodeGap apart taken as one) in which the cwnd fell below cutShare
+// CutEpisodeGap apart taken as one) in which the cwnd fell below CutShare
 // of its value before the episode, placed where the episode began. The
 // slow-start threshold does not tell them: a cut at the same window as the
 // previous one leaves it where it was.
@@ -71,7 +71,7 @@ func WindowCuts(sc *scenario.Scenario, truth *emu.GroundTruth, m *traffic.Measur
 		return c, fmt.Errorf("initial cell %q is not a cell of the scenario", sc.InitialCell)
 	}
 	for _, e := range lossEpisodes(m) {
-		if e.at < CutsStartup || float64(e.least) >= cutShare*float64(e.before) {
+		if e.at < CutsStartup || float64(e.least) >= CutShare*float64(e.before) {
 			continue
 		}
 		if e.least <= 1 {
@@ -79,11 +79,7 @@ func WindowCuts(sc *scenario.Scenario, truth *emu.GroundTruth, m *traffic.Measur
 		}
 		serving, during := sc.InitialCell, false
 		for _, h := range truth.Handovers {
-			start := h.MeasAt
-			if h.Procedure == emu.ProcedureRLF || start == 0 {
-				start = h.ExecAt
-			}
-			if e.at >= start && e.at <= h.CompleteAt+LossFreeAfter {
+			if e.at >= begins(h) && e.at <= h.CompleteAt+LossFreeAfter {
 				during = true
 			}
 			if h.CompleteAt <= e.at {
@@ -103,7 +99,7 @@ func WindowCuts(sc *scenario.Scenario, truth *emu.GroundTruth, m *traffic.Measur
 }
 
 // lossEpisode is a run of flow 0's retransmissions: when it began, the
-// cwnd before it, and the smallest cwnd until cutEpisodeGap after its
+// cwnd before it, and the smallest cwnd until CutEpisodeGap after its
 // last retransmission.
 type lossEpisode struct {
 	at            time.Duration
@@ -120,12 +116,12 @@ func lossEpisodes(m *traffic.Measurements) []lossEpisode {
 			continue
 		}
 		if prev != nil && s.Retrans > prev.Retrans {
-			if len(episodes) == 0 || s.At-lastRetrans > cutEpisodeGap {
+			if len(episodes) == 0 || s.At-lastRetrans > CutEpisodeGap {
 				episodes = append(episodes, lossEpisode{at: s.At, before: prev.Cwnd, least: s.Cwnd})
 			}
 			lastRetrans = s.At
 		}
-		if n := len(episodes); n > 0 && s.At <= lastRetrans+cutEpisodeGap {
+		if n := len(episodes); n > 0 && s.At <= lastRetrans+CutEpisodeGap {
 			episodes[n-1].least = min(episodes[n-1].least, s.Cwnd)
 		}
 		prev = s

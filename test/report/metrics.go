@@ -117,10 +117,7 @@ func Analyze(sc *scenario.Scenario, truth *emu.GroundTruth, m *traffic.Measureme
 			h.TargetCapacityBps = capacity.MeanBitsPerSecond(ho.ExecAt, horizon)
 		}
 		h.ConvergenceTime, h.Converged = convergence(m, capacity, ho.ExecAt, horizon)
-		predicted := ho.MeasAt
-		if ho.Procedure == emu.ProcedureRLF {
-			predicted = ho.ExecAt
-		}
+		predicted := begins(ho)
 		h.Retransmissions = retransBetween(m, predicted, ho.ExecAt+LossFreeAfter)
 		h.LossFree = h.Retransmissions == 0
 		h.CwndBefore, h.CwndMin = cwndAround(m, predicted, min(ho.ExecAt+CwndWindow, horizon))
@@ -130,6 +127,16 @@ func Analyze(sc *scenario.Scenario, truth *emu.GroundTruth, m *traffic.Measureme
 		out = append(out, h)
 	}
 	return out, nil
+}
+
+// begins is when a handover began: its measurement report, the earliest
+// a predictor can act; for a radio link failure, which nothing reports,
+// the failure.
+func begins(ho emu.HandoverRecord) time.Duration {
+	if ho.Procedure == emu.ProcedureRLF {
+		return ho.ExecAt
+	}
+	return ho.MeasAt
 }
 
 // bytesAt interpolates the receiver's cumulative byte count at t.
