@@ -15,6 +15,7 @@ import (
 	"github.com/m2ho/m2ho/test/report"
 	"github.com/m2ho/m2ho/test/scenario"
 	"github.com/m2ho/m2ho/test/testbed"
+	"github.com/m2ho/m2ho/test/traffic"
 )
 
 // Files of the results.
@@ -50,7 +51,7 @@ func Load(out string) (*Manifest, []UnitResult, error) {
 		if !u.Finished(out) {
 			continue
 		}
-		r, err := loadUnit(out, u)
+		r, _, err := loadUnit(out, u)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s %s: %w", u.Scenario.Name, u.Variant, err)
 		}
@@ -59,44 +60,54 @@ func Load(out string) (*Manifest, []UnitResult, error) {
 	return m, results, nil
 }
 
-func loadUnit(out string, u Unit) (UnitResult, error) {
+// recorded is what a unit's run recorded that its UnitResult keeps no
+// copy of.
+type recorded struct {
+	scenario     *scenario.Scenario
+	measurements *traffic.Measurements
+}
+
+// loadUnit reads a finished unit, with its scenario and measurements.
+func loadUnit(out string, u Unit) (UnitResult, recorded, error) {
 	r := UnitResult{Unit: u, Dir: u.Dir(out)}
+	var rec recorded
 	if err := testbed.ReadJSON(filepath.Join(r.Dir, doneFile), &r.Done); err != nil {
-		return r, err
+		return r, rec, err
 	}
 	if err := testbed.ReadJSON(filepath.Join(r.Dir, testbed.FidelityFile), &r.Fidelity); err != nil {
-		return r, err
+		return r, rec, err
 	}
 	truth, err := emu.ReadGroundTruth(filepath.Join(r.Dir, testbed.GroundTruthFile))
 	if err != nil {
-		return r, err
+		return r, rec, err
 	}
 	r.Truth = truth
 	sc, err := scenario.Load(filepath.Join(out, u.Scenario.File))
 	if err != nil {
-		return r, err
+		return r, rec, err
 	}
 	ms, err := testbed.ReadMeasurements(filepath.Join(r.Dir, testbed.MeasurementsFile))
 	if err != nil {
-		return r, err
+		return r, rec, err
 	}
+	rec = recorded{scenario: sc, measurements: ms}
 	// The metrics are computed again from what the run recorded, not
 	// read from HandoversFile, so that every unit of a report, whenever
 	// it ran, is measured by the same definitions.
 	if r.Handovers, err = report.Analyze(sc, truth, ms); err != nil {
-		return r, err
+		return r, rec, err
 	}
 	if r.Cuts, err = report.WindowCuts(sc, truth, ms); err != nil {
-		return r, err
+		return r, rec, err
 	}
 	var usage testbed.DaemonUsage
 	switch err := testbed.ReadJSON(filepath.Join(r.Dir, testbed.M2hodUsageFile), &usage); {
 	case err == nil:
 		r.Daemon = &usage
 	case !errors.Is(err, os.ErrNotExist):
-		return r, err
+		return r, rec, err
 	}
-	return r, nil
+	return r, rec, nil
 }
 
 // byVariant groups the finished units per variant, in the manifest's
@@ -197,24 +208,20 @@ func mbps(bps float64) string        { return strconv.FormatFloat(bps/1e6, 'f', 
 // ObservedRuns reads the finished runs of one variant with everything
 // the paper's section 3 observations need.
 func ObservedRuns(out, variant string) ([]report.ObservedRun, error) {
-	m, results, err := Load(out)
+	m, err := ReadManifest(out)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading the evaluation in %s: %w", out, err)
 	}
 	var runs []report.ObservedRun
-	for _, r := range results {
-		if r.Variant != variant {
+	for _, u := range m.Units() {
+		if u.Variant != variant || !u.Finished(out) {
 			continue
 		}
-		sc, err := scenario.Load(filepath.Join(out, r.Scenario.File))
+		r, rec, err := loadUnit(out, u)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s %s: %w", u.Scenario.Name, u.Variant, err)
 		}
-		ms, err := testbed.ReadMeasurements(filepath.Join(r.Dir, testbed.MeasurementsFile))
-		if err != nil {
-			return nil, err
-		}
-		runs = append(runs, report.ObservedRun{Scenario: sc, Truth: r.Truth, Measurements: ms, Handovers: r.Handovers})
+		runs = append(runs, report.ObservedRun{Scenario: rec.scenario, Truth: r.Truth, Measurements: rec.measurements, Handovers: r.Handovers})
 	}
 	if len(runs) == 0 {
 		return nil, fmt.Errorf("%s has no finished run of %s (variants: %v)", out, variant, m.AllVariants())
