@@ -91,6 +91,13 @@ type bandwidth struct {
 
 	roundStart byteSample
 	inRound    bool
+	// roundRTTSum and roundRTTs add up the RTT samples of the current
+	// round; roundRTT is the mean of the last complete round's (the
+	// smoothed RTT when it had none), which says what it queued without
+	// the smoothed RTT's lag of several rounds.
+	roundRTTSum time.Duration
+	roundRTTs   int
+	roundRTT    time.Duration
 	// bytesPerSecond is the delivery rate of the last complete round.
 	bytesPerSecond float64
 	estimateAt     time.Time
@@ -164,6 +171,11 @@ func (e *Estimator) closeRoundLocked(s byteSample) {
 		return
 	}
 	b.bytesPerSecond = float64(s.total-b.roundStart.total) / elapsed.Seconds()
+	b.roundRTT = b.srtt
+	if b.roundRTTs > 0 {
+		b.roundRTT = b.roundRTTSum / time.Duration(b.roundRTTs)
+	}
+	b.roundRTTSum, b.roundRTTs = 0, 0
 	b.estimateAt = s.t
 	b.roundStart = s
 	keep := 0
@@ -201,6 +213,8 @@ func (e *Estimator) AddRTT(path uint64, t time.Time, rtt time.Duration) {
 		// swing the clamp.
 		b.srtt += (rtt - b.srtt) / 8
 	}
+	b.roundRTTSum += rtt
+	b.roundRTTs++
 	if b.minRTT == 0 || rtt <= b.minRTT || t.Sub(b.minRTTAt) > e.cfg.RTTMinWindow {
 		b.minRTT, b.minRTTAt = rtt, t
 	}
@@ -232,6 +246,18 @@ func (e *Estimator) AddRTT(path uint64, t time.Time, rtt time.Duration) {
 // buffer, so the capped window never overflows the cell while still
 // keeping it busy: the bandwidth-delay product is always allowed.
 //
+// A cell that slows keeps the peak of the rounds before for up to
+// Config.PeakWindow, and the window sized on it would overflow the cell
+// by what it no longer carries: in the testbed a sub-6 cell whose rate
+// fell by a third within a second dropped the tail of such a window
+// (cwnd 218 to 121). So once the last round was cell-bound (its queue
+// above CellBoundShare of the buffer estimate, Round.CellBound), the
+// window is at most that round's product plus half the buffer estimate:
+// the cell stays busy, with half its buffer spare for the next fall.
+// Half lies above the share that marks a round cell-bound, so a cell the
+// window keeps busy stays under this rule rather than alternating
+// between it and the peak's.
+//
 // It is not ok until an RTT sample and a full round exist, and when the
 // last round ended more than Config.BandwidthMaxAge before now.
 func (e *Estimator) BandwidthClamp(now time.Time) (bytes uint64, ok bool) {
@@ -247,6 +273,9 @@ func (e *Estimator) BandwidthClamp(now time.Time) (bytes uint64, ok bool) {
 	// counts, the lookups of handover targets only.
 	buffer, _ := e.lookupLocked(e.serving, false)
 	window = min(window, rate*b.minRTT.Seconds()+float64(buffer))
+	if e.lastQueueLocked() > CellBoundShare*float64(buffer) {
+		window = min(window, b.bytesPerSecond*b.minRTT.Seconds()+float64(buffer)/2)
+	}
 	if window >= MaxWindowBytes {
 		return MaxWindowBytes, true
 	}
@@ -288,7 +317,22 @@ type Round struct {
 	// the senders kept in flight, whichever limit (their window or the
 	// advertised one) held them.
 	Flight uint64
+	// Queue is what the round left queued in the cell: its rate times its
+	// mean RTT above RTT_min.
+	Queue uint64
+	// CellBound says the queue held more than CellBoundShare of the
+	// cell's buffer estimate: the cell, not a window, set the round's
+	// rate.
+	CellBound bool
 }
+
+// CellBoundShare is the share of the serving cell's buffer estimate a
+// round must leave queued for its rate to be taken as the cell's. A
+// quarter of a sub-6 buffer at scale 0.1 (150 kB at 1.9 MB/s) is 20 ms of
+// queueing, above what slot scheduling and delayed ACKs add to an RTT
+// sample; a window that held the senders below the cell's rate leaves
+// next to nothing queued.
+const CellBoundShare = 0.25
 
 // LastRound returns the last complete round, with the same freshness rule
 // as BandwidthClamp.
@@ -299,7 +343,21 @@ func (e *Estimator) LastRound(now time.Time) (Round, bool) {
 		return Round{}, false
 	}
 	b := &e.bw
-	return Round{End: b.estimateAt, Flight: uint64(b.bytesPerSecond * b.srtt.Seconds())}, true
+	buffer, _ := e.lookupLocked(e.serving, false)
+	queue := e.lastQueueLocked()
+	return Round{
+		End:       b.estimateAt,
+		Flight:    uint64(b.bytesPerSecond * b.srtt.Seconds()),
+		Queue:     uint64(queue),
+		CellBound: queue > CellBoundShare*float64(buffer),
+	}, true
+}
+
+// lastQueueLocked is the bytes the last round left queued in the cell:
+// its rate times its mean RTT above RTT_min.
+func (e *Estimator) lastQueueLocked() float64 {
+	b := &e.bw
+	return b.bytesPerSecond * max(b.roundRTT-b.minRTT, 0).Seconds()
 }
 
 // servingRateLocked is the delivery rate in bytes per second seen on cell

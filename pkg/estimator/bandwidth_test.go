@@ -375,3 +375,81 @@ func TestCarried(t *testing.T) {
 	_, ok = e.Carried(at(2500))
 	assert.False(t, ok, "stale")
 }
+
+// TestLastRoundQueue: the queue of a round is its rate times the smoothed
+// RTT above RTT_min; a round at RTT_min queued nothing.
+func TestLastRoundQueue(t *testing.T) {
+	const rate = 1_875_000
+	tests := []struct {
+		name  string
+		rtts  []rttSample
+		queue uint64
+	}{
+		{name: "at RTT_min", rtts: repeatRTT(40*time.Millisecond, 0, 100), queue: 0},
+		{name: "40 ms above RTT_min", rtts: append([]rttSample{{0, 40 * time.Millisecond}}, repeatRTT(80*time.Millisecond, 1, 100)...), queue: rate * 40 / 1000},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEstimator(t, nil)
+			e.SetServing(lteA, at(0))
+			feedSeries(e, tc.rtts, steadyBytes(rate, 1000))
+			r, ok := e.LastRound(at(1000))
+			require.True(t, ok)
+			assert.InDelta(t, tc.queue, float64(r.Queue), rate*40/1000/20)
+		})
+	}
+}
+
+// TestBandwidthClampOfACellBoundRound: once the last round queued more
+// than CellBoundShare of the buffer estimate, the window is that round's
+// product plus half the buffer, below the peak rule; a round that queued
+// less leaves the peak rule as it is.
+func TestBandwidthClampOfACellBoundRound(t *testing.T) {
+	const (
+		rate = 1_875_000 // 15 Mbit/s
+		// buffer is below one product, so that the peak rule's cap
+		// (the product plus the buffer) is the window.
+		buffer = 100_000
+		minRTT = 70 * time.Millisecond
+	)
+	bdp := func(bytesPerSecond float64) float64 { return bytesPerSecond * minRTT.Seconds() }
+	tests := []struct {
+		name string
+		// later is the rate of the last 300 ms, after 700 ms at rate;
+		// queued its RTT above RTT_min.
+		later  float64
+		queued time.Duration
+		window float64
+	}{
+		{name: "no queue: the peak rule", later: rate, window: bdp(rate) + buffer},
+		{name: "a queue below the share: the peak rule", later: rate, queued: 10 * time.Millisecond, window: bdp(rate) + buffer},
+		{name: "a cell at its rate with a queue: its product plus half the buffer", later: rate, queued: 40 * time.Millisecond, window: bdp(rate) + buffer/2},
+		{name: "a cell that slowed by a third: the slow round's product plus half the buffer", later: rate * 2 / 3, queued: 60 * time.Millisecond, window: bdp(rate*2/3) + buffer/2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEstimator(t, nil)
+			e.SetServing(lteA, at(0))
+			e.AddBurst(Burst{Start: at(0), End: at(5), Bytes: buffer})
+			var total float64
+			for ms := 0; ms <= 1000; ms += 10 {
+				r, rtt := float64(rate), minRTT
+				if ms > 700 {
+					r, rtt = tc.later, minRTT+tc.queued
+				}
+				if ms == 0 {
+					rtt = minRTT
+				}
+				e.AddRTT(e.Path(), at(float64(ms)), rtt)
+				e.AddBytes(at(float64(ms)), uint64(total))
+				total += r / 100
+			}
+			window, ok := e.BandwidthClamp(at(1000))
+			require.True(t, ok)
+			assert.InDelta(t, tc.window, float64(window), tc.window/50)
+			round, ok := e.LastRound(at(1000))
+			require.True(t, ok)
+			assert.Equal(t, tc.window < bdp(rate)+buffer, round.CellBound)
+		})
+	}
+}

@@ -1625,19 +1625,45 @@ func TestRamp(t *testing.T) {
 			},
 		},
 		{
-			name:  "a ramp the clamp holds doubles up to what the target is expected to carry, above Eq. 2's cap on the clamped rate",
-			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); queuedLink(h) },
+			name: "a ramp the clamp holds doubles up to what the target is expected to carry, above Eq. 2's cap on the clamped rate",
+			// The source carried fastRate at its RTT_min: the target is
+			// expected to carry its buffer plus 1.5 MB.
+			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); sub6Link(-1000, 0, fastRate)(h) },
 			steps: append(handoverPredictedEarly(), released(160),
 				clampIs(lteBBuffer, estimator.SourceCell, "the clamp of the handover"),
-				// Rounds of 100 ms at RTT_min 50 ms, each delivering the
-				// clamp: Eq. 2 on that rate gives the clamp again.
-				queuedRampLink(170, 300, lteBBuffer*10, 0),
-				clampIs(2*lteBBuffer, ClampSourceRamp, "doubled, where Eq. 2 would hold it"),
-				queuedRampLink(310, 500, 2*lteBBuffer*10, lteBBuffer*10*140/1000),
-				clampIs(lteBBuffer+queuedRate*50/1000, ClampSourceRamp, "up to the buffer plus the source's bandwidth-delay product")),
+				// Rounds at RTT_min, each delivering the clamp: the cell
+				// queued nothing, so the clamp set their rate.
+				rampLink(170, 230, lteBBuffer*20, 0),
+				clampIs(2*lteBBuffer, ClampSourceRamp, "doubled"),
+				// Eq. 2 on the doubled clamp's rate gives that clamp
+				// plus one buffer estimate only.
+				rampLink(240, 280, 2*lteBBuffer*20, lteBBuffer*20*70/1000),
+				clampIs(4*lteBBuffer, ClampSourceRamp, "doubled again")),
 			state: Stable, transitions: []string{predicted, executed, releasedFlows},
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"sub6_sub6"},
+		},
+		{
+			name:  "a round that queued in the cell ran at the cell's rate: Eq. 2 rules the ramp, round after round",
+			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); queuedLink(h) },
+			steps: append(handoverPredictedEarly(), released(160),
+				// Rounds of 100 ms at RTT_min 50 ms, each delivering the
+				// clamp: half of it waited in the cell's queue.
+				queuedRampLink(170, 1200, lteBBuffer*10, 0)),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				// The smoothed RTT takes a few rounds to see the
+				// queue; from then on the clamp stays.
+				for _, c := range h.act.calls {
+					if c.op == OpSetClamp && c.deadline.After(at(500).Add(DefaultConfig().PolicyLease)) {
+						assert.Equal(t, uint32(lteBBuffer), c.bytes, "Eq. 2 on the cell's rate is the clamp: not doubled again")
+					}
+				}
+				assert.Equal(t, uint32(lteBBuffer), h.act.clampBytes)
+				require.NotNil(t, h.m.ramp, "the senders still fill it")
+			},
 		},
 		{
 			name:  "without a clamp at execution a kept window beyond what the target carries ramps from that",
@@ -1671,10 +1697,15 @@ func TestRamp(t *testing.T) {
 				serve(-2000, lteA, diag.Cell{})(h)
 				queuedLink(h)
 			},
-			steps: append(predictionTimingOut(),
+			// The clamp drains the cell's queue: rounds at RTT_min
+			// deliver it until the prediction times out.
+			steps: []step{
+				serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB),
+				rampLink(20, 300, fillingRate, queuedRate), tick(301), tick(302),
 				clampIs(lteBBuffer, ClampSourceRamp, "the clamp stays as the ramp's start"),
-				rampLink(310, 370, fillingRate, queuedRate),
-				clampIs(2*lteBBuffer, ClampSourceRamp, "doubled after a full round")),
+				rampLink(310, 370, fillingRate, queuedRate+fillingRate*290/1000),
+				clampIs(2*lteBBuffer, ClampSourceRamp, "doubled after a full round"),
+			},
 			state:       Stable,
 			transitions: []string{predicted, "preparation>stable:prediction_timeout"},
 			predictions: []string{OutcomeTimedOut},
