@@ -68,8 +68,11 @@ type Analysis struct {
 	DupAckModel []report.DupAckModelCheck `json:"dupack_model"`
 	// Cuts are each variant's window cuts over the scenarios it shares
 	// with the reference, and the reference's over the same scenarios.
-	Cuts  map[string]PairedCuts `json:"window_cuts"`
-	Goals []Goal                `json:"goals"`
+	Cuts map[string]PairedCuts `json:"window_cuts"`
+	// Phases are the headline variant's bytes against the reference's by
+	// phase of the handovers, grouped by loss outcome.
+	Phases []PhaseCost `json:"phase_costs"`
+	Goals  []Goal      `json:"goals"`
 }
 
 // PairedCuts are a variant's window cuts and the reference's, summed over
@@ -190,6 +193,9 @@ func analyse(m *Manifest, results []UnitResult) (*Analysis, error) {
 		if ds.Units+ds.Errors > 0 {
 			a.Daemon[v] = ds
 		}
+	}
+	if len(groups[a.Headline]) > 0 {
+		a.Phases = pairPhases(groups[a.Reference], groups[a.Headline])
 	}
 	if len(groups[variantBBR]) > 0 && len(groups[variantBBRM2HO]) > 0 {
 		p := comparePaired(variantBBR, groups[variantBBR], variantBBRM2HO, groups[variantBBRM2HO])
@@ -600,6 +606,8 @@ func writeMarkdown(w io.Writer, m *Manifest, a *Analysis) error {
 	writeLossFree(w, a, variants)
 	fmt.Fprintln(w, "\n## Where the senders' windows were cut")
 	writeCuts(w, a, variants)
+	fmt.Fprintln(w, "\n## Where the kept window went")
+	writePhases(w, a)
 	if a.Prediction != nil {
 		fmt.Fprintln(w, "\n## Table 4: handover prediction precision p and recall r (%)")
 		if err := report.WritePredictionTable(w, a.Prediction); err != nil {

@@ -74,6 +74,9 @@ type Handover struct {
 	// TargetCapacityBps is the target cell's mean capacity over the
 	// convergence horizon.
 	TargetCapacityBps float64 `json:"target_capacity_bps"`
+	// Phases split the bytes of the throughput window at the handover's
+	// beginning and execution.
+	Phases Phases `json:"phases"`
 }
 
 // Analyze computes the metrics of every handover of a run.
@@ -113,6 +116,7 @@ func Analyze(sc *scenario.Scenario, truth *emu.GroundTruth, m *traffic.Measureme
 		from := max(ho.ExecAt-ThroughputWindow, m.Goodput[0].At)
 		to := min(ho.ExecAt+ThroughputWindow, runEnd)
 		h.ThroughputBps = meanGoodput(m, from, to)
+		h.Phases = splitPhases(m, from, begins(ho), ho.ExecAt, to)
 		if horizon > ho.ExecAt {
 			h.TargetCapacityBps = capacity.MeanBitsPerSecond(ho.ExecAt, horizon)
 		}
