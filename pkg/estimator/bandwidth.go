@@ -98,6 +98,9 @@ type bandwidth struct {
 	roundRTTSum time.Duration
 	roundRTTs   int
 	roundRTT    time.Duration
+	// queued is what the last complete round left queued, 0 when it had
+	// no RTT sample of its own (see queueLowerBound).
+	queued float64
 	// bytesPerSecond is the delivery rate of the last complete round.
 	bytesPerSecond float64
 	estimateAt     time.Time
@@ -172,10 +175,14 @@ func (e *Estimator) closeRoundLocked(s byteSample) {
 	}
 	b.bytesPerSecond = float64(s.total-b.roundStart.total) / elapsed.Seconds()
 	b.roundRTT = b.srtt
+	queued := 0.0
 	if b.roundRTTs > 0 {
 		b.roundRTT = b.roundRTTSum / time.Duration(b.roundRTTs)
+		queued = e.lastQueueLocked()
 	}
 	b.roundRTTSum, b.roundRTTs = 0, 0
+	e.queueLowerBoundLocked(min(queued, b.queued), s.t)
+	b.queued = queued
 	b.estimateAt = s.t
 	b.roundStart = s
 	keep := 0
@@ -183,6 +190,32 @@ func (e *Estimator) closeRoundLocked(s byteSample) {
 		keep++
 	}
 	b.rounds = append(b.rounds[keep:], round{end: s.t, bytesPerSecond: b.bytesPerSecond})
+}
+
+// queueLowerBoundLocked raises the serving cell's buffer estimate to
+// what two rounds in a row left queued in it. The bytes a cell holds
+// queued are a lower bound of its buffer, as a burst is (paper section
+// 4.3), and one that loss-based senders reach between handovers: they
+// fill the buffer before every loss. Bursts alone come short of it when
+// the queue before a handover was small (a Preparation clamp holds it to
+// the estimate itself, so the estimate could not grow past its first
+// bursts): in the testbed the largest burst of a cell of 150 kB was 65
+// to 97 kB in four cells of ten. A queue is counted once it held for two
+// rounds, each the mean of its RTT samples, so that one delayed sample
+// (a retransmission on the radio, a scheduling gap) is not taken for a
+// queue. mmWave estimates are kept but not used for mmWave targets
+// (lookupLocked).
+func (e *Estimator) queueLowerBoundLocked(queued float64, at time.Time) {
+	if queued < 1 || e.serving.RAT == "" {
+		return
+	}
+	r := e.recordLocked(e.serving)
+	if uint64(queued) <= r.BufferBytes {
+		return
+	}
+	r.Updated = at
+	e.raiseLocked(r, uint64(queued))
+	e.saveLocked(r)
 }
 
 // AddRTT takes an RTT sample measured at t and read while Path returned

@@ -453,3 +453,62 @@ func TestBandwidthClampOfACellBoundRound(t *testing.T) {
 		})
 	}
 }
+
+// TestQueueRaisesTheBufferEstimate: what the serving cell held queued for
+// two rounds in a row (the round's rate times its mean RTT above RTT_min)
+// is a lower bound of its buffer, as a burst is.
+func TestQueueRaisesTheBufferEstimate(t *testing.T) {
+	const (
+		rate   = 1_875_000 // 15 Mbit/s
+		minRTT = 70 * time.Millisecond
+	)
+	queueOf := func(d time.Duration) float64 { return rate * d.Seconds() }
+	tests := []struct {
+		name string
+		// known is the burst estimate before; queued the RTT above
+		// RTT_min of the samples from 500 ms, spike one sample at 700 ms.
+		known  uint64
+		queued time.Duration
+		spike  time.Duration
+		want   float64
+		saved  bool
+	}{
+		{name: "a standing queue raises an unknown cell's estimate", queued: 80 * time.Millisecond, want: queueOf(80 * time.Millisecond), saved: true},
+		{name: "and a smaller burst estimate", known: 70_000, queued: 80 * time.Millisecond, want: queueOf(80 * time.Millisecond), saved: true},
+		{name: "a queue below the estimate leaves it", known: 200_000, queued: 80 * time.Millisecond, want: 200_000},
+		{name: "one delayed sample is no queue", spike: 300 * time.Millisecond},
+		{name: "no queue, no estimate"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &memStore{}
+			e := newEstimator(t, store)
+			e.SetServing(lteA, at(0))
+			if tc.known > 0 {
+				e.AddBurst(Burst{Start: at(0), End: at(5), Bytes: tc.known})
+			}
+			saves := len(store.saved)
+			var total float64
+			for ms := 0; ms <= 1500; ms += 10 {
+				rtt := minRTT
+				if ms >= 500 {
+					rtt += tc.queued
+				}
+				if ms == 700 {
+					rtt += tc.spike
+				}
+				e.AddRTT(e.Path(), at(float64(ms)), rtt)
+				e.AddBytes(at(float64(ms)), uint64(total))
+				total += rate / 100
+			}
+			var got CellRecord
+			for _, r := range e.Cells() {
+				if r.Cell == lteA {
+					got = r
+				}
+			}
+			assert.InDelta(t, tc.want, float64(got.BufferBytes), tc.want/50+1)
+			assert.Equal(t, tc.saved, len(store.saved) > saves, "the raised estimate is stored")
+		})
+	}
+}

@@ -1,6 +1,7 @@
 // Package estimator keeps the two estimates M2HO acts on (paper sections
-// 4.3 and 4.5): the buffer size of each cell, learnt from downlink bursts,
-// and the available bandwidth, learnt from byte counts and RTT samples.
+// 4.3 and 4.5): the buffer size of each cell, learnt from downlink bursts
+// and the queues the cell held, and the available bandwidth, learnt from
+// byte counts and RTT samples.
 //
 // An Estimator is safe for concurrent use: the daemon feeds it from its
 // datapath readers while the state machine queries it and /status reads it.
@@ -28,7 +29,8 @@ type Burst struct {
 }
 
 // CellRecord is what is known about one cell. BufferBytes is the largest
-// burst seen in the cell: a lower bound of its buffer size. Network is
+// burst, or standing queue, seen in the cell: a lower bound of its buffer
+// size. Network is
 // the mobile network it was measured in, empty when the estimator was
 // given none: cell identities repeat across operators.
 type CellRecord struct {
