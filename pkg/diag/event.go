@@ -48,6 +48,19 @@ type Cell struct {
 	ARFCN uint32 `json:"arfcn"`
 }
 
+// Carrier is a radio carrier: a RAT and the ARFCN of its downlink
+// (EARFCN for LTE, the NR-ARFCN of the SSB for NR, as a Cell's).
+type Carrier struct {
+	RAT   RAT    `json:"rat"`
+	ARFCN uint32 `json:"arfcn"`
+}
+
+// IsZero reports whether the carrier is unset.
+func (c Carrier) IsZero() bool { return c == Carrier{} }
+
+// Carrier returns the carrier the cell is on.
+func (c Cell) Carrier() Carrier { return Carrier{RAT: c.RAT, ARFCN: c.ARFCN} }
+
 // CellKey is the identity of a cell, usable as a map key.
 type CellKey struct {
 	RAT   RAT
@@ -94,11 +107,18 @@ const (
 	// serving cell's system information or the network it registered
 	// with at connection setup. Sent when it changes.
 	TypeNetwork Type = "network"
+	// TypeRRCRelease: the network released the RRC connection (TS 36.331
+	// and 38.331 5.3.8), or suspended it (an NR RRCRelease with
+	// suspendConfig, RRC_INACTIVE). The UE left RRC_CONNECTED: its radio
+	// bearers are released or suspended, every procedure under way ends
+	// with them, and no data flows until it connects (or resumes) again.
+	// The release may redirect the UE to a carrier.
+	TypeRRCRelease Type = "rrc_release"
 )
 
 // Types returns every event type of the JSON v1 contract.
 func Types() []Type {
-	return []Type{TypeMeasReport, TypeHOCommand, TypeHOComplete, TypeHOFailure, TypeRBAlloc, TypeCHOConfig, TypeNetwork}
+	return []Type{TypeMeasReport, TypeHOCommand, TypeHOComplete, TypeHOFailure, TypeRBAlloc, TypeCHOConfig, TypeNetwork, TypeRRCRelease}
 }
 
 // MeasEvent is the 3GPP measurement event that triggered a report.
@@ -163,6 +183,7 @@ type Slot struct {
 //   - rb_alloc:    Cell, SlotDuration, Slots
 //   - cho_config:  Serving (may be zero), Candidates (empty: none left)
 //   - network:     PLMN, Cell (may be zero)
+//   - rrc_release: Cell (may be zero), Redirect (zero: none)
 type Event struct {
 	Type Type
 	// Time is the modem's timestamp, or the receive time when the input
@@ -192,6 +213,10 @@ type Event struct {
 
 	// PLMN is the network of a network event, "MCC-MNC" (ParsePLMN).
 	PLMN string
+
+	// Redirect is the carrier an rrc_release sends the UE to
+	// (redirectedCarrierInfo), zero when it names none of LTE or NR.
+	Redirect Carrier
 
 	SlotDuration time.Duration
 	Slots        []Slot

@@ -67,6 +67,12 @@ type wireCell struct {
 	ARFCN *int64 `json:"arfcn"`
 }
 
+// wireCarrier is a carrier as JSON carries it (see wireCell).
+type wireCarrier struct {
+	RAT   RAT    `json:"rat"`
+	ARFCN *int64 `json:"arfcn"`
+}
+
 type wireEvent struct {
 	V        *int            `json:"v"`
 	Type     Type            `json:"type"`
@@ -83,6 +89,7 @@ type wireEvent struct {
 	Cell        *wireCell    `json:"cell,omitempty"`
 	Cause       FailureCause `json:"cause,omitempty"`
 	PLMN        string       `json:"plmn,omitempty"`
+	Redirect    *wireCarrier `json:"redirect,omitempty"`
 	SlotUS      *int64       `json:"slot_us,omitempty"`
 	Slots       [][]int64    `json:"slots,omitempty"`
 }
@@ -138,6 +145,8 @@ func ParseJSON(line []byte) (Event, error) {
 		err = w.choConfig(&ev)
 	case TypeNetwork:
 		err = w.network(&ev)
+	case TypeRRCRelease:
+		err = w.rrcRelease(&ev)
 	default:
 		err = parseErrorf(ReasonJSONType, "unknown type %q", w.Type)
 	}
@@ -234,6 +243,21 @@ func (w *wireEvent) network(ev *Event) error {
 	return err
 }
 
+// rrcRelease reads an rrc_release: the cell released from and the
+// carrier it redirects to, each when known.
+func (w *wireEvent) rrcRelease(ev *Event) error {
+	var err error
+	if w.Cell != nil {
+		if ev.Cell, err = w.Cell.cell("cell"); err != nil {
+			return err
+		}
+	}
+	if w.Redirect != nil {
+		ev.Redirect, err = w.Redirect.carrier("redirect")
+	}
+	return err
+}
+
 // rbAlloc reads an rb_alloc; pairs are its slots when the rb_alloc
 // decoder took it (see decodeRBAlloc), nil when w.Slots are.
 func (w *wireEvent) rbAlloc(ev *Event, pairs []int64) error {
@@ -272,14 +296,9 @@ func (w *wireEvent) rbAlloc(ev *Event, pairs []int64) error {
 }
 
 func (c *wireCell) cell(field string) (Cell, error) {
-	var maxPCI, maxARFCN int64
-	switch c.RAT {
-	case RATLTE:
-		maxPCI, maxARFCN = maxLTEPCI, maxEARFCN
-	case RATNR:
-		maxPCI, maxARFCN = maxNRPCI, maxNRARFCN
-	default:
-		return Cell{}, parseErrorf(ReasonJSONCell, "%s: unknown rat %q", field, c.RAT)
+	maxPCI, maxARFCN, err := limits(field, c.RAT)
+	if err != nil {
+		return Cell{}, err
 	}
 	switch c.Band {
 	case "", BandSub6, BandMmWave:
@@ -293,6 +312,28 @@ func (c *wireCell) cell(field string) (Cell, error) {
 		return Cell{}, parseErrorf(ReasonJSONCell, "%s: arfcn missing or outside 0..%d", field, maxARFCN)
 	}
 	return Cell{RAT: c.RAT, Band: c.Band, PCI: uint16(*c.PCI), ARFCN: uint32(*c.ARFCN)}.Normalized(), nil
+}
+
+func (c *wireCarrier) carrier(field string) (Carrier, error) {
+	_, maxARFCN, err := limits(field, c.RAT)
+	if err != nil {
+		return Carrier{}, err
+	}
+	if c.ARFCN == nil || *c.ARFCN < 0 || *c.ARFCN > maxARFCN {
+		return Carrier{}, parseErrorf(ReasonJSONCell, "%s: arfcn missing or outside 0..%d", field, maxARFCN)
+	}
+	return Carrier{RAT: c.RAT, ARFCN: uint32(*c.ARFCN)}, nil
+}
+
+// limits are the largest PCI and ARFCN of rat.
+func limits(field string, rat RAT) (maxPCI, maxARFCN int64, err error) {
+	switch rat {
+	case RATLTE:
+		return maxLTEPCI, maxEARFCN, nil
+	case RATNR:
+		return maxNRPCI, maxNRARFCN, nil
+	}
+	return 0, 0, parseErrorf(ReasonJSONCell, "%s: unknown rat %q", field, rat)
 }
 
 // parseJSONTime accepts RFC 3339 strings and unix nanoseconds as a number.
@@ -365,6 +406,12 @@ func MarshalJSON(ev Event) ([]byte, error) {
 	case TypeNetwork:
 		w.PLMN = ev.PLMN
 		w.Cell = toWireCell(ev.Cell)
+	case TypeRRCRelease:
+		w.Cell = toWireCell(ev.Cell)
+		if !ev.Redirect.IsZero() {
+			arfcn := int64(ev.Redirect.ARFCN)
+			w.Redirect = &wireCarrier{RAT: ev.Redirect.RAT, ARFCN: &arfcn}
+		}
 	default:
 		return nil, fmt.Errorf("marshal diag event: unknown type %q", ev.Type)
 	}

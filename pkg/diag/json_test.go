@@ -72,6 +72,18 @@ func TestParseJSON(t *testing.T) {
 		{name: "network with a four-digit mcc", in: `{"v":1,"type":"network","plmn":"4600-00"}`, reason: diag.ReasonJSONField},
 		{name: "network with letters", in: `{"v":1,"type":"network","plmn":"46a-00"}`, reason: diag.ReasonJSONField},
 		{name: "network with a bad cell", in: `{"v":1,"type":"network","plmn":"460-00","cell":{"rat":"wifi","pci":1,"arfcn":1}}`, reason: diag.ReasonJSONCell},
+		{name: "rrc_release", in: `{"v":1,"type":"rrc_release","cell":{"rat":"lte","pci":7,"arfcn":66486}}`,
+			want: diag.Event{Type: diag.TypeRRCRelease, Cell: lteCell}},
+		{name: "rrc_release without cell", in: `{"v":1,"type":"rrc_release"}`, want: diag.Event{Type: diag.TypeRRCRelease}},
+		{name: "rrc_release redirecting to an nr carrier", in: `{"v":1,"type":"rrc_release","cell":{"rat":"lte","pci":7,"arfcn":66486},
+			"redirect":{"rat":"nr","arfcn":2079167}}`,
+			want: diag.Event{Type: diag.TypeRRCRelease, Cell: lteCell, Redirect: diag.Carrier{RAT: diag.RATNR, ARFCN: 2079167}}},
+		{name: "rrc_release redirecting to carrier 0", in: `{"v":1,"type":"rrc_release","redirect":{"rat":"lte","arfcn":0}}`,
+			want: diag.Event{Type: diag.TypeRRCRelease, Redirect: diag.Carrier{RAT: diag.RATLTE}}},
+		{name: "rrc_release redirecting to another rat", in: `{"v":1,"type":"rrc_release","redirect":{"rat":"utra","arfcn":10564}}`, reason: diag.ReasonJSONCell},
+		{name: "rrc_release redirect without arfcn", in: `{"v":1,"type":"rrc_release","redirect":{"rat":"lte"}}`, reason: diag.ReasonJSONCell},
+		{name: "rrc_release redirect beyond the earfcns", in: `{"v":1,"type":"rrc_release","redirect":{"rat":"lte","arfcn":262144}}`, reason: diag.ReasonJSONCell},
+		{name: "rrc_release with a bad cell", in: `{"v":1,"type":"rrc_release","cell":{"rat":"nr","pci":1008,"arfcn":1}}`, reason: diag.ReasonJSONCell},
 		{name: "syntax", in: `{"v":1,"type":`, reason: diag.ReasonJSONSyntax},
 		{name: "not an object", in: `[1,2]`, reason: diag.ReasonJSONField},
 		{name: "missing version", in: `{"type":"ho_failure","cause":"rlf"}`, reason: diag.ReasonJSONVersion},
@@ -141,6 +153,10 @@ func TestMarshalJSONRoundTrip(t *testing.T) {
 		{Type: diag.TypeHOCommand, Time: at, Kind: diag.HOPCell, Source: mmwaveA, Target: mmwaveB, Conditional: true},
 		{Type: diag.TypeNetwork, Time: at, PLMN: "460-00", Cell: lteCell},
 		{Type: diag.TypeNetwork, Time: at, PLMN: "001-001"},
+		{Type: diag.TypeRRCRelease, Time: at, Cell: lteCell},
+		{Type: diag.TypeRRCRelease, Time: at},
+		{Type: diag.TypeRRCRelease, Time: at, Cell: mmwaveA, Redirect: diag.Carrier{RAT: diag.RATLTE, ARFCN: 850}},
+		{Type: diag.TypeRRCRelease, Time: at, Redirect: diag.Carrier{RAT: diag.RATNR, ARFCN: 2079167}},
 	}
 	for i, ev := range events {
 		t.Run(fmt.Sprintf("%d_%s_%s%s", i, ev.Type, ev.Meas, ev.Kind), func(t *testing.T) {
@@ -165,6 +181,7 @@ func FuzzParseJSON(f *testing.F) {
 		`{"v":1,"type":"ho_complete","cell":{"rat":"nr","pci":3,"arfcn":4},"t":"2024-01-01T00:00:00.5Z"}`,
 		`{"v":1,"type":"ho_failure","cause":"rlf"}`,
 		`{"v":1,"type":"network","plmn":"460-00","cell":{"rat":"lte","pci":3,"arfcn":4}}`,
+		`{"v":1,"type":"rrc_release","cell":{"rat":"lte","pci":3,"arfcn":4},"redirect":{"rat":"nr","arfcn":627264}}`,
 		`{"v":1,"type":"rb_alloc","cell":{"rat":"nr","pci":3,"arfcn":4},"slot_us":500,"slots":[[100,106],[106,106],[20,106],[0,106]]}`,
 	}
 	for _, s := range seeds {
@@ -200,7 +217,7 @@ func FuzzParseJSON(f *testing.F) {
 func compareEvents(a, b diag.Event) string {
 	if a.Type != b.Type || a.Meas != b.Meas || a.Serving != b.Serving || a.Neighbor != b.Neighbor ||
 		a.Kind != b.Kind || a.Source != b.Source || a.Target != b.Target || a.Cell != b.Cell ||
-		a.Cause != b.Cause || a.PLMN != b.PLMN || a.SlotDuration != b.SlotDuration || len(a.Slots) != len(b.Slots) {
+		a.Cause != b.Cause || a.PLMN != b.PLMN || a.Redirect != b.Redirect || a.SlotDuration != b.SlotDuration || len(a.Slots) != len(b.Slots) {
 		return "fields differ"
 	}
 	for i := range a.Slots {

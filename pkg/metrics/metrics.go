@@ -40,7 +40,7 @@ const namespace = "m2hod"
 // watch; nor could an increase() see the first actuation error.
 var (
 	handoverKinds      = diag.HandoverClasses
-	predictionOutcomes = []string{"confirmed", "cancelled_a1", "timed_out", "cho_removed"}
+	predictionOutcomes = []string{"confirmed", "cancelled_a1", "timed_out", "cho_removed", "released"}
 )
 
 // DurationHistogram is a histogram kept elsewhere, in buckets of its own:

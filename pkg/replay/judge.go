@@ -24,7 +24,8 @@ const (
 	// predictor does not act on it.
 	MissReportNotPredicting = "report_not_predicting"
 	// MissPredictionEnded: a prediction came, but it timed out, was
-	// cancelled or replaced before the command.
+	// cancelled, replaced or ended by a connection release before the
+	// command.
 	MissPredictionEnded = "prediction_ended"
 	// MissPeriodicalReport: only periodical reports (or triggers m2ho does
 	// not follow) came.
@@ -159,8 +160,12 @@ func (j *judge) play(ev diag.Event) error {
 		j.noteStored(ev)
 	}
 	if ev.Type != diag.TypeHOCommand {
+		pending := j.tracker.open
 		if err := j.player.Play(ev); err != nil {
 			return err
+		}
+		if ev.Type == diag.TypeRRCRelease && pending != nil {
+			noteRedirect(pending, ev.Redirect)
 		}
 		j.afterEvent(ev)
 		return nil
@@ -195,6 +200,15 @@ func (j *judge) play(ev diag.Event) error {
 	j.open = h
 	j.afterEvent(ev)
 	return nil
+}
+
+// noteRedirect tells apart a prediction that a release redirecting the
+// UE to redirect ended, when that is the carrier of its target
+// (OutcomeRedirected).
+func noteRedirect(p *Prediction, redirect diag.Carrier) {
+	if p.Outcome == statemachine.OutcomeReleased && !redirect.IsZero() && p.Target.Carrier() == redirect {
+		p.Outcome = OutcomeRedirected
+	}
 }
 
 // noteStored follows the candidates of the conditional handover

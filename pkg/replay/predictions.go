@@ -8,8 +8,9 @@ import (
 )
 
 // Outcomes of a replayed prediction besides the machine's own
-// (statemachine.OutcomeConfirmed, OutcomeCancelledA1, OutcomeTimedOut),
-// for predictions that ended without the machine reporting one.
+// (statemachine.OutcomeConfirmed, OutcomeCancelledA1, OutcomeTimedOut,
+// OutcomeCHORemoved, OutcomeReleased), for predictions that ended
+// without the machine reporting one, or that the judge tells apart.
 const (
 	// OutcomeSuperseded: a report predicting another target replaced it.
 	OutcomeSuperseded = "superseded"
@@ -18,6 +19,12 @@ const (
 	OutcomeDropped = "dropped_on_failure"
 	// OutcomeUnresolved: still pending when the replay ended.
 	OutcomeUnresolved = "unresolved"
+	// OutcomeRedirected: the network released the connection
+	// (statemachine.OutcomeReleased) redirecting the UE to the carrier of
+	// the predicted target. The network moved the UE where the report
+	// pointed, but by a release, not a handover: it counts as not
+	// confirmed, as every release does (docs/replay.md).
+	OutcomeRedirected = "redirected"
 )
 
 // Prediction is one prediction the machine made and its fate.

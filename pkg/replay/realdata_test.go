@@ -145,22 +145,23 @@ func TestReplayCarriesLearning(t *testing.T) {
 // of messages hold one handover and 13 reports in 123302).
 // mobility_sample has two handovers whose complete was not logged before
 // a connection release: the next connection's first reconfiguration
-// complete is not theirs.
+// complete is not theirs. Every connection release the followed
+// subscription logged is an rrc_release.
 func TestSharedCapturesDecodeAsBefore(t *testing.T) {
 	want := map[string]string{
 		"20201115_181637_Xiaomi-Mi10_46000.mi2log": "events ho_command=1 ho_complete=1 | reports 1 | skipped none",
 		"20201115_181751_Xiaomi-Mi10_46000.mi2log": "events none | reports 1 | skipped rrc_unresolved_meas_id=1",
 		"20201115_181843_Xiaomi-Mi10_46000.mi2log": "events ho_command=2 ho_complete=2 | reports 5 | skipped rrc_unresolved_meas_id=2",
-		"20201116_123302_Xiaomi-Mi10_46000.mi2log": "events ho_command=21 ho_complete=18 meas_report=31 | reports 126 | skipped truncated_frame=1",
-		"20201116_123435_Xiaomi-Mi10_46000.mi2log": "events ho_command=39 ho_complete=30 meas_report=41 | reports 101 | skipped rrc_unresolved_meas_id=6 truncated_frame=3",
+		"20201116_123302_Xiaomi-Mi10_46000.mi2log": "events ho_command=21 ho_complete=18 meas_report=31 rrc_release=1 | reports 126 | skipped truncated_frame=1",
+		"20201116_123435_Xiaomi-Mi10_46000.mi2log": "events ho_command=39 ho_complete=30 meas_report=41 rrc_release=1 | reports 101 | skipped rrc_unresolved_meas_id=6 truncated_frame=3",
 		"20201116_123611_Xiaomi-Mi10_46000.mi2log": "events ho_command=37 ho_complete=29 ho_failure=1 meas_report=50 | reports 114 | skipped rrc_unresolved_meas_id=2 truncated_frame=3",
-		"20201116_124000_Xiaomi-Mi10_46000.mi2log": "events ho_command=36 ho_complete=23 meas_report=43 | reports 191 | skipped rrc_unresolved_meas_id=4",
+		"20201116_124000_Xiaomi-Mi10_46000.mi2log": "events ho_command=36 ho_complete=23 meas_report=43 rrc_release=2 | reports 191 | skipped rrc_unresolved_meas_id=4",
 		"20201116_124345_Xiaomi-Mi10_46000.mi2log": "events ho_command=50 ho_complete=31 meas_report=48 | reports 165 | skipped rrc_unresolved_meas_id=3 truncated_frame=1",
 		"20201116_124753_Xiaomi-Mi10_46000.mi2log": "events ho_command=41 ho_complete=33 meas_report=55 | reports 182 | skipped rrc_unresolved_meas_id=3 unknown_rrc_pdu_type=1",
-		"mobility_sample.mi2log":                   "events ho_command=248 ho_complete=237 ho_failure=34 meas_report=753 | reports 1215 | skipped rrc_unresolved_meas_id=118",
-		"tmobile.mi2log":                           "events none | reports 0 | skipped none",
-		"qcsuper_xperia_2g3g4g.pcap":               "events none | reports 2 | skipped none",
-		"tram_ride_lte_nr.pcapng":                  "events ho_command=1 ho_complete=1 meas_report=11 | reports 12 | skipped unknown_rrc_pdu_type=3",
+		"mobility_sample.mi2log":                   "events ho_command=248 ho_complete=237 ho_failure=34 meas_report=753 rrc_release=37 | reports 1215 | skipped rrc_unresolved_meas_id=118",
+		"tmobile.mi2log":                           "events rrc_release=3 | reports 0 | skipped none",
+		"qcsuper_xperia_2g3g4g.pcap":               "events rrc_release=4 | reports 2 | skipped none",
+		"tram_ride_lte_nr.pcapng":                  "events ho_command=1 ho_complete=1 meas_report=11 rrc_release=8 | reports 12 | skipped unknown_rrc_pdu_type=3",
 	}
 	for _, uri := range sharedCaptures(t) {
 		name := filepath.Base(uri)

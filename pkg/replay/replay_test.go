@@ -479,3 +479,46 @@ func TestJudgeConditionalHandover(t *testing.T) {
 		})
 	}
 }
+
+// TestJudgeConnectionRelease: a prediction the network ends by releasing
+// the connection is a wrong one, with or without a redirection to the
+// carrier of its target, which the outcomes tell apart; a command on the
+// next connection confirms nothing of it.
+func TestJudgeConnectionRelease(t *testing.T) {
+	release := func(ms int, redirect diag.Carrier) diag.Event {
+		return diag.Event{Type: diag.TypeRRCRelease, Time: at(ms), Cell: lteA, Redirect: redirect}
+	}
+	otherCarrier := diag.Carrier{RAT: diag.RATLTE, ARFCN: 9720}
+	tests := []struct {
+		name     string
+		redirect diag.Carrier
+		outcome  string
+	}{
+		{name: "plain release", outcome: statemachine.OutcomeReleased},
+		{name: "redirected to another carrier", redirect: otherCarrier, outcome: statemachine.OutcomeReleased},
+		{name: "redirected to the target's carrier", redirect: lteB.Carrier(), outcome: OutcomeRedirected},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := recordingOf([]diag.Event{
+				report(0, diag.EventA4, lteA, diag.Cell{}),
+				report(1000, diag.EventA3, lteA, lteB),
+				release(1030, tt.redirect),
+				// The next connection, set up on lteA, hands over within
+				// the released prediction's window.
+				report(1100, diag.EventA4, lteA, diag.Cell{}),
+				command(1200, diag.HOPCell, lteA, lteB),
+				complete(1220, lteB),
+			})
+			for _, predictor := range Predictors() {
+				res, err := Judge(rec, predictor, nil)
+				require.NoError(t, err)
+				total, ok := res.Class(diag.AllClasses)
+				require.True(t, ok)
+				assert.Equal(t, map[string]int{tt.outcome: 1}, res.Outcomes, predictor)
+				assert.Equal(t, Ratio{Num: 0, Den: 1}, total.Precision, predictor)
+				assert.Equal(t, Ratio{Num: 0, Den: 1}, total.RecallReported, "%s: the report before the release announced no command of the next connection", predictor)
+			}
+		})
+	}
+}

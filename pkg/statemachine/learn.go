@@ -323,9 +323,13 @@ const ignoredReportOfServingCell = "report_of_serving_cell"
 // and each made a prediction no command followed. It is neither a
 // prediction nor a report of its kind to learn from. The window bounds
 // how long the serving cells are taken as the ones the command set
-// left: the machine is told of no connection release, and on those
-// logs a B1 towards the cell that was the secondary cell before a
-// release, on the next connection, was answered by its addition.
+// left. A connection release ends the secondary cell (onRelease): on
+// those logs, three B1 reports towards the cell that was the secondary
+// cell before a release were, on the next connection, answered by its
+// addition. A log that misses the release (the decoder then ends the
+// connection at the next request, which the machine is not told of)
+// leaves the old cells in place, and the window keeps the rule from
+// reaching such reports.
 func (m *Machine) crossedHandover(serving, measured diag.Cell) bool {
 	if measured.IsZero() || m.executedAt.IsZero() || m.now.Sub(m.executedAt) >= m.predictionWindow(serving.Band) {
 		return false
@@ -373,6 +377,20 @@ func (m *Machine) reportsFollowed() {
 	for _, band := range bands {
 		m.learn.saveLeads(band)
 	}
+}
+
+// reportsReleased counts the reports still waiting as not followed when
+// the network releases the connection: it answered them with the
+// release, and a command of the next connection answers that
+// connection's reports, not these.
+func (m *Machine) reportsReleased() {
+	if !m.cfg.Learning {
+		return
+	}
+	for _, p := range m.learn.pending {
+		m.learn.countOutcome(p.keys, false)
+	}
+	m.learn.pending = m.learn.pending[:0]
 }
 
 // maxCommandLead bounds the report-to-command intervals the machine

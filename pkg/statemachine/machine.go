@@ -385,6 +385,8 @@ func (m *Machine) HandleEvent(ev diag.Event) {
 		m.onFailure(ev.Cause)
 	case diag.TypeCHOConfig:
 		m.onConditional(ev)
+	case diag.TypeRRCRelease:
+		m.onRelease(ev)
 	case diag.TypeRBAlloc:
 		if m.state == Smoothing {
 			m.onSmoothingSlots(ev)
@@ -1005,14 +1007,22 @@ func (m *Machine) rearm(p *prediction) {
 func (m *Machine) onFailure(cause diag.FailureCause) {
 	m.logger.Info("connection failure, releasing every policy", "cause", cause)
 	m.cnt.failures++
+	m.endConnection(ReasonFailure)
+}
+
+// endConnection drops the prediction and command under way and releases
+// every policy, on the connection's failure or release: both drop the
+// secondary cell group (re-establishment, TS 36.331 5.3.7.2, as leaving
+// RRC_CONNECTED does), and neither leaves buffer or flow state of the
+// old cells to protect.
+func (m *Machine) endConnection(reason string) {
 	m.pred, m.cmd = nil, nil
 	m.bandwidthHold, m.warmup, m.ramp = false, warmupClamp{}, nil
 	m.gauge = interruptionGauge{}
-	// Re-establishment drops the secondary cell group.
 	m.setCells(m.pcell, diag.Cell{})
 	m.stopSuppression()
 	m.releaseClamp()
-	m.transition(Stable, ReasonFailure)
+	m.transition(Stable, reason)
 }
 
 // endSmoothing stops suppression and moves on: to Preparation when a

@@ -4,7 +4,9 @@ real captures lack (an NR primary cell handover to mmWave, NR and LTE
 re-establishment requests with each cause, LTE measIds and measurement
 objects beyond 32, EARFCNs beyond 65535, NR and LTE Rel-16 conditional
 handover configurations, SIB1 of cells shared by several networks and the
-connection setups that select one), encoded with pycrate.
+connection setups that select one, connection releases redirecting to an
+NR carrier or to an EARFCN beyond 65535, NR releases and suspensions),
+encoded with pycrate.
 
 The NR cell group is derived from the real EN-DC secondary cell group in
 testdata/mobileinsight.txt (vector nr_rrc_reconfiguration_scg), with its
@@ -231,6 +233,37 @@ def nr_setup_complete(selected):
     }))})
 
 
+def lte_release(redirect=None, late=None):
+    """An LTE RRCConnectionRelease (releaseCause other) with the
+    redirectedCarrierInfo choice redirect and the v9e0 extension late (its
+    lateNonCriticalExtension, RRCConnectionRelease-v9e0-IEs), when given."""
+    ies = {"releaseCause": "other"}
+    if redirect is not None:
+        ies["redirectedCarrierInfo"] = redirect
+    if late is not None:
+        LTE.RRCConnectionRelease_v9e0_IEs.set_val(late)
+        ies["nonCriticalExtension"] = {"lateNonCriticalExtension": LTE.RRCConnectionRelease_v9e0_IEs.to_uper()}
+    return encode(LTE.DL_DCCH_Message, {"message": ("c1", ("rrcConnectionRelease", {
+        "rrc-TransactionIdentifier": 1,
+        "criticalExtensions": ("c1", ("rrcConnectionRelease-r8", ies)),
+    }))})
+
+
+def nr_release(redirect=None, suspend=False):
+    """An NR RRCRelease with the redirectedCarrierInfo choice redirect, and
+    a suspendConfig (to RRC_INACTIVE) when suspend."""
+    ies = {}
+    if redirect is not None:
+        ies["redirectedCarrierInfo"] = redirect
+    if suspend:
+        ies["suspendConfig"] = {"fullI-RNTI": (0x123456789A, 40), "shortI-RNTI": (0x12345, 24),
+                                "ran-PagingCycle": "rf64", "t380": "min30", "nextHopChainingCount": 2}
+    return encode(NR.DL_DCCH_Message, {"message": ("c1", ("rrcRelease", {
+        "rrc-TransactionIdentifier": 1,
+        "criticalExtensions": ("rrcRelease", ies),
+    }))})
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: make_vectors.py TESTDATA_DIR")
@@ -255,6 +288,13 @@ def main():
     print("lte_setup_complete_plmn2 lte ul_dcch " + lte_setup_complete(2))
     print("nr_sib1_shared nr bcch_dl_sch " + nr_sib1([[("228", "01")], [(None, "02"), ("310", "410")]]))
     print("nr_setup_complete_plmn3 nr ul_dcch " + nr_setup_complete(3))
+    print("lte_release_redirect_nr lte dl_dcch " + lte_release(("nr-r15", {
+        "carrierFreq-r15": 632628, "subcarrierSpacingSSB-r15": "kHz30"})))
+    print("lte_release_redirect_earfcn_ext lte dl_dcch " + lte_release(("eutra", 65535),
+                                                                       {"redirectedCarrierInfo-v9e0": {"eutra-v9e0": 66786}}))
+    print("nr_release_redirect_eutra nr dl_dcch " + nr_release(("eutra", {"eutraFrequency": 1300})))
+    print("nr_release_suspend nr dl_dcch " + nr_release(("nr", {"carrierFreq": 2079167, "ssbSubcarrierSpacing": "kHz120"}),
+                                                        suspend=True))
 
 
 if __name__ == "__main__":

@@ -318,6 +318,32 @@ def plmn_list(ids):
     return out or None
 
 
+MAX_EARFCN = 65535
+
+
+def lte_redirect(info):
+    """The LTE or NR carrier of an RRCConnectionRelease's
+    redirectedCarrierInfo; None for another RAT's, or for maxEARFCN (its
+    EARFCN is in the v9e0 extension, which the Go decoder does not read)."""
+    name, value = chosen(info)
+    if name == "eutra" and value != MAX_EARFCN:
+        return {"rat": "lte", "arfcn": value}
+    if name == "nr-r15":
+        return {"rat": "nr", "arfcn": value["carrierFreq-r15"]}
+    if name == "nr-r17":
+        return {"rat": "nr", "arfcn": value["carrierFreq-r17"]}
+    return None
+
+
+def nr_redirect(info):
+    name, value = chosen(info)
+    if name == "nr":
+        return {"rat": "nr", "arfcn": value["carrierFreq"]}
+    if name == "eutra":
+        return {"rat": "lte", "arfcn": value["eutraFrequency"]}
+    return None
+
+
 def summarize(rat, channel, pdu):
     msg = decode(ROOTS[(rat, channel)], pdu)
     if channel == "rrc_reconfiguration":
@@ -373,6 +399,14 @@ def summarize(rat, channel, pdu):
         selected = path(body, "criticalExtensions", "rrcSetupComplete", "selectedPLMN-Identity")
         if selected:
             out["selected_plmn"] = selected
+    elif rat == "lte" and name == "rrcConnectionRelease":
+        redirect = lte_redirect(path(body, "criticalExtensions", "c1", "rrcConnectionRelease-r8", "redirectedCarrierInfo"))
+        if redirect:
+            out["redirect"] = redirect
+    elif rat == "nr" and name == "rrcRelease":
+        redirect = nr_redirect(path(body, "criticalExtensions", "rrcRelease", "redirectedCarrierInfo"))
+        if redirect:
+            out["redirect"] = redirect
     return out
 
 

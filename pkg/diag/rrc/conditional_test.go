@@ -113,7 +113,8 @@ func TestConditionalHandover(t *testing.T) {
 		}},
 		{"NR: a release ends them", []choStep{
 			{vector: "nr_reconf_cho_two", from: nrServing, want: []diag.Event{config(nrServing, cand1, cand2)}},
-			{summary: &Summary{Message: "rrcRelease"}, from: nrServing, want: []diag.Event{config(nrServing)}},
+			{summary: &Summary{Message: "rrcRelease"}, from: nrServing, want: []diag.Event{config(nrServing),
+				{Type: diag.TypeRRCRelease, Cell: nrServing}}},
 			{vector: nrComplete, from: cand1},
 		}},
 		{"LTE: the stored handover command executes", []choStep{

@@ -1,7 +1,8 @@
 // Package rrc turns LTE and NR RRC messages (3GPP TS 36.331, TS 38.331)
 // into the handover events of pkg/diag: measurement reports resolved
 // through the measConfig in force, handover commands (primary cell and
-// EN-DC secondary cell group), their completion, and re-establishments.
+// EN-DC secondary cell group), their completion, re-establishments and
+// connection releases.
 //
 // PDUs are decoded natively with the schema-driven UPER reader of
 // pkg/diag/rrc/uper; the schemas are data generated from the 3GPP ASN.1.
@@ -204,7 +205,7 @@ const silentAfter = time.Minute
 // and the name of msg.
 func (st *ratState) followConnection(msg diag.RRCMessage, message string) {
 	switch {
-	case message == "rrcConnectionRelease" || message == "rrcRelease":
+	case isRelease(message):
 		st.connected = false
 	case msg.Channel == diag.ChannelULCCCH || msg.Channel == diag.ChannelDLCCCH:
 		st.connected = false
@@ -473,16 +474,45 @@ func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) 
 		return d.reconfiguration(msg, st, s), nil
 	case leavesConnection(msg.RAT, s.Message):
 		d.resetConnection(msg.RAT)
-		d.released = s.Message == "rrcConnectionRelease" || s.Message == "rrcRelease"
+		d.released = isRelease(s.Message)
 		st.meas.apply(s.MeasConfig) // an NR resume carries the new one
+		var events []diag.Event
 		if len(st.conditional) > 0 {
 			// Leaving RRC_CONNECTED releases the stored conditional
 			// handovers (TS 38.331 5.3.11): none will execute.
 			st.conditional = nil
-			return []diag.Event{{Type: diag.TypeCHOConfig, Time: msg.Time, Serving: before}}, nil
+			events = append(events, diag.Event{Type: diag.TypeCHOConfig, Time: msg.Time, Serving: before})
 		}
+		if d.released {
+			events = append(events, release(msg, st.servingCell(), s.Redirect))
+		}
+		return events, nil
 	}
 	return nil, nil
+}
+
+// isRelease: the message releases (or, NR, suspends) the RRC connection.
+func isRelease(message string) bool {
+	return message == "rrcConnectionRelease" || message == "rrcRelease"
+}
+
+// release is the rrc_release event of a connection release the network
+// sent on cell, redirecting the UE to redirect when not nil. Whatever
+// procedure of the connection was under way ends with it (TS 36.331
+// 5.3.12, TS 38.331 5.3.11): a handover pending or predicted will not
+// come, and no data flows until the UE connects again. An NR release
+// with suspendConfig, which moves the UE to RRC_INACTIVE, is one too:
+// the UE suspends every radio bearer but SRB0 (TS 38.331 5.3.8.3) until
+// an RRCResume, which the decoder takes as a new connection
+// (leavesConnection). A release the log later proves to be another
+// subscription's (undoRelease) was told all the same: what it ended of
+// this connection's prediction does not come back.
+func release(msg diag.RRCMessage, cell diag.Cell, redirect *diag.Carrier) diag.Event {
+	ev := diag.Event{Type: diag.TypeRRCRelease, Time: msg.Time, Cell: cell}
+	if redirect != nil {
+		ev.Redirect = *redirect
+	}
+	return ev
 }
 
 // applyConditional updates the stored conditional handovers of rat with

@@ -68,6 +68,11 @@ func scgContainer(pdu []byte, pci uint16, arfcn uint32) *ENDCConfig {
 
 func cellRef(c diag.Cell) *diag.Cell { return &c }
 
+// released is what a connection release on cell yields.
+func released(cell diag.Cell) []diag.Event {
+	return []diag.Event{{Type: diag.TypeRRCRelease, Cell: cell}}
+}
+
 func TestDecoderSequences(t *testing.T) {
 	serving := lteCell(10, 1300)
 	noCell := &diag.Cell{}
@@ -109,7 +114,7 @@ func TestDecoderSequences(t *testing.T) {
 				Reports: []ReportConfig{{ID: 1, Event: diag.EventA3}},
 				MeasIDs: []MeasIDLink{{ID: 1, Object: 1, Report: 1}},
 			}})},
-			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{summary: Summary{Message: "rrcConnectionRelease"}, want: released(serving)},
 			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
 			// The new connection numbers its objects differently; the
 			// released objects 1 and 3 must not steer the re-linking.
@@ -127,7 +132,7 @@ func TestDecoderSequences(t *testing.T) {
 			{summary: lteReconf(Summary{MeasConfig: lteMeasSetup})},
 			// Another subscription's short connection in the same log.
 			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
-			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{summary: Summary{Message: "rrcConnectionRelease"}, want: released(serving)},
 			{summary: lteReconf(Summary{MeasConfig: &MeasConfigDelta{
 				Objects: []MeasObject{{ID: 3, RAT: diag.RATLTE, Carrier: 1850}},
 				Reports: []ReportConfig{{ID: 4, Event: diag.EventA5}},
@@ -144,7 +149,7 @@ func TestDecoderSequences(t *testing.T) {
 				Reports: []ReportConfig{{ID: 1, Event: diag.EventA3}},
 				MeasIDs: []MeasIDLink{{ID: 1, Object: 1, Report: 1}},
 			}}},
-			{rat: diag.RATNR, cell: cellRef(nrCell(433, 640704)), summary: Summary{Message: "rrcRelease"}},
+			{rat: diag.RATNR, cell: cellRef(nrCell(433, 640704)), summary: Summary{Message: "rrcRelease"}, want: released(nrCell(433, 640704))},
 			{rat: diag.RATNR, channel: diag.ChannelULDCCH, cell: cellRef(nrCell(433, 640704)),
 				summary: Summary{Message: "measurementReport", Report: &MeasReport{MeasID: 2}}, wantErr: ErrUnresolvedMeasID},
 		}},
@@ -341,7 +346,7 @@ func TestDecoderSequences(t *testing.T) {
 			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{1}, 625, 504990)}), want: []diag.Event{
 				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
 			{summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
-			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{summary: Summary{Message: "rrcConnectionRelease"}, want: released(serving)},
 			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
 			{channel: diag.ChannelULDCCH, summary: Summary{Message: "rrcConnectionSetupComplete"}},
 			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{2}, 625, 504990)}), want: []diag.Event{
@@ -354,7 +359,7 @@ func TestDecoderSequences(t *testing.T) {
 			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{1}, 625, 504990)}), want: []diag.Event{
 				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
 			{summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
-			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{summary: Summary{Message: "rrcConnectionRelease"}, want: released(serving)},
 			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
 			{summary: lteReconf(Summary{ENDC: &ENDCConfig{Release: true}})},
 			{summary: lteReconf(Summary{ENDC: func() *ENDCConfig {
@@ -378,7 +383,7 @@ func TestDecoderSequences(t *testing.T) {
 				want:    []diag.Event{{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
 			{rat: diag.RATNR, channel: diag.ChannelULDCCH, cell: cellRef(nrCell(433, 640704)),
 				summary: Summary{Message: "rrcReconfigurationComplete"}, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
-			{rat: diag.RATNR, cell: cellRef(nrCell(433, 640704)), summary: Summary{Message: "rrcRelease"}},
+			{rat: diag.RATNR, cell: cellRef(nrCell(433, 640704)), summary: Summary{Message: "rrcRelease"}, want: released(nrCell(433, 640704))},
 			{rat: diag.RATNR, channel: diag.ChannelULCCCH, cell: cellRef(nrCell(433, 640704)), summary: Summary{Message: "rrcSetupRequest"}},
 			{rat: diag.RATNR, cell: cellRef(nrCell(433, 640704)),
 				summary: Summary{Message: "rrcReconfiguration", SecondarySync: &SyncTarget{PCI: 625, HasPCI: true, Carrier: 504990}},
@@ -388,7 +393,7 @@ func TestDecoderSequences(t *testing.T) {
 			{summary: lteReconf(Summary{Sync: &SyncTarget{PCI: 300, HasPCI: true, Carrier: 1850}}), want: []diag.Event{
 				{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: serving, Target: lteCell(300, 1850)}}},
 			// The complete was not logged; the connection ends.
-			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{summary: Summary{Message: "rrcConnectionRelease"}, want: released(serving)},
 			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
 			{channel: diag.ChannelULDCCH, summary: Summary{Message: "rrcConnectionSetupComplete"}},
 			{summary: lteReconf(Summary{MeasConfig: lteMeasSetup})},
@@ -398,7 +403,7 @@ func TestDecoderSequences(t *testing.T) {
 			{rat: diag.RATNR, channel: diag.ChannelRRCReconfiguration, pdu: []byte{7, 7}, cell: noCell,
 				summary: Summary{Message: "rrcReconfiguration", SecondarySync: &SyncTarget{PCI: 625, HasPCI: true, Carrier: 504990}},
 				want:    []diag.Event{{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
-			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{summary: Summary{Message: "rrcConnectionRelease"}, want: released(serving)},
 			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
 			{rat: diag.RATNR, channel: diag.ChannelRRCReconfigurationComplete, cell: noCell,
 				summary: Summary{Message: "rrcReconfigurationComplete"}},
@@ -409,7 +414,7 @@ func TestDecoderSequences(t *testing.T) {
 			{summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
 			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
 			{channel: diag.ChannelULDCCH, summary: Summary{Message: "rrcConnectionSetupComplete"}},
-			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{summary: Summary{Message: "rrcConnectionRelease"}, want: released(serving)},
 			// Dedicated signalling with no request since the release:
 			// the connection that goes on is the first one.
 			{summary: lteReconf(Summary{ENDC: &ENDCConfig{Release: true}}), want: []diag.Event{
@@ -423,7 +428,7 @@ func TestDecoderSequences(t *testing.T) {
 			// from a cell the request left unknown.
 			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{2}, 626, 504990)}), want: []diag.Event{
 				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgB}}},
-			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{summary: Summary{Message: "rrcConnectionRelease"}, want: released(serving)},
 			{channel: diag.ChannelULDCCH, summary: Summary{Message: "ulInformationTransfer"}},
 			{summary: lteReconf(Summary{ENDC: &ENDCConfig{Release: true}}), want: []diag.Event{
 				{Type: diag.TypeHOCommand, Kind: diag.HOSCGRelease, Source: scgB, Target: serving}}},
@@ -441,7 +446,7 @@ func TestDecoderSequences(t *testing.T) {
 		{"a release its request confirmed stays, whatever a report resolves", []step{
 			{summary: lteReconf(Summary{MeasConfig: lteMeasSetup, ENDC: scgContainer([]byte{1}, 625, 504990)}), want: []diag.Event{
 				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
-			{summary: Summary{Message: "rrcConnectionRelease"}},
+			{summary: Summary{Message: "rrcConnectionRelease"}, want: released(serving)},
 			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
 			// The next connection's reconfiguration was not logged: its
 			// report resolves through the released configuration.
@@ -533,6 +538,16 @@ func TestDecodeVectors(t *testing.T) {
 			Source: lteCell(10, 1300), Target: lteCell(390, 66786)}}},
 		{"nr_rrc_reconfiguration_scg", []diag.Event{{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: nrCell(625, 504990)}}},
 		{"lte_reconf_complete", nil},
+		{"lte_release_redirect_nr", []diag.Event{{Type: diag.TypeRRCRelease, Cell: lteCell(10, 1300),
+			Redirect: diag.Carrier{RAT: diag.RATNR, ARFCN: 632628}}}},
+		// The EARFCN is in the v9e0 extension, which is not read: no
+		// carrier rather than 65535.
+		{"lte_release_redirect_earfcn_ext", []diag.Event{{Type: diag.TypeRRCRelease, Cell: lteCell(10, 1300)}}},
+		{"nr_release_redirect_eutra", []diag.Event{{Type: diag.TypeRRCRelease, Cell: nrCell(433, 640704),
+			Redirect: diag.Carrier{RAT: diag.RATLTE, ARFCN: 1300}}}},
+		// A suspension to RRC_INACTIVE leaves RRC_CONNECTED as a release does.
+		{"nr_release_suspend", []diag.Event{{Type: diag.TypeRRCRelease, Cell: nrCell(433, 640704),
+			Redirect: diag.Carrier{RAT: diag.RATNR, ARFCN: 2079167}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.vector, func(t *testing.T) {

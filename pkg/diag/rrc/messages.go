@@ -210,6 +210,46 @@ func summarizeLTE(roots *rootTypes, s *Summary, body *uper.Value) error {
 		s.PLMNs = plmnList(ids)
 	case "rrcConnectionSetupComplete":
 		s.SelectedPLMN = int(body.Path("criticalExtensions", "c1", "rrcConnectionSetupComplete-r8", "selectedPLMN-Identity").Integer())
+	case "rrcConnectionRelease":
+		s.Redirect = lteRedirect(body.Path("criticalExtensions", "c1", "rrcConnectionRelease-r8", "redirectedCarrierInfo"))
+	}
+	return nil
+}
+
+// maxEARFCN is the largest value of ARFCN-ValueEUTRA. As a carrier it
+// says that the EARFCN, above 65535, is in an extension of the message
+// (TS 36.331 6.3.4, ARFCN-ValueEUTRA).
+const maxEARFCN = 65535
+
+// lteRedirect is the LTE or NR carrier of an RRCConnectionRelease's
+// redirectedCarrierInfo (TS 36.331 6.2.2), nil for none or for a carrier
+// of another RAT (GERAN, UTRA, CDMA2000). The extension holding an
+// EARFCN above 65535 (redirectedCarrierInfo-v9e0) is in the release's
+// lateNonCriticalExtension, which the schema leaves undecoded: such a
+// redirection is left out rather than given carrier 65535.
+func lteRedirect(info *uper.Value) *diag.Carrier {
+	switch name, c := info.Chosen(); name {
+	case "eutra":
+		if c.Integer() == maxEARFCN {
+			return nil
+		}
+		return &diag.Carrier{RAT: diag.RATLTE, ARFCN: uint32(c.Integer())}
+	case "nr-r15":
+		return &diag.Carrier{RAT: diag.RATNR, ARFCN: uint32(c.Field("carrierFreq-r15").Integer())}
+	case "nr-r17":
+		return &diag.Carrier{RAT: diag.RATNR, ARFCN: uint32(c.Field("carrierFreq-r17").Integer())}
+	}
+	return nil
+}
+
+// nrRedirect is the carrier of an RRCRelease's redirectedCarrierInfo (TS
+// 38.331 6.2.2): the SSB's NR-ARFCN of an NR carrier, or an EARFCN.
+func nrRedirect(info *uper.Value) *diag.Carrier {
+	switch name, c := info.Chosen(); name {
+	case "nr":
+		return &diag.Carrier{RAT: diag.RATNR, ARFCN: uint32(c.Field("carrierFreq").Integer())}
+	case "eutra":
+		return &diag.Carrier{RAT: diag.RATLTE, ARFCN: uint32(c.Field("eutraFrequency").Integer())}
 	}
 	return nil
 }
@@ -290,6 +330,8 @@ func summarizeNR(roots *rootTypes, s *Summary, body *uper.Value) error {
 		// The resumed connection's measurement configuration (TS 38.331
 		// 5.3.13.4).
 		s.MeasConfig = measConfig(body.Path("criticalExtensions", "rrcResume", "measConfig"), nrMeasObject, nrReportEvent)
+	case "rrcRelease":
+		s.Redirect = nrRedirect(body.Path("criticalExtensions", "rrcRelease", "redirectedCarrierInfo"))
 	}
 	return nil
 }

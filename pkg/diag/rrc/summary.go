@@ -42,6 +42,10 @@ type Summary struct {
 	// complete: which of the PLMNs of the cell's SIB1, from 1, the UE
 	// registers with.
 	SelectedPLMN int `json:"selected_plmn,omitempty"`
+	// Redirect is the LTE or NR carrier the redirectedCarrierInfo of a
+	// connection release (LTE RRCConnectionRelease, NR RRCRelease) sends
+	// the UE to; nil when it names none, or a carrier of another RAT.
+	Redirect *diag.Carrier `json:"redirect,omitempty"`
 }
 
 // CondReconfig is a ConditionalReconfiguration-r16 (TS 38.331 6.3.2,
