@@ -77,6 +77,6 @@ func TestReplayCommandJSON(t *testing.T) {
 	for _, p := range results[0].Predictors {
 		overall := p.Classes[len(p.Classes)-1]
 		assert.Equal(t, "overall", overall.Class, "the key of every class together, as in the evaluation's results")
-		assert.Equal(t, 248, overall.Handovers, p.Predictor)
+		assert.Equal(t, 255, overall.Handovers, p.Predictor)
 	}
 }

@@ -67,7 +67,8 @@ func (r Ratio) Value() (v float64, ok bool) {
 type ClassResult struct {
 	Class string `json:"class"`
 	// Handovers counts handover command sets (the commands of one
-	// reconfiguration); Failures connection failures. Conditional counts
+	// reconfiguration) and completions no command announced (the log
+	// lost their command); Failures connection failures. Conditional counts
 	// the handovers that were conditional handovers the UE executed:
 	// their command is the configuration that stored the candidate.
 	Handovers   int `json:"handovers"`
@@ -101,9 +102,12 @@ type ClassResult struct {
 	Misses map[string]int `json:"misses"`
 }
 
-// handover is one command set of a replay.
+// handover is one command set of a replay, or a completion no command
+// announced.
 type handover struct {
-	class     string
+	class string
+	// commandAt is when the command came; for a completion no command
+	// announced, when it completed.
 	commandAt time.Time
 	// conditional: a stored conditional configuration the UE executed;
 	// commandAt is when the network stored it.
@@ -129,8 +133,11 @@ type judge struct {
 	handovers []*handover
 	// open is the command set being executed.
 	open *handover
+	// unannounced is the handover a completion with no command under way
+	// makes, while the machine handles that completion.
+	unannounced *handover
 	// confirmedNow is set when the machine confirms a prediction while
-	// it handles a command.
+	// it handles a command or a completion.
 	confirmedNow bool
 	// storedAt is when the conditional handover configurations in force
 	// first named each candidate.
@@ -139,11 +146,15 @@ type judge struct {
 
 func (j *judge) Transition(statemachine.State, statemachine.State, string, time.Time) {}
 
-// Handover gives the executed command set its class.
+// Handover gives the executed command set, or the completion no
+// command announced, its class.
 func (j *judge) Handover(kind string, at time.Time) {
-	if j.open != nil {
+	switch {
+	case j.open != nil:
 		j.open.class, j.open.executedAt = kind, at
 		j.open = nil
+	case j.unannounced != nil:
+		j.unannounced.class, j.unannounced.executedAt = kind, at
 	}
 }
 
@@ -159,13 +170,21 @@ func (j *judge) play(ev diag.Event) error {
 	if ev.Type == diag.TypeCHOConfig {
 		j.noteStored(ev)
 	}
+	if ev.Type == diag.TypeHOComplete {
+		return j.complete(ev)
+	}
 	if ev.Type != diag.TypeHOCommand {
 		pending := j.tracker.open
 		if err := j.player.Play(ev); err != nil {
 			return err
 		}
-		if ev.Type == diag.TypeRRCRelease && pending != nil {
-			noteRedirect(pending, ev.Redirect)
+		if ev.Type == diag.TypeRRCRelease {
+			// The command set under way ends with the connection, as in
+			// the machine: its completion will not come.
+			j.open = nil
+			if pending != nil {
+				noteRedirect(pending, ev.Redirect)
+			}
 		}
 		j.afterEvent(ev)
 		return nil
@@ -198,6 +217,35 @@ func (j *judge) play(ev diag.Event) error {
 	}
 	j.handovers = append(j.handovers, h)
 	j.open = h
+	j.afterEvent(ev)
+	return nil
+}
+
+// complete plays a handover completion. One the machine executes with no
+// command under way is a handover of its own: the handover of a command
+// the log lost (the UE answers a handover command with its
+// reconfiguration complete on the target cell, TS 36.331 5.3.5.4 and TS
+// 38.331 5.3.5.3), whose time the log knows only from the completion. It
+// counts for recall as for precision, confirming the prediction the
+// machine had pending. A late completion of a command set the machine
+// gave up on (its execution timed out) is that command set's (Handover).
+func (j *judge) complete(ev diag.Event) error {
+	if err := j.player.Prepare(ev.Time); err != nil {
+		return err
+	}
+	before := j.player.Machine().Status()
+	j.confirmedNow = false
+	if before.Command == nil {
+		j.unannounced = &handover{commandAt: ev.Time}
+	}
+	j.player.Handle(ev)
+	if h := j.unannounced; h != nil && !h.executedAt.IsZero() {
+		if j.confirmedNow && before.Prediction != nil {
+			h.predictedAt = before.Prediction.PredictedAt
+		}
+		j.handovers = append(j.handovers, h)
+	}
+	j.unannounced = nil
 	j.afterEvent(ev)
 	return nil
 }

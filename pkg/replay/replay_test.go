@@ -522,3 +522,42 @@ func TestJudgeConnectionRelease(t *testing.T) {
 		})
 	}
 }
+
+// TestJudgeLostCommand: a completion the machine executes with no
+// command under way is a handover whose command the log lost, counted
+// for recall as for precision from its completion; a completion on the
+// serving cell is none, and a late completion of a command whose
+// execution timed out is that command's. A release ends the command
+// under way: a completion after it is a handover of its own.
+func TestJudgeLostCommand(t *testing.T) {
+	release := diag.Event{Type: diag.TypeRRCRelease, Time: at(9050), Cell: lteA}
+	rec := recordingOf([]diag.Event{
+		report(0, diag.EventA4, lteA, diag.Cell{}),
+		report(1000, diag.EventA3, lteA, lteB),
+		complete(1120, lteB),
+		complete(2000, lteB),
+		complete(4000, lteC),
+		command(6000, diag.HOPCell, lteC, lteA),
+		complete(7200, lteA),
+		command(9000, diag.HOPCell, lteA, lteB),
+		release,
+		complete(11000, lteC),
+	})
+	for _, predictor := range Predictors() {
+		t.Run(predictor, func(t *testing.T) {
+			res, err := Judge(rec, predictor, nil)
+			require.NoError(t, err)
+			total, ok := res.Class(diag.AllClasses)
+			require.True(t, ok)
+			assert.Equal(t, 5, total.Handovers, "the lost commands at 1120, 4000 and 11000 ms, and the two commands")
+			assert.Equal(t, 1, total.Reported)
+			assert.Equal(t, Ratio{Num: 1, Den: 1}, total.Precision)
+			assert.Equal(t, Ratio{Num: 1, Den: 1}, total.RecallReported)
+			assert.Equal(t, Ratio{Num: 1, Den: 5}, total.Recall)
+			assert.Equal(t, map[string]int{MissNoReport: 4}, total.Misses)
+			assert.Equal(t, 120*time.Millisecond, total.LeadMean, "to the completion, all the log tells of the command")
+			assert.Equal(t, 120*time.Millisecond, total.EarlinessMean)
+			assert.Equal(t, map[string]int{statemachine.OutcomeConfirmed: 1}, res.Outcomes)
+		})
+	}
+}

@@ -5,7 +5,9 @@ re-establishment requests with each cause, LTE measIds and measurement
 objects beyond 32, EARFCNs beyond 65535, NR and LTE Rel-16 conditional
 handover configurations, SIB1 of cells shared by several networks and the
 connection setups that select one, connection releases redirecting to an
-NR carrier or to an EARFCN beyond 65535, NR releases and suspensions),
+NR carrier or to an EARFCN beyond 65535, NR releases and suspensions, an
+NR reconfiguration without reconfigurationWithSync and the NR
+reconfiguration complete of SRB1, an LTE re-establishment complete),
 encoded with pycrate.
 
 The NR cell group is derived from the real EN-DC secondary cell group in
@@ -264,6 +266,30 @@ def nr_release(redirect=None, suspend=False):
     }))})
 
 
+def nr_reconfiguration_plain():
+    """An NR RRCReconfiguration (DL-DCCH) that changes no cell: no
+    reconfigurationWithSync, nothing but its transaction."""
+    return encode(NR.DL_DCCH_Message, {"message": ("c1", ("rrcReconfiguration", {
+        "rrc-TransactionIdentifier": 1,
+        "criticalExtensions": ("rrcReconfiguration", {}),
+    }))})
+
+
+def nr_reconfiguration_complete():
+    """The NR RRCReconfigurationComplete a UE sends on SRB1 (UL-DCCH)."""
+    return encode(NR.UL_DCCH_Message, {"message": ("c1", ("rrcReconfigurationComplete", {
+        "rrc-TransactionIdentifier": 1,
+        "criticalExtensions": ("rrcReconfigurationComplete", {}),
+    }))})
+
+
+def lte_reestablishment_complete():
+    return encode(LTE.UL_DCCH_Message, {"message": ("c1", ("rrcConnectionReestablishmentComplete", {
+        "rrc-TransactionIdentifier": 1,
+        "criticalExtensions": ("rrcConnectionReestablishmentComplete-r8", {}),
+    }))})
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: make_vectors.py TESTDATA_DIR")
@@ -295,6 +321,9 @@ def main():
     print("nr_release_redirect_eutra nr dl_dcch " + nr_release(("eutra", {"eutraFrequency": 1300})))
     print("nr_release_suspend nr dl_dcch " + nr_release(("nr", {"carrierFreq": 2079167, "ssbSubcarrierSpacing": "kHz120"}),
                                                         suspend=True))
+    print("nr_dl_reconf_plain nr dl_dcch " + nr_reconfiguration_plain())
+    print("nr_ul_reconf_complete nr ul_dcch " + nr_reconfiguration_complete())
+    print("lte_reest_complete lte ul_dcch " + lte_reestablishment_complete())
 
 
 if __name__ == "__main__":

@@ -124,26 +124,32 @@ func TestConditionalHandover(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			d := NewDecoder(slog.New(slog.DiscardHandler))
-			for i, st := range tt.steps {
-				at := t0.Add(time.Duration(i) * 10 * time.Millisecond)
-				var events []diag.Event
-				if st.summary != nil {
-					msg := diag.RRCMessage{Time: at, RAT: st.from.RAT, Channel: diag.ChannelDLDCCH, PCI: st.from.PCI, ARFCN: st.from.ARFCN}
-					s := *st.summary
-					events, err = d.handle(msg, &s)
-				} else {
-					msg := vectorByName(t, st.vector)
-					msg.Time, msg.PCI, msg.ARFCN = at, st.from.PCI, st.from.ARFCN
-					events, err = d.Decode(msg)
-				}
-				require.NoError(t, err, "step %d", i)
-				for j := range st.want {
-					st.want[j].Time = at
-				}
-				assert.Equal(t, st.want, events, "step %d (%s)", i, st.vector)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { decodeSteps(t, tt.steps) })
+	}
+}
+
+// decodeSteps feeds the steps to a fresh decoder, 10 ms apart, and
+// checks the events of each.
+func decodeSteps(t *testing.T, steps []choStep) {
+	t.Helper()
+	d := NewDecoder(slog.New(slog.DiscardHandler))
+	for i, st := range steps {
+		at := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+		var events []diag.Event
+		var err error
+		if st.summary != nil {
+			msg := diag.RRCMessage{Time: at, RAT: st.from.RAT, Channel: diag.ChannelDLDCCH, PCI: st.from.PCI, ARFCN: st.from.ARFCN}
+			s := *st.summary
+			events, err = d.handle(msg, &s)
+		} else {
+			msg := vectorByName(t, st.vector)
+			msg.Time, msg.PCI, msg.ARFCN = at, st.from.PCI, st.from.ARFCN
+			events, err = d.Decode(msg)
+		}
+		require.NoError(t, err, "step %d", i)
+		for j := range st.want {
+			st.want[j].Time = at
+		}
+		assert.Equal(t, st.want, events, "step %d (%s)", i, st.vector)
 	}
 }

@@ -1,8 +1,8 @@
 // Package rrc turns LTE and NR RRC messages (3GPP TS 36.331, TS 38.331)
 // into the handover events of pkg/diag: measurement reports resolved
 // through the measConfig in force, handover commands (primary cell and
-// EN-DC secondary cell group), their completion, re-establishments and
-// connection releases.
+// EN-DC secondary cell group), their completion (that of a command the
+// log lost included), re-establishments and connection releases.
 //
 // PDUs are decoded natively with the schema-driven UPER reader of
 // pkg/diag/rrc/uper; the schemas are data generated from the 3GPP ASN.1.
@@ -152,6 +152,13 @@ type ratState struct {
 	// awaitingComplete: a reconfiguration the network sent still awaits
 	// its complete, which is then no conditional handover's.
 	awaitingComplete bool
+	// bearers: a reconfiguration of the connection completed since it
+	// was set up or re-established. The network sends a handover command
+	// only once SRB2 and a data bearer are set up and not suspended (TS
+	// 36.331 and 38.331 5.3.5.2), which takes a reconfiguration after the
+	// setup, and after a re-establishment, which suspends them until one
+	// resumes them (TS 36.331 and 38.331 5.3.7.1).
+	bearers bool
 	// plmns are the networks of the last SIB1 of the RAT, which a
 	// connection setup complete selects from, and plmnsCell its cell
 	// (zero when the transport named none).
@@ -425,6 +432,8 @@ func (d *Decoder) setNetwork(at time.Time, plmn string, cell diag.Cell) []diag.E
 func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) {
 	st := d.state[msg.RAT]
 	before := st.servingCell()
+	// The serving cell may be anywhere after a silence (observeServing).
+	silent := msg.Time.Sub(st.lastMessage).Abs() > silentAfter
 	st.observeServing(msg)
 	st.followConnection(msg, s.Message)
 	d.followRelease(msg)
@@ -446,7 +455,7 @@ func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) 
 		// EN-DC secondary cell group (TS 36.331 5.3.7.2); the stored
 		// conditional handovers too, unless the UE may execute one
 		// instead (attemptCondReconfig, TS 38.331 5.3.7.3).
-		st.pending = nil
+		st.pending, st.bearers = nil, false
 		if !st.conditionalAttempt {
 			st.conditional = nil
 		}
@@ -456,10 +465,13 @@ func (d *Decoder) handle(msg diag.RRCMessage, s *Summary) ([]diag.Event, error) 
 		}
 		return []diag.Event{{Type: diag.TypeHOFailure, Time: msg.Time, Cause: failureCause(s.ReestablishmentCause)}}, nil
 	case s.Message == "rrcConnectionReconfigurationComplete" || s.Message == "rrcReconfigurationComplete":
-		awaited := st.awaitingComplete
-		st.awaitingComplete = false
-		if len(st.pending) == 0 && len(st.conditional) > 0 {
+		awaited, bearers := st.awaitingComplete, st.bearers
+		st.awaitingComplete, st.bearers = false, true
+		switch {
+		case len(st.pending) == 0 && len(st.conditional) > 0:
 			return d.conditionalExecution(msg, st, before, awaited), nil
+		case len(st.pending) == 0 && !awaited && bearers && !silent && msg.Channel == diag.ChannelULDCCH:
+			return d.lostCommand(msg, st, before), nil
 		}
 		var events []diag.Event
 		for _, target := range st.pending {
@@ -596,6 +608,38 @@ func (d *Decoder) conditionalExecution(msg diag.RRCMessage, st *ratState, before
 	}
 }
 
+// lostCommand recognises, in a reconfiguration complete that no
+// reconfiguration the log holds awaits, the completion of a handover
+// whose command the log lost: the UE answers a handover command (LTE
+// mobilityControlInfo, NR reconfigurationWithSync) with its complete on
+// the target cell, after its random access there (TS 36.331 5.3.5.4,
+// TS 38.331 5.3.5.3 and 5.3.5.5.2), and answers any other
+// reconfiguration on the cell it is served by. A complete from a cell
+// the transport names, other than the serving ones (the primary cell,
+// and the EN-DC secondary cell, which NR messages name), completes a
+// handover to that cell, on a connection that could be handed over
+// (ratState.bearers) and in a log that was not silent since it named
+// the serving cell. Without a cell, or without a serving cell to tell it
+// from, the complete says nothing. Only a complete the UE sent on the
+// RAT's own signalling bearer counts: the copy a modem logs of the NR
+// complete an LTE complete carries (EN-DC) answers the LTE
+// reconfiguration, which the LTE complete itself completes.
+//
+// The measIds follow the handover as its command would have made them
+// (TS 36.331 and 38.331 5.5.6.1); what else the lost command
+// configured (measurements, the secondary cell group) stays unknown
+// until the network configures it again.
+func (d *Decoder) lostCommand(msg diag.RRCMessage, st *ratState, before diag.Cell) []diag.Event {
+	target := namedCell(msg)
+	if target.IsZero() || before.IsZero() || target.Key() == before.Key() || target.Key() == d.scg.Key() {
+		return nil
+	}
+	if before.ARFCN != 0 {
+		st.meas.followHandover(msg.RAT, before.ARFCN, target.ARFCN)
+	}
+	return []diag.Event{{Type: diag.TypeHOComplete, Time: msg.Time, Cell: target}}
+}
+
 // leavesConnection reports whether a message ends the RRC connection the
 // measConfig belongs to, or starts a new one: a release (TS 36.331
 // 5.3.8, TS 38.331 5.3.8), a connection (or setup) request (the UE is
@@ -637,7 +681,7 @@ func (d *Decoder) resetConnection(rat diag.RAT) {
 	for _, r := range ended {
 		st := d.state[r]
 		st.meas.reset()
-		st.pending, st.awaitingComplete = nil, false
+		st.pending, st.awaitingComplete, st.bearers = nil, false, false
 	}
 	d.scg = diag.Cell{}
 }
@@ -730,6 +774,12 @@ func (d *Decoder) reconfiguration(msg diag.RRCMessage, st *ratState, s *Summary)
 	// by the same message must name its target here.
 	anchor := st.servingCell()
 	st.awaitingComplete = true
+	if msg.RAT == diag.RATNR && msg.Channel == diag.ChannelRRCReconfiguration {
+		// The copy a modem logs of an EN-DC container's NR
+		// reconfiguration: the LTE reconfiguration that carried it awaits
+		// its complete too, even when the log lost that reconfiguration.
+		d.state[diag.RATLTE].awaitingComplete = true
+	}
 	if s.Sync != nil {
 		// A handover the network orders releases the stored conditional
 		// ones (TS 38.331 5.3.5.5.2): its command ends their prediction.

@@ -2,6 +2,7 @@ package rrc
 
 import (
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -77,6 +78,14 @@ func TestDecoderSequences(t *testing.T) {
 	serving := lteCell(10, 1300)
 	noCell := &diag.Cell{}
 	scgA, scgB := nrCell(625, 504990), nrCell(626, 504990)
+	target := lteCell(300, 1850)
+	// twoCarriers measures LTE 1300 and 1850: measId 1 = A3 on 1300, 4 =
+	// A5 on 1850.
+	twoCarriers := &MeasConfigDelta{
+		Objects: []MeasObject{{ID: 1, RAT: diag.RATLTE, Carrier: 1300}, {ID: 3, RAT: diag.RATLTE, Carrier: 1850}},
+		Reports: []ReportConfig{{ID: 1, Event: diag.EventA3}, {ID: 2, Event: diag.EventA5}},
+		MeasIDs: []MeasIDLink{{ID: 1, Object: 1, Report: 1}, {ID: 4, Object: 3, Report: 2}},
+	}
 	tests := []struct {
 		name  string
 		steps []step
@@ -455,6 +464,92 @@ func TestDecoderSequences(t *testing.T) {
 			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{2}, 626, 504990)}), want: []diag.Event{
 				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgB}}},
 		}},
+		{"a complete from another cell that nothing awaited completes the handover of a command the log lost", []step{
+			{summary: lteReconf(Summary{MeasConfig: twoCarriers})},
+			{channel: diag.ChannelULDCCH, summary: lteComplete},
+			{channel: diag.ChannelULDCCH, cell: cellRef(target), summary: lteComplete, want: []diag.Event{
+				{Type: diag.TypeHOComplete, Cell: target}}},
+			// The measIds followed the handover to the other carrier.
+			{channel: diag.ChannelULDCCH, cell: cellRef(target), summary: lteReport(1, NeighborCell{RAT: diag.RATLTE, PCI: 301}), want: []diag.Event{
+				{Type: diag.TypeMeasReport, Meas: diag.EventA3, Serving: target, Neighbor: lteCell(301, 1850)}}},
+			{channel: diag.ChannelULDCCH, cell: cellRef(target), summary: lteReport(4, NeighborCell{RAT: diag.RATLTE, PCI: 10}), want: []diag.Event{
+				{Type: diag.TypeMeasReport, Meas: diag.EventA5, Serving: target, Neighbor: serving}}},
+		}},
+		{"a complete from the serving cell is no handover", []step{
+			{summary: lteReconf(Summary{MeasConfig: twoCarriers})},
+			{channel: diag.ChannelULDCCH, summary: lteComplete},
+			{channel: diag.ChannelULDCCH, summary: lteComplete},
+		}},
+		{"a complete answering a logged reconfiguration without mobility is no handover, whatever cell the log names", []step{
+			{summary: lteReconf(Summary{MeasConfig: twoCarriers})},
+			{channel: diag.ChannelULDCCH, summary: lteComplete},
+			{summary: lteReconf(Summary{MeasConfig: &MeasConfigDelta{MeasIDsRemoved: []int{4}}})},
+			{channel: diag.ChannelULDCCH, cell: cellRef(target), summary: lteComplete},
+		}},
+		{"a complete answering a logged handover command completes that handover once", []step{
+			{summary: lteReconf(Summary{MeasConfig: twoCarriers})},
+			{channel: diag.ChannelULDCCH, summary: lteComplete},
+			{summary: lteReconf(Summary{Sync: &SyncTarget{PCI: 300, HasPCI: true, Carrier: 1850}}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: serving, Target: target}}},
+			{channel: diag.ChannelULDCCH, cell: cellRef(target), summary: lteComplete, want: []diag.Event{
+				{Type: diag.TypeHOComplete, Cell: target}}},
+			{channel: diag.ChannelULDCCH, cell: cellRef(target), summary: lteComplete},
+		}},
+		{"a re-establishment is no handover: its first complete resumes the bearers", []step{
+			{summary: lteReconf(Summary{MeasConfig: twoCarriers})},
+			{channel: diag.ChannelULDCCH, summary: lteComplete},
+			{channel: diag.ChannelULCCCH, cell: cellRef(target), summary: Summary{Message: "rrcConnectionReestablishmentRequest", ReestablishmentCause: "otherFailure"},
+				want: []diag.Event{{Type: diag.TypeHOFailure, Cause: diag.CauseRLF}}},
+			{channel: diag.ChannelULDCCH, cell: cellRef(target), summary: Summary{Message: "rrcConnectionReestablishmentComplete"}},
+			// The reconfiguration resuming SRB2 and the data bearers was
+			// not logged: its complete is no handover, whatever cell the log
+			// names; the next one may be.
+			{channel: diag.ChannelULDCCH, cell: cellRef(lteCell(301, 1850)), summary: lteComplete},
+			{channel: diag.ChannelULDCCH, cell: cellRef(lteCell(302, 1850)), summary: lteComplete, want: []diag.Event{
+				{Type: diag.TypeHOComplete, Cell: lteCell(302, 1850)}}},
+		}},
+		{"a new connection's first complete is no handover", []step{
+			{channel: diag.ChannelULCCCH, summary: Summary{Message: "rrcConnectionRequest"}},
+			{channel: diag.ChannelULDCCH, summary: Summary{Message: "rrcConnectionSetupComplete"}},
+			// Another subscription's connection, the subscription lost by
+			// the transport, or this one's first reconfiguration lost.
+			{channel: diag.ChannelULDCCH, cell: cellRef(target), summary: lteComplete},
+		}},
+		{"a complete after a release, after a silence or naming no cell says nothing", []step{
+			{summary: lteReconf(Summary{MeasConfig: twoCarriers})},
+			{channel: diag.ChannelULDCCH, summary: lteComplete},
+			{summary: Summary{Message: "rrcConnectionRelease"}, want: released(serving)},
+			{channel: diag.ChannelULDCCH, cell: cellRef(target), summary: lteComplete},
+			{after: 2 * time.Minute, channel: diag.ChannelULDCCH, summary: lteComplete},
+			{after: 2*time.Minute + time.Millisecond, channel: diag.ChannelULDCCH, cell: noCell, summary: lteComplete},
+		}},
+		{"the copy of the NR complete an LTE complete carries, and a complete from the secondary cell, are no handover", []step{
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{1}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{rat: diag.RATNR, channel: diag.ChannelRRCReconfigurationComplete, cell: cellRef(scgA), summary: Summary{Message: "rrcReconfigurationComplete"}},
+			{channel: diag.ChannelULDCCH, summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
+			{rat: diag.RATNR, channel: diag.ChannelRRCReconfigurationComplete, cell: cellRef(scgB), summary: Summary{Message: "rrcReconfigurationComplete"}},
+			// A complete on SRB3 from the secondary cell, while NR messages
+			// last named another cell.
+			{rat: diag.RATNR, channel: diag.ChannelULDCCH, cell: cellRef(scgA), summary: Summary{Message: "rrcReconfigurationComplete"}},
+		}},
+		{"an anchor handover whose LTE reconfiguration the log lost but not its NR part completes its SCG change only", []step{
+			{summary: lteReconf(Summary{ENDC: scgContainer([]byte{1}, 625, 504990)}), want: []diag.Event{
+				{Type: diag.TypeHOCommand, Kind: diag.HOSCGAdd, Target: scgA}}},
+			{channel: diag.ChannelULDCCH, summary: lteComplete, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
+			{after: time.Second, rat: diag.RATNR, channel: diag.ChannelRRCReconfiguration, pdu: []byte{2}, cell: cellRef(scgA),
+				summary: Summary{Message: "rrcReconfiguration", SecondarySync: &SyncTarget{PCI: 625, HasPCI: true, Carrier: 504990}},
+				want:    []diag.Event{{Type: diag.TypeHOCommand, Kind: diag.HOSCGChange, Source: scgA, Target: scgA}}},
+			{after: time.Second + 20*time.Millisecond, rat: diag.RATNR, channel: diag.ChannelRRCReconfigurationComplete, cell: cellRef(scgA),
+				summary: Summary{Message: "rrcReconfigurationComplete"}, want: []diag.Event{{Type: diag.TypeHOComplete, Cell: scgA}}},
+			{after: time.Second + 20*time.Millisecond, channel: diag.ChannelULDCCH, cell: cellRef(target), summary: lteComplete},
+		}},
+		{"NR: a complete from another cell that nothing awaited completes the handover of a command the log lost", []step{
+			{rat: diag.RATNR, cell: cellRef(nrCell(433, 640704)), summary: Summary{Message: "rrcReconfiguration"}},
+			{rat: diag.RATNR, channel: diag.ChannelULDCCH, cell: cellRef(nrCell(433, 640704)), summary: Summary{Message: "rrcReconfigurationComplete"}},
+			{rat: diag.RATNR, channel: diag.ChannelULDCCH, cell: cellRef(nrCell(434, 640704)), summary: Summary{Message: "rrcReconfigurationComplete"},
+				want: []diag.Event{{Type: diag.TypeHOComplete, Cell: nrCell(434, 640704)}}},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -635,6 +730,62 @@ func TestDecodeVectorSequences(t *testing.T) {
 			}
 			assert.Equal(t, tt.want, events)
 		})
+	}
+}
+
+// TestLostCommandVectors decodes committed PDUs end to end: a
+// reconfiguration complete the UE sent from another cell than its
+// serving one, while no reconfiguration the log holds awaited one,
+// completes a handover to that cell whose command the log lost; a
+// complete from the serving cell, one answering a logged reconfiguration
+// with or without a handover, a connection's first after a
+// re-establishment and the copy of an EN-DC NR complete do not.
+func TestLostCommandVectors(t *testing.T) {
+	lteServing, lteNext, lteThird := lteCell(10, 1300), lteCell(11, 1300), lteCell(12, 1300)
+	nrServing, nrNext, mmWave := nrCell(433, 640704), nrCell(434, 640704), nrCell(77, 2079167)
+	lteHO := vectorByName(t, "lte_reconf_ho")
+	stored, err := Summarize(lteHO.RAT, lteHO.Channel, lteHO.PDU)
+	require.NoError(t, err)
+	lteTarget := syncCell(diag.RATLTE, stored.Sync, lteServing)
+	completed := func(c diag.Cell) []diag.Event { return []diag.Event{{Type: diag.TypeHOComplete, Cell: c}} }
+	commanded := func(source, target diag.Cell) []diag.Event {
+		return []diag.Event{{Type: diag.TypeHOCommand, Kind: diag.HOPCell, Source: source, Target: target}}
+	}
+	lteUp := []choStep{{vector: "lte_reconf_measconfig_a3", from: lteServing}, {vector: "lte_reconf_complete", from: lteServing}}
+	nrUp := []choStep{{vector: "nr_dl_reconf_plain", from: nrServing}, {vector: "nr_ul_reconf_complete", from: nrServing}}
+	tests := []struct {
+		name  string
+		steps []choStep
+	}{
+		{"LTE: from another cell, nothing awaited", append(slices.Clone(lteUp),
+			choStep{vector: "lte_reconf_complete", from: lteNext, want: completed(lteNext)},
+			choStep{vector: "lte_reconf_complete", from: lteNext})},
+		{"LTE: answering a logged reconfiguration", append(slices.Clone(lteUp),
+			choStep{vector: "lte_reconf_measconfig_a3", from: lteServing},
+			choStep{vector: "lte_reconf_complete", from: lteNext})},
+		{"LTE: answering a logged handover command", append(slices.Clone(lteUp),
+			choStep{vector: "lte_reconf_ho", from: lteServing, want: commanded(lteServing, lteTarget)},
+			choStep{vector: "lte_reconf_complete", from: lteTarget, want: completed(lteTarget)},
+			choStep{vector: "lte_reconf_complete", from: lteTarget})},
+		{"LTE: after a re-establishment", append(slices.Clone(lteUp),
+			choStep{vector: "lte_reestablishment_rlf", from: lteNext, want: []diag.Event{{Type: diag.TypeHOFailure, Cause: diag.CauseRLF}}},
+			choStep{vector: "lte_reest_complete", from: lteNext},
+			choStep{vector: "lte_reconf_complete", from: lteNext},
+			choStep{vector: "lte_reconf_complete", from: lteThird, want: completed(lteThird)})},
+		{"NR: from another cell, nothing awaited", append(slices.Clone(nrUp),
+			choStep{vector: "nr_ul_reconf_complete", from: nrNext, want: completed(nrNext)})},
+		{"NR: answering a logged reconfiguration without reconfigurationWithSync", append(slices.Clone(nrUp),
+			choStep{vector: "nr_dl_reconf_plain", from: nrServing},
+			choStep{vector: "nr_ul_reconf_complete", from: nrNext})},
+		{"NR: answering a logged reconfigurationWithSync", append(slices.Clone(nrUp),
+			choStep{vector: "nr_dl_reconf_pcell_mmwave", from: nrServing, want: commanded(nrServing, mmWave)},
+			choStep{vector: "nr_ul_reconf_complete", from: mmWave, want: completed(mmWave)},
+			choStep{vector: "nr_ul_reconf_complete", from: mmWave})},
+		{"NR: the copy of the complete an LTE complete carries", append(slices.Clone(nrUp),
+			choStep{vector: "nr_rrc_reconfiguration_complete", from: nrNext})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { decodeSteps(t, tt.steps) })
 	}
 }
 

@@ -243,3 +243,45 @@ func TestSubscriptionsNetworkOfTheFollowed(t *testing.T) {
 	assert.Equal(t, "460-01", events[0].PLMN)
 	assert.Empty(t, decode("lte_reconf_complete", 1), "told once")
 }
+
+// TestSubscriptionsLostCommandOfTheOther: a reconfiguration complete
+// one subscription sends from another cell than its serving one, with
+// nothing awaiting it, completes that subscription's handover: the
+// event is passed on when it is the one followed, and the other's
+// serving cell stays, so that its next complete from there is none.
+func TestSubscriptionsLostCommandOfTheOther(t *testing.T) {
+	handedOver := diag.Event{Type: diag.TypeHOComplete, Time: t0.Add(4 * time.Millisecond), Cell: lteCell(20, 1300)}
+	for _, tc := range []struct {
+		follow Follow
+		want   []diag.Event
+		counts []SubscriptionCounts
+	}{
+		{follow: Follow{Subscription: 0}, counts: []SubscriptionCounts{{Subscription: 0, Messages: 3}, {Subscription: 1, Messages: 3, DroppedEvents: 1}}},
+		{follow: Follow{Subscription: 1}, want: []diag.Event{handedOver},
+			counts: []SubscriptionCounts{{Subscription: 0, Messages: 3}, {Subscription: 1, Messages: 3, Events: 1}}},
+	} {
+		t.Run("follow "+tc.follow.String(), func(t *testing.T) {
+			s := NewSubscriptions(slog.New(slog.DiscardHandler), tc.follow)
+			var events []diag.Event
+			for i, step := range []struct {
+				vector string
+				sub    uint8
+				pci    uint16
+			}{
+				{"lte_reconf_measconfig_a3", 0, 10}, {"lte_reconf_measconfig_a3", 1, 10},
+				{"lte_reconf_complete", 0, 10}, {"lte_reconf_complete", 1, 10},
+				// Subscription 1 was handed over to cell 20, whose command
+				// the log lost; subscription 0 stays on cell 10.
+				{"lte_reconf_complete", 1, 20}, {"lte_reconf_complete", 0, 10},
+			} {
+				msg := onSubscription(t, step.vector, step.sub, time.Duration(i)*time.Millisecond)
+				msg.PCI = step.pci
+				evs, err := s.Decode(msg)
+				require.NoError(t, err, "step %d", i)
+				events = append(events, evs...)
+			}
+			assert.Equal(t, tc.want, events)
+			assert.Equal(t, tc.counts, s.Status().Seen)
+		})
+	}
+}
