@@ -577,6 +577,40 @@ func TestPredictionFallbacks(t *testing.T) {
 			ops: []string{"set_clamp(400000)", "clear_clamp"},
 		},
 		{
+			name:      "the re-establishment after a failure suppresses nothing: the failed cell's data is lost",
+			steps:     []step{serve(0, lteA, diag.Cell{}), fail(100, diag.CauseRLF), done(200, lteB)},
+			state:     Stable,
+			handovers: []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.NotContains(t, h.act.ops(), OpStartSuppression)
+				assert.Equal(t, lteB, h.m.Status().Serving)
+			},
+		},
+		{
+			name: "a handover after the re-establishment suppresses again",
+			steps: []step{serve(0, lteA, diag.Cell{}), fail(100, diag.CauseRLF), done(200, lteB),
+				meas(1000, diag.EventA3, lteB, lteA), cmd(1050, diag.HOPCell, lteB, lteA), done(1080, lteA)},
+			state:       Smoothing,
+			transitions: []string{predicted, executed},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6", "sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Contains(t, h.act.ops(), OpStartSuppression)
+			},
+		},
+		{
+			name: "a command after a failure whose re-establishment the log lost is a handover like any",
+			steps: []step{serve(0, lteA, diag.Cell{}), fail(100, diag.CauseRLF),
+				meas(1000, diag.EventA3, lteA, lteB), cmd(1050, diag.HOPCell, lteA, lteB), done(1080, lteB)},
+			state:       Smoothing,
+			transitions: []string{predicted, executed},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Contains(t, h.act.ops(), OpStartSuppression)
+			},
+		},
+		{
 			name:        "failure releases clamp and suppression at once and drops the SCG",
 			steps:       []step{serve(0, lteA, mmA), meas(10, diag.EventA3, mmA, mmB), cmd(50, diag.HOSCGChange, mmA, mmB), done(80, mmB), fail(100, diag.CauseRLF)},
 			state:       Stable,
