@@ -582,6 +582,11 @@ func (m *Machine) setCells(pcell, scg diag.Cell) {
 // In EN-DC the LTE cell is always the anchor and an NR cell beside it is
 // the SCG.
 func (m *Machine) learnServing(s diag.Cell) {
+	if s.RAT != "" && s.Key() != m.pcell.Key() && s.Key() != m.scg.Key() {
+		// A cell serving since a failure is where the connection was
+		// re-established: a completion after it is a handover's.
+		m.reestablishing = false
+	}
 	switch {
 	case s.RAT == "" || s.Key() == m.pcell.Key() || s.Key() == m.scg.Key():
 	case m.pcell.RAT == "":

@@ -599,6 +599,17 @@ func TestPredictionFallbacks(t *testing.T) {
 			},
 		},
 		{
+			name: "a completion after the re-established cell reported is a handover's: the log lost its command",
+			steps: []step{serve(0, lteA, diag.Cell{}), fail(100, diag.CauseRLF),
+				meas(1000, diag.EventA2, lteB, diag.Cell{}), done(1500, nrA)},
+			state:       Smoothing,
+			transitions: []string{"stable>smoothing:executed"},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Contains(t, h.act.ops(), OpStartSuppression)
+			},
+		},
+		{
 			name: "a command after a failure whose re-establishment the log lost is a handover like any",
 			steps: []step{serve(0, lteA, diag.Cell{}), fail(100, diag.CauseRLF),
 				meas(1000, diag.EventA3, lteA, lteB), cmd(1050, diag.HOPCell, lteA, lteB), done(1080, lteB)},
