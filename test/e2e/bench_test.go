@@ -161,11 +161,12 @@ const rbAllocPerSecond = 200
 // whose DIAG port reports every downlink grant: the case a router's CPU
 // budget is about (under 1% of a core, under 20 MiB anonymous memory; the
 // flow table's mapped pages are reported apart, as mapped-MiB). The
-// events come one per datagram, as the testbed's emulator sends them, or
-// in batches every 50 ms, as a DIAG port delivers log packets per USB
-// transfer. floor-cpu-% is a bare Go receiver of the same datagrams
-// (bareReceiver): what the wake-ups alone cost on this host, which no
-// work m2hod saves can go below.
+// events come one per datagram, as the testbed's emulator sends them with
+// --diag-flush 0, or in batches every 50 ms, as a DIAG port delivers log
+// packets per USB transfer and as the emulator sends them by default
+// (emu.DIAGPortFlush). floor-cpu-% is a bare Go receiver of the same
+// datagrams (bareReceiver): what the wake-ups alone cost on this host,
+// which no work m2hod saves can go below.
 func BenchmarkOverheadDownloadRBAlloc(b *testing.B) {
 	for _, batch := range []int{1, rbAllocPerSecond / 20} {
 		name := "one_per_datagram"

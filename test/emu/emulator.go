@@ -32,6 +32,11 @@ type Config struct {
 	InDiag   func(func() error) error
 	// Encode is the diag JSON v1 encoder (diag.MarshalJSON).
 	Encode func(diag.Event) ([]byte, error)
+	// DiagFlush, when positive, coalesces rb_alloc events into datagrams
+	// written at this period, as a DIAG port delivers them (see
+	// diagFeed; DIAGPortFlush is the testbed's default); 0 sends each
+	// event in a datagram of its own.
+	DiagFlush time.Duration
 	// AckTapIface, when set, is the UE's interface towards a receiver
 	// behind it, opened in the namespace InAckTap runs in: the
 	// receiver's ACKs read there, before the UE's datapath could drop
@@ -50,6 +55,7 @@ type Emulator struct {
 	ueEnd     *packetSocket
 	ackTap    *packetSocket
 	diagConn  net.Conn
+	diag      *diagFeed
 
 	mu   sync.Mutex
 	link *Link
@@ -127,6 +133,10 @@ func New(cfg Config) (*Emulator, error) {
 			e.Close()
 			return nil, errors.New("a diag address needs Encode and InDiag")
 		}
+		if cfg.DiagFlush < 0 {
+			e.Close()
+			return nil, fmt.Errorf("negative diag flush period %v", cfg.DiagFlush)
+		}
 		err := cfg.InDiag(func() error {
 			var err error
 			e.diagConn, err = net.Dial("udp", cfg.DiagAddr)
@@ -136,6 +146,7 @@ func New(cfg Config) (*Emulator, error) {
 			e.Close()
 			return nil, fmt.Errorf("opening diag feed: %w", err)
 		}
+		e.diag = &diagFeed{conn: e.diagConn, encode: cfg.Encode, period: cfg.DiagFlush, lost: e.diagLost}
 	}
 	return e, nil
 }
@@ -464,9 +475,12 @@ func (e *Emulator) send(to *packetSocket, frame []byte) {
 func (e *Emulator) schedule(ctx context.Context) {
 	var spareBatch []delivery
 	var spareEvents []diag.Event
+	// The diag events still queued when the run ends are sent too.
+	defer e.flushDiag()
 	for ctx.Err() == nil {
+		now := rtprio.Now().Sub(e.start)
 		e.mu.Lock()
-		e.link.Advance(rtprio.Now().Sub(e.start))
+		e.link.Advance(now)
 		wake, ok := e.link.NextWake()
 		busy := e.link.Busy()
 		batch, events := e.batch, e.events
@@ -482,12 +496,19 @@ func (e *Emulator) schedule(ctx context.Context) {
 		if len(batch) > 0 {
 			e.SendBatch.Observe(rtprio.Now().Sub(sendStart))
 		}
-		e.sendDiag(events)
+		flushAt, flushing := e.sendDiag(events, now)
 		// The two slices alternate between the link and this loop.
 		clear(batch)
 		spareBatch, spareEvents = batch, events
 
 		if busy {
+			// A slot may be far off (an interruption with nothing
+			// queued lasts until the handover completes): queued diag
+			// events are not held past their boundary.
+			if flushing && flushAt < wake {
+				rtprio.SleepUntil(ctx, e.start.Add(flushAt))
+				continue
+			}
 			rtprio.SleepUntil(ctx, e.start.Add(wake))
 			e.Wakeup.Observe(rtprio.Now().Sub(e.start) - wake)
 			continue
@@ -497,24 +518,33 @@ func (e *Emulator) schedule(ctx context.Context) {
 		if !ok || wake > poll {
 			wake = poll
 		}
+		if flushing {
+			wake = min(wake, flushAt)
+		}
 		rtprio.SleepUntil(ctx, e.start.Add(wake))
 	}
 }
 
-func (e *Emulator) sendDiag(events []diag.Event) {
-	if e.diagConn == nil || len(events) == 0 {
-		return
+// sendDiag hands the link's events to the diag feed, and returns when the
+// events it holds back are due.
+func (e *Emulator) sendDiag(events []diag.Event, now time.Duration) (flushAt time.Duration, flushing bool) {
+	if e.diag == nil {
+		return 0, false
 	}
-	for _, ev := range events {
-		raw, err := e.cfg.Encode(ev)
-		if err == nil {
-			_, err = e.diagConn.Write(raw)
-		}
-		if err != nil {
-			e.mu.Lock()
-			e.link.Truth().Totals.DiagSendErrors++
-			e.mu.Unlock()
-			e.cfg.Log.Debug("diag event not sent", "type", ev.Type, "err", err)
-		}
+	e.diag.send(events, now)
+	return e.diag.due()
+}
+
+func (e *Emulator) flushDiag() {
+	if e.diag != nil {
+		e.diag.flush()
 	}
+}
+
+// diagLost counts diag events that were not sent.
+func (e *Emulator) diagLost(n int, err error) {
+	e.mu.Lock()
+	e.link.Truth().Totals.DiagSendErrors += uint64(n)
+	e.mu.Unlock()
+	e.cfg.Log.Debug("diag events not sent", "events", n, "err", err)
 }

@@ -1,9 +1,13 @@
 package emu
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/m2ho/m2ho/pkg/diag"
 	"github.com/m2ho/m2ho/test/scenario"
 )
 
@@ -101,4 +106,144 @@ func TestEmulatorRunAfterClose(t *testing.T) {
 	// A second Close has nothing left to release.
 	e.Close()
 	assert.ErrorContains(t, e.Run(context.Background()), "closed")
+}
+
+// TestEmulatorDiagFeed runs the scheduler with a diag feed on a real UDP
+// socket: every event the link produced arrives once, the signalling in
+// the ground truth's order, the slot reports in theirs, batched on the
+// period when one is set, not held back by a long sleep of the scheduler,
+// and the ones still queued when the run ends sent then. Bursts of
+// packets cross a cell with a 200 ms one-way delay: the first, sent at 0,
+// is delivered from 200 ms, while the second, sent at 150 ms, waits in
+// the delay line until 350 ms, so the scheduler, busy, sleeps from the
+// first burst's last slot to 350 ms; the first burst's rb_alloc events
+// are due at the 250 ms boundary. The third, sent at 250 ms, is
+// delivered from 450 ms, and its rb_alloc events still wait for the
+// 500 ms boundary when the run ends at 490 ms.
+func TestEmulatorDiagFeed(t *testing.T) {
+	tests := []struct {
+		name   string
+		period time.Duration
+	}{
+		{name: "one event per datagram"},
+		{name: "batched every 50 ms", period: 50 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cells := twoCells(12, 1<<20, 200*ms)[:1]
+			r := newLinkRun(t, &scenario.Scenario{Name: "diag", Duration: time.Minute, Cells: cells, InitialCell: "a",
+				Timeline: []scenario.Event{{At: 420 * ms, Type: scenario.TypeReport, Reports: []scenario.Report{{Event: diag.EventA2}}}}})
+			server, serverPeer := socketPairEnd(t)
+			ue, uePeer := socketPairEnd(t)
+			send, recv := udpPair(t)
+			require.NoError(t, recv.SetReadBuffer(1<<20))
+			e := &Emulator{cfg: Config{Scenario: r.link.sc, Encode: diag.MarshalJSON, DiagFlush: tt.period,
+				Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, serverEnd: server, ueEnd: ue, diagConn: send}
+			e.diag = &diagFeed{conn: send, encode: diag.MarshalJSON, period: tt.period, lost: e.diagLost}
+			epoch, err := e.Start()
+			require.NoError(t, err)
+
+			// What arrives, and when, from the run's start.
+			type datagram struct {
+				raw []byte
+				at  time.Duration
+			}
+			received := make(chan []datagram, 1)
+			go func() {
+				var got []datagram
+				buf := make([]byte, 2*diag.MaxDatagram)
+				for {
+					_ = recv.SetReadDeadline(time.Now().Add(time.Second))
+					n, err := recv.Read(buf)
+					if err != nil {
+						received <- got
+						return
+					}
+					got = append(got, datagram{raw: bytes.Clone(buf[:n]), at: time.Since(epoch)})
+				}
+			}()
+			// The UE's side keeps reading, so deliveries never block,
+			// until the test stops it (its reads time out) before the
+			// socket closes.
+			var stopDraining atomic.Bool
+			drained := make(chan struct{})
+			go func() {
+				defer close(drained)
+				buf := make([]byte, maxFrame)
+				for !stopDraining.Load() {
+					if _, err := unix.Read(uePeer, buf); err != nil && !errors.Is(err, unix.EAGAIN) {
+						return
+					}
+				}
+			}()
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- e.Run(ctx) }()
+			seq := uint32(1)
+			for _, b := range []struct {
+				at      time.Duration
+				packets int
+			}{{0, 30}, {150 * ms, 10}, {250 * ms, 10}} {
+				time.Sleep(time.Until(epoch.Add(b.at)))
+				for range b.packets {
+					_, err := unix.Write(serverPeer, tcpFrame(t, seq, 1, 1448, false))
+					require.NoError(t, err)
+					seq += 1448
+				}
+			}
+			time.Sleep(time.Until(epoch.Add(490 * ms)))
+			endedAt := time.Since(epoch)
+			cancel()
+			require.NoError(t, <-done)
+			e.Close()
+			stopDraining.Store(true)
+			<-drained
+			got := <-received
+
+			truth := e.Truth()
+			require.Zero(t, truth.Totals.DiagSendErrors)
+			var signalling []string
+			var rbTimes []time.Time
+			events := 0
+			firstBurstAt, lastBurstAt := time.Duration(-1), time.Duration(-1)
+			for _, d := range got {
+				require.LessOrEqual(t, len(d.raw), diag.MaxDatagram)
+				for _, line := range lines(d.raw) {
+					ev, err := diag.ParseJSON([]byte(line))
+					require.NoError(t, err)
+					events++
+					if ev.Type != diag.TypeRBAlloc {
+						signalling = append(signalling, line)
+						continue
+					}
+					rbTimes = append(rbTimes, ev.Time)
+					slots := ev.Time.Sub(epoch)
+					if slots < 300*ms && firstBurstAt < 0 {
+						firstBurstAt = d.at
+					}
+					if slots >= 440*ms {
+						lastBurstAt = d.at
+					}
+				}
+			}
+			assert.EqualValues(t, truth.Totals.DiagEvents, events, "every event once")
+			want := make([]string, len(truth.Signalling))
+			for i, raw := range truth.Signalling {
+				want[i] = string(raw)
+			}
+			assert.Equal(t, want, signalling)
+			require.Greater(t, len(rbTimes), 4, "the bursts reported their slots")
+			assert.True(t, slices.IsSortedFunc(rbTimes, time.Time.Compare), "slot reports in order")
+			require.GreaterOrEqual(t, firstBurstAt, time.Duration(0))
+			assert.Less(t, firstBurstAt, 330*ms, "the first burst's slots waited for the second burst")
+			require.GreaterOrEqual(t, lastBurstAt, time.Duration(0), "the last burst's slots were sent")
+			if tt.period == 0 {
+				assert.Len(t, got, events, "one event per datagram")
+				return
+			}
+			assert.Less(t, len(got), events, "coalesced")
+			assert.GreaterOrEqual(t, firstBurstAt, 250*ms, "sent on the boundary after the slots")
+			assert.GreaterOrEqual(t, lastBurstAt, endedAt, "sent when the run ended")
+		})
+	}
 }

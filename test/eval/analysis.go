@@ -546,6 +546,15 @@ func writeCuts(w io.Writer, a *Analysis, variants []string) {
 	}
 }
 
+// diagFeed says how the emulator fed m2hod its diag events, on which the
+// daemon's cost depends.
+func diagFeed(flush time.Duration) string {
+	if flush == 0 {
+		return "one event per datagram"
+	}
+	return fmt.Sprintf("rb_alloc events coalesced into a datagram every %v, every other event at once (--diag-flush)", flush)
+}
+
 func writeDaemon(w io.Writer, a *Analysis, variants []string) {
 	fmt.Fprintln(w, "| variant | runs | mean CPU (% of a core) | max CPU | peak RSS (MiB) |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
@@ -642,6 +651,7 @@ func writeMarkdown(w io.Writer, m *Manifest, a *Analysis) error {
 		}
 	}
 	fmt.Fprintln(w, "\n## m2hod overhead while the download ran")
+	fmt.Fprintf(w, "Diag stream: %s.\n\n", diagFeed(m.DiagFlush))
 	writeDaemon(w, a, variants)
 	fmt.Fprintln(w, "\n## Emulator fidelity")
 	fmt.Fprintln(w, "| variant | mean delivery timing p99 | worst p99 | send errors |")

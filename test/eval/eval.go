@@ -89,7 +89,10 @@ type Options struct {
 	ExtraVariants  []string
 	ExtraScenarios int
 	M2hod          string
-	Log            *slog.Logger
+	// DiagFlush is how the emulator feeds m2hod its diag events
+	// (testbed.Config.DiagFlush).
+	DiagFlush time.Duration
+	Log       *slog.Logger
 	// Progress receives a line per unit started and finished.
 	Progress io.Writer
 }
@@ -119,6 +122,10 @@ type Manifest struct {
 	Leads            string        `json:"leads,omitempty"`
 	CellBuffer       time.Duration `json:"cell_buffer_ns,omitempty"`
 	SourceDiscard    bool          `json:"source_discard,omitempty"`
+	// DiagFlush is the period of the emulator's diag datagrams, absent
+	// for one event per datagram (as every evaluation before the field
+	// was fed): m2hod's cost depends on it.
+	DiagFlush time.Duration `json:"diag_flush_ns,omitempty"`
 	// M2hodSHA256 is the SHA-256 of the m2hod binary the m2ho variants
 	// run, empty without such variants: a resumed evaluation must run the
 	// same daemon, or one table would mix versions.
@@ -178,6 +185,8 @@ func (o *Options) validate() error {
 		return errors.New("no mobility pattern")
 	case o.ExtraScenarios < 0:
 		return errors.New("negative number of scenarios for the extra variants")
+	case o.DiagFlush < 0:
+		return fmt.Errorf("negative diag flush period %v", o.DiagFlush)
 	}
 	seen := map[string]bool{}
 	for _, name := range append(slices.Clone(o.Variants), o.ExtraVariants...) {
@@ -219,7 +228,7 @@ func Prepare(opts Options) (*Manifest, error) {
 		Handovers: opts.Handovers, Seed: opts.Seed, ScenarioDuration: opts.ScenarioDuration,
 		Mobilities: opts.Mobilities, Scale: opts.Scale, Traces: opts.Traces, Variants: opts.Variants,
 		ExtraVariants: opts.ExtraVariants, ExtraScenarios: opts.ExtraScenarios, Leads: opts.Leads, CellBuffer: opts.CellBuffer,
-		SourceDiscard: opts.SourceDiscard, M2hodSHA256: daemon,
+		SourceDiscard: opts.SourceDiscard, DiagFlush: opts.DiagFlush, M2hodSHA256: daemon,
 	}
 	path := filepath.Join(opts.Out, ManifestFile)
 	if old, err := ReadManifest(opts.Out); err == nil {
@@ -319,7 +328,7 @@ func sameParameters(a, b *Manifest) bool {
 		slices.Equal(a.Mobilities, b.Mobilities) && a.Scale == b.Scale && a.Traces == b.Traces &&
 		slices.Equal(a.Variants, b.Variants) && slices.Equal(a.ExtraVariants, b.ExtraVariants) &&
 		a.ExtraScenarios == b.ExtraScenarios && a.Leads == b.Leads && a.CellBuffer == b.CellBuffer &&
-		a.SourceDiscard == b.SourceDiscard
+		a.SourceDiscard == b.SourceDiscard && a.DiagFlush == b.DiagFlush
 }
 
 // generate writes the scenario of one seed into the corpus, its handover
@@ -496,7 +505,7 @@ func runUnit(ctx context.Context, opts Options, u Unit) (time.Duration, error) {
 		return 0, fmt.Errorf("removing an unfinished run: %w", err)
 	}
 	begin := time.Now()
-	res, err := testbed.Run(ctx, testbed.Config{Scenario: sc, Variant: v, OutDir: dir, M2hod: opts.M2hod, Log: opts.Log})
+	res, err := testbed.Run(ctx, testbed.Config{Scenario: sc, Variant: v, OutDir: dir, M2hod: opts.M2hod, DiagFlush: opts.DiagFlush, Log: opts.Log})
 	if err != nil {
 		return 0, err
 	}

@@ -117,6 +117,49 @@ func TestPrepareRecordsSourceDiscard(t *testing.T) {
 	}
 }
 
+// TestPrepareRecordsDiagFlush: how the emulator feeds m2hod its diag
+// events sets the daemon's cost, so the manifest records it, an
+// evaluation fed one way does not resume the other, and the results say
+// which it was. A manifest without the field is one of the evaluations
+// that fed one event per datagram.
+func TestPrepareRecordsDiagFlush(t *testing.T) {
+	tests := []struct {
+		name     string
+		flush    time.Duration
+		wantJSON string
+		wantText string
+	}{
+		{name: "one event per datagram", wantText: "one event per datagram"},
+		{name: "batched", flush: emu.DIAGPortFlush, wantJSON: `"diag_flush_ns": 50000000`, wantText: "coalesced into a datagram every 50ms"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := Options{Out: t.TempDir(), Corpus: Corpus{Handovers: 4, Seed: 5, ScenarioDuration: time.Minute, Mobilities: []string{"driving"},
+				Scale: 0.1}, Variants: []string{"scubic"}, DiagFlush: tt.flush}
+			_, err := Prepare(opts)
+			require.NoError(t, err)
+			m, err := ReadManifest(opts.Out)
+			require.NoError(t, err)
+			assert.Equal(t, tt.flush, m.DiagFlush)
+			raw, err := os.ReadFile(filepath.Join(opts.Out, ManifestFile))
+			require.NoError(t, err)
+			if tt.wantJSON == "" {
+				assert.NotContains(t, string(raw), "diag_flush")
+			} else {
+				assert.Contains(t, string(raw), tt.wantJSON)
+			}
+			assert.Contains(t, diagFeed(m.DiagFlush), tt.wantText)
+
+			other := opts
+			other.DiagFlush = emu.DIAGPortFlush - tt.flush
+			_, err = Prepare(other)
+			assert.ErrorContains(t, err, "other parameters")
+			_, err = Prepare(opts)
+			assert.NoError(t, err, "the same feed resumes")
+		})
+	}
+}
+
 // rebuildOnFirstUnit stands for a rebuild of m2hod while an evaluation
 // runs: when the progress reports the first unit done, it changes the
 // binary at path.
@@ -180,6 +223,7 @@ func TestOptionsAreValidated(t *testing.T) {
 		{name: "unknown extra variant", edit: func(o *Options) { o.ExtraVariants = []string{"vegas"} }, wantErr: "vegas"},
 		{name: "variant twice", edit: func(o *Options) { o.ExtraVariants = []string{"bbr"} }, wantErr: "named twice"},
 		{name: "negative extra scenarios", edit: func(o *Options) { o.ExtraScenarios = -1 }, wantErr: "negative"},
+		{name: "negative diag flush", edit: func(o *Options) { o.DiagFlush = -time.Millisecond }, wantErr: "negative diag flush"},
 		{name: "m2ho without daemon", edit: func(o *Options) { o.ExtraVariants = []string{"bbr+m2ho"} }, wantErr: "needs the m2hod binary"},
 	}
 	for _, tt := range tests {
@@ -349,7 +393,7 @@ func TestSmokeEvaluation(t *testing.T) {
 	var progress bytes.Buffer
 	opts := Options{Out: out, Corpus: Corpus{Handovers: 3, Seed: 1, ScenarioDuration: 30 * time.Second, Mobilities: []string{"driving"},
 		Scale: 0.1}, Variants: []string{"cubic", "cubic+m2ho"}, ExtraVariants: []string{"bbr"}, ExtraScenarios: 1,
-		M2hod: m2hod, Progress: &progress}
+		M2hod: m2hod, DiagFlush: emu.DIAGPortFlush, Progress: &progress}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	m, err := Run(ctx, opts)
@@ -368,7 +412,8 @@ func TestSmokeEvaluation(t *testing.T) {
 	require.NoError(t, err)
 	md, err := os.ReadFile(path)
 	require.NoError(t, err)
-	for _, want := range []string{"## Goals", "## Table 2", "## Table 3", "## Table 4", "## Table 5", "Generated against seen", "## Loss-free handovers", "## Where the senders' windows were cut", "## Where the kept window went", "## m2hod overhead"} {
+	for _, want := range []string{"## Goals", "## Table 2", "## Table 3", "## Table 4", "## Table 5", "Generated against seen", "## Loss-free handovers", "## Where the senders' windows were cut", "## Where the kept window went", "## m2hod overhead",
+		"Diag stream: rb_alloc events coalesced into a datagram every 50ms"} {
 		assert.Contains(t, string(md), want)
 	}
 	for _, f := range []string{ResultsJSON, HandoversCSV, plotThroughputCDF, plotConvergenceCDF, plotLossFree} {
@@ -385,8 +430,10 @@ func TestSmokeEvaluation(t *testing.T) {
 		rows += len(r.Handovers)
 		assert.Equal(t, emu.GeneratedFromLANTap, r.Truth.GeneratedFrom, "the receiver sits behind the UE: exact duplicate-ACK ground truth")
 		assert.GreaterOrEqual(t, len(r.Handovers), r.Scenario.Handovers, "%s %s: every handover analysed", r.Scenario.Name, r.Variant)
+		assert.Equal(t, emu.DIAGPortFlush, r.Fidelity.DiagFlush, "the run records how it fed m2hod")
 		if r.Variant == "cubic+m2ho" {
 			require.NotNil(t, r.Daemon, "m2hod's usage is recorded")
+			assert.Zero(t, r.Truth.Totals.DiagSendErrors, "m2hod took every diag datagram")
 			assert.Positive(t, r.Daemon.PeakRSSBytes)
 			assert.Empty(t, r.Daemon.Error)
 		} else {

@@ -103,3 +103,8 @@ func TestFleetNeedsM2HO(t *testing.T) {
 		assert.ErrorContains(t, err, "a fleet store needs an m2ho variant and a server command")
 	}
 }
+
+func TestRunRefusesANegativeDiagFlush(t *testing.T) {
+	_, err := Run(t.Context(), Config{Variant: Variant{CC: "cubic"}, OutDir: t.TempDir(), DiagFlush: -time.Millisecond})
+	assert.ErrorContains(t, err, "negative diag flush period")
+}

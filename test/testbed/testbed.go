@@ -148,7 +148,11 @@ type Config struct {
 	Pcap bool
 	// Fleet, with an m2ho variant, gives m2hod a fleet store.
 	Fleet *Fleet
-	Log   *slog.Logger
+	// DiagFlush is the period at which the emulator writes the diag
+	// events it coalesced (emu.Config.DiagFlush); 0 sends one event per
+	// datagram.
+	DiagFlush time.Duration
+	Log       *slog.Logger
 }
 
 // Fleet is the fleet store of a run: a NATS server with JetStream inside
@@ -191,6 +195,9 @@ type Fidelity struct {
 	Deliveries    uint64        `json:"deliveries"`
 	SendErrors    uint64        `json:"send_errors"`
 	CongestionCtl string        `json:"congestion_control"`
+	// DiagFlush is how the run fed m2hod its diag events: coalesced into
+	// datagrams written at this period, or one per datagram when 0.
+	DiagFlush time.Duration `json:"diag_flush_ns"`
 }
 
 // Files a run writes into its output directory.
@@ -217,6 +224,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 	if cfg.Fleet != nil && (!cfg.Variant.M2HO || len(cfg.Fleet.Server) == 0) {
 		return nil, errors.New("a fleet store needs an m2ho variant and a server command")
+	}
+	if cfg.DiagFlush < 0 {
+		return nil, fmt.Errorf("negative diag flush period %v", cfg.DiagFlush)
 	}
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("output directory: %w", err)
@@ -276,7 +286,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 
 	emuCfg := emu.Config{
 		Scenario: sc, ServerIface: topo.EmuServerIface, UEIface: topo.EmuUEIface,
-		InEmu: tb.Emu.Do, DiagAddr: DiagAddr, InDiag: tb.UE.Do, Encode: diag.MarshalJSON, Log: log,
+		InEmu: tb.Emu.Do, DiagAddr: DiagAddr, InDiag: tb.UE.Do, Encode: diag.MarshalJSON, DiagFlush: cfg.DiagFlush, Log: log,
 	}
 	if tb.LAN != nil {
 		// The receiver's ACKs before the UE forwards them through its
@@ -359,7 +369,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 			UplinkP99: emulator.Uplink.Quantile(0.99), Deliveries: emulator.Downlink.Count(),
 			WakeupP99: emulator.Wakeup.Quantile(0.99), WakeupMax: emulator.Wakeup.Max(),
 			SendBatchP99: emulator.SendBatch.Quantile(0.99), SendBatchMax: emulator.SendBatch.Max(),
-			SendErrors: emulator.SendErrors(), CongestionCtl: cc,
+			SendErrors: emulator.SendErrors(), CongestionCtl: cc, DiagFlush: cfg.DiagFlush,
 		},
 	}
 	if err := res.write(cfg.OutDir); err != nil {

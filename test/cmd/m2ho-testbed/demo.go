@@ -27,6 +27,7 @@ func cmdDemo(ctx context.Context, args []string, out io.Writer, log *slog.Logger
 	outDir := fs.String("out", "out/demo", "output directory")
 	scenarioPath := fs.String("scenario", "test/scenarios/demo.yaml", "scenario file")
 	m2hod := fs.String("m2hod", "bin/m2hod", "m2hod binary")
+	diagFlush := diagFlushFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -56,7 +57,7 @@ func cmdDemo(ctx context.Context, args []string, out io.Writer, log *slog.Logger
 	for _, v := range variants {
 		dir := filepath.Join(*outDir, v.String())
 		log.Info("demo run", "variant", v, "out", dir)
-		res, err := testbed.Run(ctx, testbed.Config{Scenario: sc, Variant: v, OutDir: dir, M2hod: *m2hod, Log: log})
+		res, err := testbed.Run(ctx, testbed.Config{Scenario: sc, Variant: v, OutDir: dir, M2hod: *m2hod, DiagFlush: *diagFlush, Log: log})
 		if err != nil {
 			return fmt.Errorf("variant %s: %w", v, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/m2ho/m2ho/test/emu"
 	"github.com/m2ho/m2ho/test/eval"
 	"github.com/m2ho/m2ho/test/scenario"
 )
@@ -52,6 +53,14 @@ const cellBufferUsage = "every cell's buffer as the time its band's mean capacit
 // generated.
 const sourceDiscardUsage = "the source discards the packets a context release holds back instead of forwarding them to the target (the paper's finding 2)"
 
+// diagFlushFlag registers --diag-flush, how the emulator feeds m2hod its
+// diag events, on the commands whose runs have m2hod read them. Its
+// default is what a DIAG port does (emu.DIAGPortFlush, docs/testbed.md).
+func diagFlushFlag(fs *flag.FlagSet) *time.Duration {
+	return fs.Duration("diag-flush", emu.DIAGPortFlush,
+		"period of the diag datagrams m2hod reads: rb_alloc events coalesced as a DIAG port delivers them, every other event at once (0: one event per datagram)")
+}
+
 // corpusFlags registers on fs the flags of an evaluation corpus but its
 // lead model (--handovers, --seed, --scenario-duration, --mobility,
 // --scale, --traces, --cell-buffer, --source-discard), with the values of
@@ -88,6 +97,7 @@ func cmdEval(ctx context.Context, args []string, out io.Writer, log *slog.Logger
 	extra := fs.String("extra-variants", strings.Join(eval.DefaultExtraVariants, ","), "comma-separated variants run on the first --extra-scenarios scenarios of each mobility pattern")
 	extraScenarios := fs.Int("extra-scenarios", 1, "scenarios of each mobility pattern the extra variants run on")
 	m2hod := fs.String("m2hod", "bin/m2hod", "m2hod binary")
+	diagFlush := diagFlushFlag(fs)
 	reportOnly := fs.Bool("report-only", false, "only rebuild the results from the finished units")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -96,7 +106,7 @@ func cmdEval(ctx context.Context, args []string, out io.Writer, log *slog.Logger
 		Out:      *outDir,
 		Corpus:   *corpus,
 		Variants: splitList(*variants), ExtraVariants: splitList(*extra), ExtraScenarios: *extraScenarios,
-		M2hod: *m2hod, Log: log, Progress: out,
+		M2hod: *m2hod, DiagFlush: *diagFlush, Log: log, Progress: out,
 	}
 	if len(opts.Variants) < 2 {
 		return errors.New("--variants: the evaluation compares a reference variant with an m2ho variant (name both)")

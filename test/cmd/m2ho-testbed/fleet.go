@@ -115,6 +115,7 @@ func cmdFleet(ctx context.Context, args []string, out io.Writer, log *slog.Logge
 	traces := fs.String("traces", defaultTraces, "folder of Lumos5G or Mahimahi traces for the mmWave cells (\"\" for synthetic cells)")
 	variantName := fs.String("variant", "scubic+m2ho", "variant of every run; must use m2ho")
 	m2hod := fs.String("m2hod", "bin/m2hod", "m2hod binary")
+	diagFlush := diagFlushFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -149,7 +150,8 @@ func cmdFleet(ctx context.Context, args []string, out io.Writer, log *slog.Logge
 	fmt.Fprintf(w, "%d scenario(s), variant %s; in each, the second CPE enters every cell the first visited\n\n", len(scenarios), variant)
 	var results []FleetScenario
 	for _, sc := range scenarios {
-		res, err := runFleetScenario(ctx, sc, variant, filepath.Join(*outDir, sc.Name), *m2hod, self, w, log)
+		res, err := runFleetScenario(ctx, sc, testbed.Config{Variant: variant, M2hod: *m2hod, DiagFlush: *diagFlush, Log: log},
+			filepath.Join(*outDir, sc.Name), self, w)
 		if err != nil {
 			return err
 		}
@@ -202,9 +204,10 @@ func fleetScenarios(path string, n int, gen scenario.GenerateOptions) ([]*scenar
 }
 
 // runFleetScenario runs the three CPEs over sc with a fresh fleet store,
-// or reads what an earlier evaluation left in dir.
-func runFleetScenario(ctx context.Context, sc *scenario.Scenario, variant testbed.Variant, dir, m2hod, self string,
-	w io.Writer, log *slog.Logger) (FleetScenario, error) {
+// each a run of base with its scenario, output directory and fleet, or
+// reads what an earlier evaluation left in dir.
+func runFleetScenario(ctx context.Context, sc *scenario.Scenario, base testbed.Config, dir, self string, w io.Writer) (FleetScenario, error) {
+	log := base.Log
 	resultsPath := filepath.Join(dir, fleetResults)
 	var res FleetScenario
 	if err := testbed.ReadJSON(resultsPath, &res); err == nil && res.Scenario == sc.Name && len(res.Runs) == len(fleetRuns) {
@@ -233,7 +236,8 @@ func runFleetScenario(ctx context.Context, sc *scenario.Scenario, variant testbe
 	var summaries [][]report.Summary
 	for _, r := range fleetRuns {
 		runDir := filepath.Join(dir, r.name)
-		cfg := testbed.Config{Scenario: sc, Variant: variant, OutDir: runDir, M2hod: m2hod, Log: log}
+		cfg := base
+		cfg.Scenario, cfg.OutDir = sc, runDir
 		if r.host != "" {
 			cfg.Fleet = &testbed.Fleet{Server: server, Host: r.host}
 		}

@@ -23,17 +23,17 @@ import (
 const usage = `usage: m2ho-testbed COMMAND [flags]
 
 commands:
-  run --scenario FILE --variant cubic|scubic|bbr|reno[+m2ho|+freeze|+m2ho-no-COMPONENT] --out DIR [--m2hod PATH] [--pcap]
-  demo [--out out/demo] [--scenario test/scenarios/demo.yaml] [--m2hod bin/m2hod]
+  run --scenario FILE --variant cubic|scubic|bbr|reno[+m2ho|+freeze|+m2ho-no-COMPONENT] --out DIR [--m2hod PATH] [--pcap] [--diag-flush 50ms]
+  demo [--out out/demo] [--scenario test/scenarios/demo.yaml] [--m2hod bin/m2hod] [--diag-flush 50ms]
   gen-scenario --seed N [--duration 120s] [--mobility walking|driving] [--scale 0.1] [--match-mix] [--traces DIR] [--leads paper|captures] [--lan-receiver] [--cell-buffer D] [--source-discard] [--route] [--out FILE]
   eval [--out out/eval] [--handovers 70] [--seed 1] [--scenario-duration 2m] [--mobility walking,driving] [--traces DIR] [--cell-buffer D] [--source-discard] [--leads paper|captures]
-       [--variants LIST] [--extra-variants LIST] [--extra-scenarios 1] [--m2hod bin/m2hod] [--report-only]
+       [--variants LIST] [--extra-variants LIST] [--extra-scenarios 1] [--m2hod bin/m2hod] [--diag-flush 50ms] [--report-only]
   fidelity [--out DIR]                  the emulator's own fidelity (packet rate, TCP on a constant link)
   fidelity --paper [--from EVALDIR] [--senders cubic,scubic] [--out DIR]   the paper's section 3 with plain senders
   fidelity --similarity [--full-mbps 150] [--scale 0.1] [--out DIR]        scaled CUBIC against the kernel's CUBIC
   leads [--out FILE] URI...          report-to-command and command-to-completion leads of real captures
   fleet [--out out/fleet] [--scenarios 6] [--seed 1] [--mobility driving] [--scenario-duration 2m] [--scale 0.1] [--traces DIR]
-        [--scenario FILE] [--variant scubic+m2ho] [--m2hod bin/m2hod]
+        [--scenario FILE] [--variant scubic+m2ho] [--m2hod bin/m2hod] [--diag-flush 50ms]
                                      two CPEs along generated routes (or one scenario): the second with and without the first's fleet store
   fleet-server --store DIR [--listen 127.0.0.1:4222]   the fleet store's NATS server (the fleet runs start it)
   cleanup

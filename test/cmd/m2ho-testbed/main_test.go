@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/m2ho/m2ho/internal/shareddata"
+	"github.com/m2ho/m2ho/test/emu"
 	"github.com/m2ho/m2ho/test/eval"
 	"github.com/m2ho/m2ho/test/scenario"
 )
@@ -98,6 +99,28 @@ func TestCorpusFlags(t *testing.T) {
 			want.Mobilities = slices.Clone(def.Mobilities)
 			tt.want(&want)
 			assert.Equal(t, want, *got)
+		})
+	}
+}
+
+// TestDiagFlushFlag: the commands that run m2hod feed it as a DIAG port
+// does unless told otherwise, and 0 brings back one event per datagram.
+func TestDiagFlushFlag(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want time.Duration
+	}{
+		{name: "default", want: emu.DIAGPortFlush},
+		{name: "one event per datagram", args: []string{"--diag-flush", "0"}, want: 0},
+		{name: "another period", args: []string{"--diag-flush", "20ms"}, want: 20 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			got := diagFlushFlag(fs)
+			require.NoError(t, fs.Parse(tt.args))
+			assert.Equal(t, tt.want, *got)
 		})
 	}
 }

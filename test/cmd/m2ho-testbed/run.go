@@ -35,6 +35,7 @@ func cmdRun(ctx context.Context, args []string, out io.Writer, log *slog.Logger)
 	outDir := fs.String("out", "", "output directory")
 	m2hod := fs.String("m2hod", "bin/m2hod", "m2hod binary for +m2ho variants")
 	pcap := fs.Bool("pcap", false, "capture the UE's modem interface to ue.pcap")
+	diagFlush := diagFlushFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,7 +58,7 @@ func cmdRun(ctx context.Context, args []string, out io.Writer, log *slog.Logger)
 			return fmt.Errorf("variant %s needs m2hod: %w", variant, err)
 		}
 	}
-	res, err := testbed.Run(ctx, testbed.Config{Scenario: sc, Variant: variant, OutDir: *outDir, M2hod: *m2hod, Pcap: *pcap, Log: log})
+	res, err := testbed.Run(ctx, testbed.Config{Scenario: sc, Variant: variant, OutDir: *outDir, M2hod: *m2hod, Pcap: *pcap, DiagFlush: *diagFlush, Log: log})
 	if err != nil {
 		return err
 	}
