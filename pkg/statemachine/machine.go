@@ -194,6 +194,10 @@ type postHandoverRamp struct {
 	// executedAt is the handover's execution: rounds that ended before
 	// it were the source cell's.
 	executedAt time.Time
+	// reopening: the ramp lifts a Preparation clamp no handover
+	// followed, on the cell that carried expected just before it
+	// (newReopening).
+	reopening bool
 	// lastRound is the end of the last round the ramp took, and
 	// slackRounds how many rounds in a row left it slack.
 	lastRound   time.Time
@@ -1204,7 +1208,7 @@ func (m *Machine) newReopening() *postHandoverRamp {
 	if !ok || kept.Flight <= uint64(held) {
 		return nil
 	}
-	return &postHandoverRamp{start: held, expected: windowBytes(kept.Flight), bytes: held, source: ClampSourceRamp, executedAt: m.now}
+	return &postHandoverRamp{start: held, expected: windowBytes(kept.Flight), bytes: held, source: ClampSourceRamp, executedAt: m.now, reopening: true}
 }
 
 // stepRamp holds the ramp and reports whether it still does. At each
@@ -1223,10 +1227,16 @@ func (m *Machine) newReopening() *postHandoverRamp {
 // and Eq. 2 rules it: doubled anyway, the ramp alternated round by round
 // under a queued cell between Eq. 2 and twice it (185 and 252 kB every
 // 100 ms in a testbed run), each doubled round overfilling the cell.
-// Beyond what the cell is expected to carry Eq. 2 rules as well. It ends
-// when
-// rampSlackRounds rounds in a row carried less than rampSlackPercent of
-// it, which says the senders' windows no longer exceed what the clamp,
+// Beyond what the cell is expected to carry Eq. 2 rules as well. A
+// reopening (newReopening) doubles whether its rounds queued or not, and
+// ends once it reached the flight the Preparation clamp held back: the
+// cell carried that flight just before, and a clamp the senders always
+// fill never leaves them slack. On a mmWave cell, whose queue is taken
+// against the smallest sub-6 buffer (Estimator.LastRound), a reopening
+// held to Eq. 2 stayed in force until the next handover, 25 s in a
+// testbed run, where the senders' windows, limited by the clamp, could
+// not grow with the cell. Any ramp ends when rampSlackRounds rounds in a
+// row carried less than rampSlackPercent of it, which says the senders' windows no longer exceed what the clamp,
 // and so the cell, carries; or, without any round on the new cell (no
 // RTT sample, no traffic), after bandwidthWarmup.
 func (m *Machine) stepRamp() bool {
@@ -1254,7 +1264,7 @@ func (m *Machine) stepRamp() bool {
 		}
 		if bw, ok := m.est.BandwidthClamp(m.now); ok {
 			next := min(uint64(windowBytes(bw)), rampGrowth*uint64(r.bytes))
-			if held && !round.CellBound {
+			if held && (r.reopening || !round.CellBound) {
 				// The round delivered what the clamp let through, so its
 				// rate is the clamp's, not the cell's, and Eq. 2's cap on
 				// it (that rate's product plus the buffer) would add one
@@ -1265,7 +1275,7 @@ func (m *Machine) stepRamp() bool {
 			r.bytes, r.source = max(windowBytes(next), r.start), ClampSourceRamp
 		}
 	}
-	if r.slackRounds >= rampSlackRounds {
+	if r.slackRounds >= rampSlackRounds || (r.reopening && r.bytes >= r.expected) {
 		m.ramp = nil
 		return false
 	}

@@ -1756,6 +1756,33 @@ func TestRamp(t *testing.T) {
 			predictions: []string{OutcomeTimedOut},
 		},
 		{
+			name: "a reopening doubles through a queued cell up to the flight it held back, and ends there",
+			setup: func(h *harness) {
+				serve(-2000, lteA, diag.Cell{})(h)
+				queuedLink(h)
+			},
+			// Rounds of 100 ms at RTT_min 50 ms: half of each waited in
+			// the cell's queue, which makes them cell-bound.
+			steps: append(predictionTimingOut(),
+				clampIs(lteBBuffer, ClampSourceRamp, "the clamp stays as the ramp's start"),
+				queuedRampLink(310, 1500, queuedRate, queuedRate)),
+			state:       Stable,
+			transitions: []string{predicted, "preparation>stable:prediction_timeout"},
+			predictions: []string{OutcomeTimedOut},
+			check: func(t *testing.T, h *harness) {
+				var clamps []uint32
+				for _, c := range h.act.calls {
+					if c.op == OpSetClamp && (len(clamps) == 0 || clamps[len(clamps)-1] != c.bytes) {
+						clamps = append(clamps, c.bytes)
+					}
+				}
+				assert.Subset(t, clamps, []uint32{lteBBuffer, 2 * lteBBuffer, 4 * lteBBuffer}, "doubled round after round")
+				assert.Nil(t, h.m.ramp, "ended at the flight held back")
+				assert.Zero(t, h.act.clampBytes)
+				assert.Equal(t, OpClearClamp, h.act.ops()[len(h.act.calls)-1])
+			},
+		},
+		{
 			name:        "a prediction that times out releases a clamp the senders did not reach",
 			setup:       func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); sub6Link(-300, 0, sub6Rate)(h) },
 			steps:       predictionTimingOut(),
