@@ -212,10 +212,7 @@ func (j *judge) play(ev diag.Event) error {
 	if after.Command != nil {
 		h.class = diag.HandoverClass(before.Serving.Band, after.Command.NewServing.Band)
 	}
-	if j.confirmedNow && before.Prediction != nil {
-		h.predictedAt = before.Prediction.PredictedAt
-	}
-	j.handovers = append(j.handovers, h)
+	j.record(h, before)
 	j.open = h
 	j.afterEvent(ev)
 	return nil
@@ -240,14 +237,20 @@ func (j *judge) complete(ev diag.Event) error {
 	}
 	j.player.Handle(ev)
 	if h := j.unannounced; h != nil && !h.executedAt.IsZero() {
-		if j.confirmedNow && before.Prediction != nil {
-			h.predictedAt = before.Prediction.PredictedAt
-		}
-		j.handovers = append(j.handovers, h)
+		j.record(h, before)
 	}
 	j.unannounced = nil
 	j.afterEvent(ev)
 	return nil
+}
+
+// record adds a handover, predicted when the event that made it
+// confirmed the prediction pending before it (before).
+func (j *judge) record(h *handover, before statemachine.Status) {
+	if j.confirmedNow && before.Prediction != nil {
+		h.predictedAt = before.Prediction.PredictedAt
+	}
+	j.handovers = append(j.handovers, h)
 }
 
 // noteRedirect tells apart a prediction that a release redirecting the
