@@ -306,7 +306,7 @@ func (e *Estimator) BandwidthClamp(now time.Time) (bytes uint64, ok bool) {
 	// counts, the lookups of handover targets only.
 	buffer, _ := e.lookupLocked(e.serving, false)
 	window = min(window, rate*b.minRTT.Seconds()+float64(buffer))
-	if e.lastQueueLocked() > CellBoundShare*float64(buffer) {
+	if e.cellBoundLocked(buffer) {
 		window = min(window, b.bytesPerSecond*b.minRTT.Seconds()+float64(buffer)/2)
 	}
 	if window >= MaxWindowBytes {
@@ -377,13 +377,18 @@ func (e *Estimator) LastRound(now time.Time) (Round, bool) {
 	}
 	b := &e.bw
 	buffer, _ := e.lookupLocked(e.serving, false)
-	queue := e.lastQueueLocked()
 	return Round{
 		End:       b.estimateAt,
 		Flight:    uint64(b.bytesPerSecond * b.srtt.Seconds()),
-		Queue:     uint64(queue),
-		CellBound: queue > CellBoundShare*float64(buffer),
+		Queue:     uint64(e.lastQueueLocked()),
+		CellBound: e.cellBoundLocked(buffer),
 	}, true
+}
+
+// cellBoundLocked says the last round left more than CellBoundShare of
+// the serving cell's buffer estimate, buffer, queued (Round.CellBound).
+func (e *Estimator) cellBoundLocked(buffer uint64) bool {
+	return e.lastQueueLocked() > CellBoundShare*float64(buffer)
 }
 
 // lastQueueLocked is the bytes the last round left queued in the cell:
