@@ -94,13 +94,15 @@ type bandwidth struct {
 	// roundRTTSum and roundRTTs add up the RTT samples of the current
 	// round; roundRTT is the mean of the last complete round's (the
 	// smoothed RTT when it had none), which says what it queued without
-	// the smoothed RTT's lag of several rounds.
+	// the smoothed RTT's lag of several rounds. roundRTTLow is the
+	// current round's smallest sample.
 	roundRTTSum time.Duration
 	roundRTTs   int
 	roundRTT    time.Duration
-	// queued is what the last complete round left queued, 0 when it had
-	// no RTT sample of its own (see queueLowerBound).
-	queued float64
+	roundRTTLow time.Duration
+	// standing is the queue the last complete round kept throughout, 0
+	// when it had no RTT sample of its own (see queueLowerBound).
+	standing float64
 	// bytesPerSecond is the delivery rate of the last complete round.
 	bytesPerSecond float64
 	estimateAt     time.Time
@@ -175,14 +177,14 @@ func (e *Estimator) closeRoundLocked(s byteSample) {
 	}
 	b.bytesPerSecond = float64(s.total-b.roundStart.total) / elapsed.Seconds()
 	b.roundRTT = b.srtt
-	queued := 0.0
+	standing := 0.0
 	if b.roundRTTs > 0 {
 		b.roundRTT = b.roundRTTSum / time.Duration(b.roundRTTs)
-		queued = e.lastQueueLocked()
+		standing = b.bytesPerSecond * max(b.roundRTTLow-b.minRTT, 0).Seconds()
 	}
-	b.roundRTTSum, b.roundRTTs = 0, 0
-	e.queueLowerBoundLocked(min(queued, b.queued), s.t)
-	b.queued = queued
+	b.roundRTTSum, b.roundRTTs, b.roundRTTLow = 0, 0, 0
+	e.queueLowerBoundLocked(min(standing, b.standing), s.t)
+	b.standing = standing
 	b.estimateAt = s.t
 	b.roundStart = s
 	keep := 0
@@ -193,18 +195,22 @@ func (e *Estimator) closeRoundLocked(s byteSample) {
 }
 
 // queueLowerBoundLocked raises the serving cell's buffer estimate to
-// what two rounds in a row left queued in it. The bytes a cell holds
+// what two rounds in a row kept queued in it. The bytes a cell holds
 // queued are a lower bound of its buffer, as a burst is (paper section
 // 4.3), and one that loss-based senders reach between handovers: they
 // fill the buffer before every loss. Bursts alone come short of it when
 // the queue before a handover was small (a Preparation clamp holds it to
 // the estimate itself, so the estimate could not grow past its first
 // bursts): in the testbed the largest burst of a cell of 150 kB was 65
-// to 97 kB in four cells of ten. A queue is counted once it held for two
-// rounds, each the mean of its RTT samples, so that one delayed sample
-// (a retransmission on the radio, a scheduling gap) is not taken for a
-// queue. mmWave estimates are kept but not used for mmWave targets
-// (lookupLocked).
+// to 97 kB in four cells of ten. A round's queue here is the standing
+// one, its rate times its smallest RTT sample above RTT_min: every
+// sample of the round waited at least that long. Their mean is not a
+// lower bound: delays beyond the queue (radio retransmissions,
+// scheduling gaps) and a rate that fell within the round (its later
+// samples wait longer than the round's mean rate drains) raise it above
+// what the cell held. Two rounds in a row, so that one round's slow
+// samples are not taken for a queue. mmWave estimates are kept but not
+// used for mmWave targets (lookupLocked).
 func (e *Estimator) queueLowerBoundLocked(queued float64, at time.Time) {
 	if queued < 1 || e.serving.RAT == "" {
 		return
@@ -248,6 +254,9 @@ func (e *Estimator) AddRTT(path uint64, t time.Time, rtt time.Duration) {
 	}
 	b.roundRTTSum += rtt
 	b.roundRTTs++
+	if b.roundRTTLow == 0 || rtt < b.roundRTTLow {
+		b.roundRTTLow = rtt
+	}
 	if b.minRTT == 0 || rtt <= b.minRTT || t.Sub(b.minRTTAt) > e.cfg.RTTMinWindow {
 		b.minRTT, b.minRTTAt = rtt, t
 	}
@@ -265,31 +274,35 @@ func (e *Estimator) AddRTT(path uint64, t time.Time, rtt time.Duration) {
 // follows the last round holds a sender one round behind its own probing:
 // a sender that keeps its rate through a loss (BBR) ends each round where
 // the clamp let it, and the next clamp is made of that. BBR with m2ho made
-// 95% of BBR's throughput that way (docs/results.md). The peak is still a
-// rate the cell delivered, so the window never exceeds what it carries by
-// more than its buffer.
+// 95% of BBR's throughput that way (docs/results.md).
 //
-// The cap is not in Eq. 2. With lambda = 2 the window converges to twice
-// the bandwidth-delay product, so the cell's queue holds one product: more
-// than the buffer of a cell whose buffer is about one product, as the
-// paper's own sub-6 figures give (1.5 MB against 150 Mbit/s x 70 ms = 1.3
-// MB). In the testbed the uncapped clamp kept the sub-6 queue at 95% of
-// its buffer and a few seconds later overflowed it (109 retransmissions,
-// docs/testbed.md "Results"). The buffer estimate is a lower bound of the
-// buffer, so the capped window never overflows the cell while still
-// keeping it busy: the bandwidth-delay product is always allowed.
+// The cap is not in Eq. 2: the window is at most the product plus half
+// the cell's buffer estimate. With lambda = 2 the window converges to
+// twice the bandwidth-delay product, so the cell's queue holds one
+// product: more than the buffer of a cell whose buffer is about one
+// product, as the paper's own sub-6 figures give (1.5 MB against 150
+// Mbit/s x 70 ms = 1.3 MB). In the testbed the uncapped clamp kept the
+// sub-6 queue at 95% of its buffer and a few seconds later overflowed it
+// (109 retransmissions, docs/testbed.md "Results"). A cap of the product
+// plus the whole estimate still overflowed, for two reasons. The estimate
+// is not always below the buffer: in an evaluation (m2hod 39262e2, its
+// per-run results in docs/results/eval-39262e2) 9 of 37 estimates of 150 kB sub-6
+// cells ended 9% to 60% above it, and a sender that fills the window
+// fills the buffer. And a cell that slows keeps the peak of the rounds
+// before for up to Config.PeakWindow, so the window sized on it exceeds
+// what the cell carries by what it no longer delivers: in the testbed a
+// sub-6 cell whose rate fell by a third within a second dropped the tail
+// of such a window (cwnd 218 to 121). Half the estimate spare absorbs an
+// estimate up to twice the buffer, or a fall in rate of half a buffer per
+// RTT_min, and the cell stays busy: the product is always allowed, and
+// half a buffer above it keeps a queue.
 //
-// A cell that slows keeps the peak of the rounds before for up to
-// Config.PeakWindow, and the window sized on it would overflow the cell
-// by what it no longer carries: in the testbed a sub-6 cell whose rate
-// fell by a third within a second dropped the tail of such a window
-// (cwnd 218 to 121). So once the last round was cell-bound (its queue
-// above CellBoundShare of the buffer estimate, Round.CellBound), the
-// window is at most that round's product plus half the buffer estimate:
-// the cell stays busy, with half its buffer spare for the next fall.
-// Half lies above the share that marks a round cell-bound, so a cell the
-// window keeps busy stays under this rule rather than alternating
-// between it and the peak's.
+// Once the last round was cell-bound (its queue above CellBoundShare of
+// the buffer estimate, Round.CellBound), the rate is that round's rather
+// than the peak: the cell, not a window, set it, and a cell that slowed
+// carries no more. Half the buffer lies above the share that marks a
+// round cell-bound, so a cell the window keeps busy stays under this
+// rule rather than alternating between it and the peak's.
 //
 // It is not ok until an RTT sample and a full round exist, and when the
 // last round ended more than Config.BandwidthMaxAge before now.
@@ -305,10 +318,10 @@ func (e *Estimator) BandwidthClamp(now time.Time) (bytes uint64, ok bool) {
 	// The cap keeps to this host's own estimates: the fleet answers, and
 	// counts, the lookups of handover targets only.
 	buffer, _ := e.lookupLocked(e.serving, false)
-	window = min(window, rate*b.minRTT.Seconds()+float64(buffer))
 	if e.cellBoundLocked(buffer) {
-		window = min(window, b.bytesPerSecond*b.minRTT.Seconds()+float64(buffer)/2)
+		rate = b.bytesPerSecond
 	}
+	window = min(window, rate*b.minRTT.Seconds()+float64(buffer)/2)
 	if window >= MaxWindowBytes {
 		return MaxWindowBytes, true
 	}

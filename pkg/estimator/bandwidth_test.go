@@ -140,7 +140,11 @@ func TestBandwidthClampEq2(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e, err := New(tc.cfg, nil, nil)
+			cfg := tc.cfg
+			// A default buffer of over two products, so that the cap
+			// leaves Eq. 2 as it is (TestBandwidthClampCappedByBuffer).
+			cfg.DefaultBufferBytes = 2 << 20
+			e, err := New(cfg, nil, nil)
 			require.NoError(t, err)
 			feedSeries(e, tc.rtts, tc.bytes)
 			window, ok := e.BandwidthClamp(at(tc.queryMs))
@@ -219,7 +223,12 @@ func TestCellChangeRestartsBandwidth(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEstimator(t, nil)
+			cfg := DefaultConfig()
+			// Over two products of the faster cell: the cap leaves Eq. 2
+			// as it is.
+			cfg.DefaultBufferBytes = 2 << 20
+			e, err := New(cfg, nil, nil)
+			require.NoError(t, err)
 			e.SetServing(lteA, at(0))
 			var total uint64
 			for ms := 0; ms <= 400; ms += 10 {
@@ -259,8 +268,9 @@ func TestBandwidthClampCappedByBuffer(t *testing.T) {
 		buffer uint64 // 0: no burst seen, the default buffer applies
 		window uint64
 	}{
-		{name: "buffer below one product: capped at product plus buffer", buffer: 100_000, window: bdp + 100_000},
-		{name: "buffer above one product: Eq. 2 as is", buffer: 200_000, window: 2 * bdp},
+		{name: "buffer below one product: capped at product plus half the buffer", buffer: 100_000, window: bdp + 50_000},
+		{name: "buffer of 1.5 products: capped at product plus half the buffer", buffer: 200_000, window: bdp + 100_000},
+		{name: "buffer above two products: Eq. 2 as is", buffer: 300_000, window: 2 * bdp},
 		{name: "unknown cell: the default buffer, Eq. 2 as is", window: 2 * bdp},
 	}
 	for _, tc := range tests {
@@ -402,13 +412,13 @@ func TestLastRoundQueue(t *testing.T) {
 
 // TestBandwidthClampOfACellBoundRound: once the last round queued more
 // than CellBoundShare of the buffer estimate, the window is that round's
-// product plus half the buffer, below the peak rule; a round that queued
-// less leaves the peak rule as it is.
+// product plus half the buffer; a round that queued less leaves the peak
+// rate's.
 func TestBandwidthClampOfACellBoundRound(t *testing.T) {
 	const (
 		rate = 1_875_000 // 15 Mbit/s
-		// buffer is below one product, so that the peak rule's cap
-		// (the product plus the buffer) is the window.
+		// buffer is below one product, so that the cap (a product plus
+		// half the buffer) is the window.
 		buffer = 100_000
 		minRTT = 70 * time.Millisecond
 	)
@@ -417,14 +427,16 @@ func TestBandwidthClampOfACellBoundRound(t *testing.T) {
 		name string
 		// later is the rate of the last 300 ms, after 700 ms at rate;
 		// queued its RTT above RTT_min.
-		later  float64
-		queued time.Duration
-		window float64
+		later     float64
+		queued    time.Duration
+		window    float64
+		cellBound bool
 	}{
-		{name: "no queue: the peak rule", later: rate, window: bdp(rate) + buffer},
-		{name: "a queue below the share: the peak rule", later: rate, queued: 10 * time.Millisecond, window: bdp(rate) + buffer},
-		{name: "a cell at its rate with a queue: its product plus half the buffer", later: rate, queued: 40 * time.Millisecond, window: bdp(rate) + buffer/2},
-		{name: "a cell that slowed by a third: the slow round's product plus half the buffer", later: rate * 2 / 3, queued: 60 * time.Millisecond, window: bdp(rate*2/3) + buffer/2},
+		{name: "no queue: the peak rate", later: rate, window: bdp(rate) + buffer/2},
+		{name: "a queue below the share: the peak rate", later: rate, queued: 10 * time.Millisecond, window: bdp(rate) + buffer/2},
+		{name: "a cell at its rate with a queue: its product", later: rate, queued: 40 * time.Millisecond, window: bdp(rate) + buffer/2, cellBound: true},
+		{name: "a cell that slowed by a third: the slow round's product", later: rate * 2 / 3, queued: 60 * time.Millisecond, window: bdp(rate*2/3) + buffer/2, cellBound: true},
+		{name: "a cell that slowed by a third, no queue: the peak rate's", later: rate * 2 / 3, window: bdp(rate) + buffer/2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -449,14 +461,14 @@ func TestBandwidthClampOfACellBoundRound(t *testing.T) {
 			assert.InDelta(t, tc.window, float64(window), tc.window/50)
 			round, ok := e.LastRound(at(1000))
 			require.True(t, ok)
-			assert.Equal(t, tc.window < bdp(rate)+buffer, round.CellBound)
+			assert.Equal(t, tc.cellBound, round.CellBound)
 		})
 	}
 }
 
 // TestQueueRaisesTheBufferEstimate: what the serving cell held queued for
-// two rounds in a row (the round's rate times its mean RTT above RTT_min)
-// is a lower bound of its buffer, as a burst is.
+// two rounds in a row (the round's rate times its smallest RTT sample
+// above RTT_min) is a lower bound of its buffer, as a burst is.
 func TestQueueRaisesTheBufferEstimate(t *testing.T) {
 	const (
 		rate   = 1_875_000 // 15 Mbit/s
@@ -466,9 +478,11 @@ func TestQueueRaisesTheBufferEstimate(t *testing.T) {
 	tests := []struct {
 		name string
 		// known is the burst estimate before; queued the RTT above
-		// RTT_min of the samples from 500 ms, spike one sample at 700 ms.
+		// RTT_min of the samples from 500 ms, jitter added to every
+		// other one of them, spike to one sample at 700 ms.
 		known  uint64
 		queued time.Duration
+		jitter time.Duration
 		spike  time.Duration
 		want   float64
 		saved  bool
@@ -476,6 +490,7 @@ func TestQueueRaisesTheBufferEstimate(t *testing.T) {
 		{name: "a standing queue raises an unknown cell's estimate", queued: 80 * time.Millisecond, want: queueOf(80 * time.Millisecond), saved: true},
 		{name: "and a smaller burst estimate", known: 70_000, queued: 80 * time.Millisecond, want: queueOf(80 * time.Millisecond), saved: true},
 		{name: "a queue below the estimate leaves it", known: 200_000, queued: 80 * time.Millisecond, want: 200_000},
+		{name: "samples delayed beyond the queue do not count", queued: 40 * time.Millisecond, jitter: 60 * time.Millisecond, want: queueOf(40 * time.Millisecond), saved: true},
 		{name: "one delayed sample is no queue", spike: 300 * time.Millisecond},
 		{name: "no queue, no estimate"},
 	}
@@ -493,6 +508,9 @@ func TestQueueRaisesTheBufferEstimate(t *testing.T) {
 				rtt := minRTT
 				if ms >= 500 {
 					rtt += tc.queued
+					if ms%20 == 0 {
+						rtt += tc.jitter
+					}
 				}
 				if ms == 700 {
 					rtt += tc.spike

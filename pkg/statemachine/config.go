@@ -13,7 +13,7 @@ type Policy string
 const (
 	// PolicyM2HO is the paper's: clamp the window to the target cell's
 	// buffer before the handover, suppress duplicate ACKs after it, and
-	// hold a bandwidth clamp on sub-6 cells after leaving mmWave.
+	// hold a bandwidth clamp on sub-6 cells.
 	PolicyM2HO Policy = "m2ho"
 	// PolicyFreeze is the Freeze-TCP baseline: a zero window from the
 	// prediction until the handover completes, nothing else.
