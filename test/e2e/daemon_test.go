@@ -27,6 +27,13 @@ const targetBuffer = 300000
 // measurement, without eating the shared CPU.
 const pacing = 50 << 20
 
+// withoutHold switches off the bandwidth hold, for tests of other parts
+// of the policy. The bed's link is no cell: its RTT is a fraction of a
+// millisecond, so the hold every sub-6 cell gets would clamp the download
+// to the estimator's floor (64 KiB) from the first report naming its cell
+// on (TestSub6CellHoldsBandwidthClamp), below every other clamp here.
+var withoutHold = []string{"--ablate", "bandwidth_clamp"}
+
 // unclamped reports a window the daemon did not lower.
 func unclamped(w uint32) bool { return w > 2*targetBuffer }
 
@@ -68,7 +75,7 @@ func assertWireWindows(t *testing.T, wire *ackCapture, span time.Duration, what 
 }
 
 func TestPredictedHandoverClampsToTargetEstimate(t *testing.T) {
-	d, dl, wire := startWithHistory(t)
+	d, dl, wire := startWithHistory(t, withoutHold...)
 	assertWireWindows(t, wire, 100*time.Millisecond, "open", func(lo, _ uint32) bool { return unclamped(lo) })
 
 	d.send(measReport(diag.EventA3, sub6A, sub6B))
@@ -91,7 +98,7 @@ func TestPredictedHandoverClampsToTargetEstimate(t *testing.T) {
 }
 
 func TestCommandAndCompletionDriveSmoothing(t *testing.T) {
-	d, dl, _ := startWithHistory(t)
+	d, dl, _ := startWithHistory(t, withoutHold...)
 
 	d.send(measReport(diag.EventA3, sub6A, sub6B))
 	d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
@@ -180,7 +187,7 @@ func TestSmoothingSkipsClosedConnections(t *testing.T) {
 }
 
 func TestA1CancelsPrediction(t *testing.T) {
-	d, dl, _ := startWithHistory(t)
+	d, dl, _ := startWithHistory(t, withoutHold...)
 
 	d.send(measReport(diag.EventA3, sub6A, sub6B))
 	d.waitStatus(time.Second, "preparation", func(s status) bool { return s.State == "preparation" })
@@ -193,7 +200,7 @@ func TestA1CancelsPrediction(t *testing.T) {
 }
 
 func TestMissingCommandTimesOut(t *testing.T) {
-	d, dl, _ := startWithHistory(t)
+	d, dl, _ := startWithHistory(t, withoutHold...)
 
 	sent := time.Now()
 	d.send(measReport(diag.EventA3, sub6A, sub6B))
@@ -248,8 +255,43 @@ func TestMmWaveToSub6HoldsBandwidthClamp(t *testing.T) {
 	assert.Zero(t, st.InForce.ClampBytes)
 }
 
+// TestSub6CellHoldsBandwidthClamp: a report naming the sub-6 cell that
+// serves turns the bandwidth hold on, without any handover: Eq. 2 on
+// what the cell delivers clamps the download once the estimator measured
+// a round, renewed past a policy lease, and a handover to mmWave ends it.
+func TestSub6CellHoldsBandwidthClamp(t *testing.T) {
+	b := newBed(t)
+	d := b.startDaemon(t, t.TempDir())
+	dl := b.startDownload(t, pacing)
+	dl.waitWindow(5*time.Second, "open", unclamped)
+
+	// A1 (the serving cell is good) predicts nothing: it only names the
+	// cell.
+	d.send(measReport(diag.EventA1, sub6A, diag.Cell{}))
+	st := d.waitStatus(2*time.Second, "bandwidth clamp", func(s status) bool {
+		return s.State == "stable" && s.InForce.ClampSource == "bandwidth"
+	})
+	assert.True(t, st.Machine.BandwidthHold)
+	assert.Equal(t, sub6A, st.Serving)
+	assert.Zero(t, d.metric(`m2hod_handovers_total{kind="sub6_sub6"}`))
+	time.Sleep(time.Second)
+	st = d.status()
+	require.Equal(t, "bandwidth", st.InForce.ClampSource, "still held after a lease")
+	require.Positive(t, st.InForce.ClampBytes)
+	t.Logf("bandwidth clamp %d bytes", st.InForce.ClampBytes)
+	dl.waitWindow(time.Second, "within the bandwidth clamp", func(w uint32) bool { return w <= st.InForce.ClampBytes })
+
+	d.send(hoCommand(diag.HOPCell, sub6A, mmWaveC))
+	d.send(hoComplete(mmWaveC))
+	st = d.waitStatus(2*time.Second, "hold released on mmWave", func(s status) bool {
+		return s.State == "stable" && s.Serving == mmWaveC && !s.Machine.BandwidthHold && s.InForce.ClampBytes == 0
+	})
+	assert.Equal(t, 1.0, d.metric(`m2hod_handovers_total{kind="sub6_mmwave"}`))
+	dl.waitWindow(2*time.Second, "open again", unclamped)
+}
+
 func TestObserveModeChangesNoPacket(t *testing.T) {
-	d, dl, wire := startWithHistory(t, "--mode", "observe")
+	d, dl, wire := startWithHistory(t, append([]string{"--mode", "observe"}, withoutHold...)...)
 
 	d.send(measReport(diag.EventA3, sub6A, sub6B))
 	d.send(hoCommand(diag.HOPCell, sub6A, sub6B))
