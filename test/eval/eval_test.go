@@ -281,8 +281,11 @@ func TestComparePairedMatchesScenariosAndHandovers(t *testing.T) {
 	var ref, m2ho []UnitResult
 	for i, base := range []float64{10, 20, 30, 40} {
 		name := fmt.Sprintf("s%d", i)
-		ref = append(ref, pairedRun(name, "cubic", "sub6_mmwave", []float64{base, base}, 8, false))
-		m2ho = append(m2ho, pairedRun(name, "cubic+m2ho", "sub6_mmwave", []float64{1.5 * base, 1.5 * base}, 2, true))
+		r := pairedRun(name, "cubic", "sub6_mmwave", []float64{base, base}, 8, false)
+		r.RunGoodputBps = base * 1e6
+		v := pairedRun(name, "cubic+m2ho", "sub6_mmwave", []float64{1.5 * base, 1.5 * base}, 2, true)
+		v.RunGoodputBps = 1.2 * base * 1e6
+		ref, m2ho = append(ref, r), append(m2ho, v)
 	}
 	// A scenario only the variant finished does not count.
 	m2ho = append(m2ho, pairedRun("lonely", "cubic+m2ho", "sub6_mmwave", []float64{1000}, 1, true))
@@ -299,6 +302,8 @@ func TestComparePairedMatchesScenariosAndHandovers(t *testing.T) {
 	assert.InDelta(t, 0.25, p.ConvergenceRatio.Value, 1e-9)
 	assert.InDelta(t, 1, p.LossFree.Value, 1e-9)
 	assert.InDelta(t, 0, p.ReferenceLossFree.Value, 1e-9)
+	assert.InDelta(t, 0.2, p.RunGain.Value, 1e-9, "whole runs, of the scenarios both finished")
+	assert.InDelta(t, 0.2, p.RunGain.Low, 1e-9)
 }
 
 func TestPairCutsSumsTheScenariosBothFinished(t *testing.T) {

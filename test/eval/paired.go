@@ -24,6 +24,9 @@ type Paired struct {
 	// ReferenceLossFree the reference's on the same handovers.
 	LossFree          Interval `json:"loss_free"`
 	ReferenceLossFree Interval `json:"reference_loss_free"`
+	// RunGain is the variant's goodput over whole runs (after their
+	// startup) over the reference's, less 1.
+	RunGain Interval `json:"run_gain"`
 }
 
 // scenarioPair is one scenario's handovers under the reference and the
@@ -106,5 +109,22 @@ func comparePaired(refName string, ref []UnitResult, name string, v []UnitResult
 	}
 	p.LossFree = ratioInterval(lossFree, 0)
 	p.ReferenceLossFree = ratioInterval(refLossFree, 0)
+	p.RunGain = ratioInterval(pairRuns(ref, v), 1)
 	return p
+}
+
+// pairRuns is the whole-run goodput of each scenario both finished: the
+// variant's over the reference's.
+func pairRuns(ref, v []UnitResult) []cluster {
+	byName := map[string]float64{}
+	for _, u := range ref {
+		byName[u.Scenario.Name] = u.RunGoodputBps
+	}
+	var runs []cluster
+	for _, u := range v {
+		if r, ok := byName[u.Scenario.Name]; ok {
+			runs = append(runs, cluster{num: u.RunGoodputBps, den: r})
+		}
+	}
+	return runs
 }

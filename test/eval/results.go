@@ -33,6 +33,9 @@ type UnitResult struct {
 	Fidelity  testbed.Fidelity
 	// Cuts are the sender's window cuts, by where they fell.
 	Cuts report.Cuts
+	// RunGoodputBps is the run's goodput after its startup
+	// (report.RunGoodput).
+	RunGoodputBps float64
 	// Daemon is nil for variants without m2hod.
 	Daemon *testbed.DaemonUsage
 	Dir    string
@@ -100,6 +103,7 @@ func loadUnit(out string, u Unit) (UnitResult, recorded, error) {
 	if r.Cuts, err = report.WindowCuts(sc, truth, ms); err != nil {
 		return r, rec, err
 	}
+	r.RunGoodputBps = report.RunGoodput(ms)
 	var usage testbed.DaemonUsage
 	switch err := testbed.ReadJSON(filepath.Join(r.Dir, testbed.M2hodUsageFile), &usage); {
 	case err == nil:

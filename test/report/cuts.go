@@ -11,10 +11,10 @@ import (
 )
 
 const (
-	// CutsStartup is left out of the window cuts: the sender's exit from
-	// its first slow start, which every variant of a scenario shares and
-	// no handover causes.
-	CutsStartup = 5 * time.Second
+	// Startup is left out of the window cuts and of the whole-run
+	// goodput: the sender's exit from its first slow start, which every
+	// variant of a scenario shares and no handover causes.
+	Startup = 5 * time.Second
 	// CutEpisodeGap separates loss episodes: retransmissions less than
 	// this apart belong to one recovery, in which the sender cuts its
 	// window once.
@@ -51,7 +51,7 @@ func (c Cuts) Add(o Cuts) Cuts {
 }
 
 // WindowCuts finds the cuts of flow 0's congestion window in a run after
-// its first CutsStartup: loss episodes (retransmissions, those less than
+// its first Startup: loss episodes (retransmissions, those less than
 // CutEpisodeGap apart taken as one) in which the cwnd fell below CutShare
 // of its value before the episode, placed where the episode began. The
 // slow-start threshold does not tell them: a cut at the same window as the
@@ -71,7 +71,7 @@ func WindowCuts(sc *scenario.Scenario, truth *emu.GroundTruth, m *traffic.Measur
 		return c, fmt.Errorf("initial cell %q is not a cell of the scenario", sc.InitialCell)
 	}
 	for _, e := range lossEpisodes(m) {
-		if e.at < CutsStartup || float64(e.least) >= CutShare*float64(e.before) {
+		if e.at < Startup || float64(e.least) >= CutShare*float64(e.before) {
 			continue
 		}
 		if e.least <= 1 {

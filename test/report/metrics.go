@@ -158,6 +158,17 @@ func bytesAt(m *traffic.Measurements, t time.Duration) float64 {
 	return float64(a.Bytes) + frac*(float64(b.Bytes)-float64(a.Bytes))
 }
 
+// RunGoodput is a run's mean goodput in bit/s from Startup to its last
+// sample: what its download delivered, the mmWave dwells that follow a
+// handover included, beyond the [-5 s, +5 s] window of each handover. It
+// is 0 for a run no longer than Startup.
+func RunGoodput(m *traffic.Measurements) float64 {
+	if len(m.Goodput) == 0 {
+		return 0
+	}
+	return meanGoodput(m, Startup, m.Goodput[len(m.Goodput)-1].At)
+}
+
 // meanGoodput is the goodput in bit/s over [from, to).
 func meanGoodput(m *traffic.Measurements, from, to time.Duration) float64 {
 	if to <= from {

@@ -258,3 +258,35 @@ func TestSectionThreeThroughputAfterSumsGoodput(t *testing.T) {
 	// 10.1..13 s average 39. Stalled: 0.008 before, 8 after.
 	assert.InDelta(t, (39+8)/(8+0.008)-1, after.Value, 0.05)
 }
+
+// TestRunGoodput: a run's goodput after its startup, whatever its first
+// slow start delivered; nothing for a run no longer than the startup.
+func TestRunGoodput(t *testing.T) {
+	series := func(until time.Duration, startupMbps, laterMbps float64) *traffic.Measurements {
+		m := &traffic.Measurements{}
+		var bytes float64
+		for at := time.Duration(0); at <= until; at += traffic.GoodputPeriod {
+			m.Goodput = append(m.Goodput, traffic.GoodputSample{At: at, Bytes: uint64(bytes)})
+			rate := laterMbps
+			if at < Startup {
+				rate = startupMbps
+			}
+			bytes += rate * 1e6 / 8 * traffic.GoodputPeriod.Seconds()
+		}
+		return m
+	}
+	tests := []struct {
+		name string
+		m    *traffic.Measurements
+		want float64
+	}{
+		{name: "the startup left out", m: series(60*time.Second, 1, 20), want: 20e6},
+		{name: "a run no longer than the startup", m: series(Startup, 20, 20), want: 0},
+		{name: "no sample", m: &traffic.Measurements{}, want: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.InDelta(t, tc.want, RunGoodput(tc.m), tc.want/1000+1)
+		})
+	}
+}
