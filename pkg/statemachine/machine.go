@@ -1353,8 +1353,6 @@ func windowBytes(b uint64) uint32 {
 	return uint32(min(max(b, 1), estimator.MaxWindowBytes))
 }
 
-// bandKey files a cell of unknown band (LTE without band, a cell no log
-// described) with sub-6, as the estimator does.
 // bandwidthHoldOn says whether the bandwidth hold applies while cell
 // carries the data: on every sub-6 cell, under PolicyM2HO with the
 // bandwidth clamp.
@@ -1382,6 +1380,8 @@ func (m *Machine) bandwidthHoldOn(cell diag.Cell) bool {
 	return m.cfg.Policy == PolicyM2HO && m.cfg.BandwidthClamp && bandKey(cell.Band) == diag.BandSub6
 }
 
+// bandKey files a cell of unknown band (LTE without band, a cell no log
+// described) with sub-6, as the estimator does.
 func bandKey(b diag.Band) diag.Band {
 	if b == diag.BandMmWave {
 		return b
