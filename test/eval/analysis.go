@@ -125,6 +125,21 @@ type FidelitySummary struct {
 	WorstDownlinkP99 time.Duration `json:"worst_downlink_timing_p99_ns"`
 	MeanDownlinkP99  time.Duration `json:"mean_downlink_timing_p99_ns"`
 	SendErrors       uint64        `json:"send_errors"`
+	// Implausible names the scenarios whose sender reported a
+	// congestion window of report.ImplausibleCwnd or more.
+	Implausible []string `json:"implausible_cwnd"`
+}
+
+// implausibleRuns names the scenarios of units whose sender reported a
+// congestion window of report.ImplausibleCwnd or more.
+func implausibleRuns(units []UnitResult) []string {
+	var names []string
+	for _, u := range units {
+		if u.LargestCwnd >= report.ImplausibleCwnd {
+			names = append(names, u.Scenario.Name)
+		}
+	}
+	return names
 }
 
 // Goal is one target of the evaluation and whether it was met.
@@ -186,6 +201,7 @@ func analyse(m *Manifest, results []UnitResult) (*Analysis, error) {
 				ds.MaxPeakRSS = max(ds.MaxPeakRSS, d.PeakRSSBytes)
 			}
 		}
+		fid.Implausible = implausibleRuns(units)
 		a.Fidelity[v] = fid
 		if ds.Units > 0 {
 			ds.MeanCPUPercent /= float64(ds.Units)
@@ -657,13 +673,18 @@ func writeMarkdown(w io.Writer, m *Manifest, a *Analysis) error {
 	fmt.Fprintf(w, "Diag stream: %s.\n\n", diagFeed(m.DiagFlush))
 	writeDaemon(w, a, variants)
 	fmt.Fprintln(w, "\n## Emulator fidelity")
-	fmt.Fprintln(w, "| variant | mean delivery timing p99 | worst p99 | send errors |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|")
+	fmt.Fprintf(w, "| variant | mean delivery timing p99 | worst p99 | send errors | runs whose sender's cwnd reached %d segments |\n", report.ImplausibleCwnd)
+	fmt.Fprintln(w, "|---|---:|---:|---:|---|")
 	for _, v := range variants {
 		if f, ok := a.Fidelity[v]; ok {
-			fmt.Fprintf(w, "| %s | %v | %v | %d |\n", report.Title(v), f.MeanDownlinkP99.Round(10*time.Microsecond), f.WorstDownlinkP99.Round(10*time.Microsecond), f.SendErrors)
+			implausible := "none"
+			if len(f.Implausible) > 0 {
+				implausible = strings.Join(f.Implausible, ", ")
+			}
+			fmt.Fprintf(w, "| %s | %v | %v | %d | %s |\n", report.Title(v), f.MeanDownlinkP99.Round(10*time.Microsecond), f.WorstDownlinkP99.Round(10*time.Microsecond), f.SendErrors, implausible)
 		}
 	}
+	fmt.Fprintln(w, "\nA sender whose congestion window reached a million segments (1.4 GB, beyond every cell's bandwidth-delay product) lost track of its state; such a run is counted as it ran, and named here so that its scenario's comparisons can be read without it.")
 	fmt.Fprintf(w, "\nPlots: %s, %s, %s.\n", plotThroughputCDF, plotConvergenceCDF, plotLossFree)
 	return nil
 }

@@ -457,3 +457,14 @@ func TestSmokeEvaluation(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, progress.String(), fmt.Sprintf("0 of %d units to run", units), "a finished evaluation resumes with nothing to do")
 }
+
+func TestImplausibleRunsNamesTheScenarios(t *testing.T) {
+	run := func(name string, cwnd uint32) UnitResult {
+		r := pairedRun(name, "scubic", "sub6_mmwave", []float64{10}, 1, true)
+		r.LargestCwnd = cwnd
+		return r
+	}
+	units := []UnitResult{run("s0", 1200), run("s1", report.ImplausibleCwnd), run("s2", 211841663), run("s3", report.ImplausibleCwnd-1)}
+	assert.Equal(t, []string{"s1", "s2"}, implausibleRuns(units))
+	assert.Empty(t, implausibleRuns(units[:1]))
+}

@@ -36,6 +36,8 @@ type UnitResult struct {
 	// RunGoodputBps is the run's goodput after its startup
 	// (report.RunGoodput).
 	RunGoodputBps float64
+	// LargestCwnd is the largest congestion window its sender reported.
+	LargestCwnd uint32
 	// Daemon is nil for variants without m2hod.
 	Daemon *testbed.DaemonUsage
 	Dir    string
@@ -104,6 +106,7 @@ func loadUnit(out string, u Unit) (UnitResult, recorded, error) {
 		return r, rec, err
 	}
 	r.RunGoodputBps = report.RunGoodput(ms)
+	r.LargestCwnd = report.LargestCwnd(ms)
 	var usage testbed.DaemonUsage
 	switch err := testbed.ReadJSON(filepath.Join(r.Dir, testbed.M2hodUsageFile), &usage); {
 	case err == nil:

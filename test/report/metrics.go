@@ -158,6 +158,26 @@ func bytesAt(m *traffic.Measurements, t time.Duration) float64 {
 	return float64(a.Bytes) + frac*(float64(b.Bytes)-float64(a.Bytes))
 }
 
+// ImplausibleCwnd is a congestion window, in segments, that no sender of
+// the testbed can reach: a million segments, 1.4 GB, against the largest
+// bandwidth-delay product of a cell it emulates (2 Gbit/s at 400 ms, 100
+// MB, before scaling down). A sender that reports one has lost track of
+// its state, and its run says nothing of how its congestion control
+// meets a handover.
+const ImplausibleCwnd = 1 << 20
+
+// LargestCwnd is the largest congestion window a run's first flow
+// reported.
+func LargestCwnd(m *traffic.Measurements) uint32 {
+	var largest uint32
+	for _, s := range m.TCPInfo {
+		if s.Flow == 0 {
+			largest = max(largest, s.Cwnd)
+		}
+	}
+	return largest
+}
+
 // RunGoodput is a run's mean goodput in bit/s from Startup to its last
 // sample: what its download delivered, the mmWave dwells that follow a
 // handover included, beyond the [-5 s, +5 s] window of each handover. It

@@ -290,3 +290,11 @@ func TestRunGoodput(t *testing.T) {
 		})
 	}
 }
+
+func TestLargestCwndOfTheFirstFlow(t *testing.T) {
+	m := &traffic.Measurements{TCPInfo: []traffic.TCPInfoSample{
+		{Flow: 0, Cwnd: 10}, {Flow: 1, Cwnd: 5000}, {Flow: 0, Cwnd: 300}, {Flow: 0, Cwnd: 120},
+	}}
+	assert.Equal(t, uint32(300), LargestCwnd(m))
+	assert.Zero(t, LargestCwnd(&traffic.Measurements{}))
+}
