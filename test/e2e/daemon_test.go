@@ -234,25 +234,34 @@ func TestMmWaveToSub6HoldsBandwidthClamp(t *testing.T) {
 	d.send(measReport(diag.EventA2, mmWaveC, diag.Cell{}))
 	d.send(hoCommand(diag.HOPCell, mmWaveC, sub6A))
 	d.send(hoComplete(sub6A))
+	assertBandwidthHeld(t, d, dl)
+	assert.Equal(t, 1.0, d.metric(`m2hod_handovers_total{kind="mmwave_sub6"}`))
+
+	// Back to mmWave: the hold ends.
+	d.send(hoCommand(diag.HOPCell, sub6A, mmWaveC))
+	d.send(hoComplete(mmWaveC))
+	st := d.waitStatus(2*time.Second, "hold released", func(s status) bool {
+		return s.State == "stable" && s.Serving == mmWaveC && !s.Machine.BandwidthHold
+	})
+	assert.Zero(t, st.InForce.ClampBytes)
+}
+
+// assertBandwidthHeld waits for the bandwidth hold's clamp, checks that
+// it is renewed past a policy lease (500 ms), and that the download's
+// window keeps within it.
+func assertBandwidthHeld(t *testing.T, d *daemonProc, dl *download) status {
+	t.Helper()
 	st := d.waitStatus(2*time.Second, "bandwidth clamp", func(s status) bool {
 		return s.State == "stable" && s.InForce.ClampSource == "bandwidth"
 	})
 	assert.True(t, st.Machine.BandwidthHold)
-	assert.Equal(t, 1.0, d.metric(`m2hod_handovers_total{kind="mmwave_sub6"}`))
 	time.Sleep(time.Second)
 	st = d.status()
 	require.Equal(t, "bandwidth", st.InForce.ClampSource, "still held after a lease")
 	require.Positive(t, st.InForce.ClampBytes)
 	t.Logf("bandwidth clamp %d bytes", st.InForce.ClampBytes)
 	dl.waitWindow(time.Second, "within the bandwidth clamp", func(w uint32) bool { return w <= st.InForce.ClampBytes })
-
-	// Back to mmWave: the hold ends.
-	d.send(hoCommand(diag.HOPCell, sub6A, mmWaveC))
-	d.send(hoComplete(mmWaveC))
-	st = d.waitStatus(2*time.Second, "hold released", func(s status) bool {
-		return s.State == "stable" && s.Serving == mmWaveC && !s.Machine.BandwidthHold
-	})
-	assert.Zero(t, st.InForce.ClampBytes)
+	return st
 }
 
 // TestSub6CellHoldsBandwidthClamp: a report naming the sub-6 cell that
@@ -268,18 +277,9 @@ func TestSub6CellHoldsBandwidthClamp(t *testing.T) {
 	// A1 (the serving cell is good) predicts nothing: it only names the
 	// cell.
 	d.send(measReport(diag.EventA1, sub6A, diag.Cell{}))
-	st := d.waitStatus(2*time.Second, "bandwidth clamp", func(s status) bool {
-		return s.State == "stable" && s.InForce.ClampSource == "bandwidth"
-	})
-	assert.True(t, st.Machine.BandwidthHold)
+	st := assertBandwidthHeld(t, d, dl)
 	assert.Equal(t, sub6A, st.Serving)
 	assert.Zero(t, d.metric(`m2hod_handovers_total{kind="sub6_sub6"}`))
-	time.Sleep(time.Second)
-	st = d.status()
-	require.Equal(t, "bandwidth", st.InForce.ClampSource, "still held after a lease")
-	require.Positive(t, st.InForce.ClampBytes)
-	t.Logf("bandwidth clamp %d bytes", st.InForce.ClampBytes)
-	dl.waitWindow(time.Second, "within the bandwidth clamp", func(w uint32) bool { return w <= st.InForce.ClampBytes })
 
 	d.send(hoCommand(diag.HOPCell, sub6A, mmWaveC))
 	d.send(hoComplete(mmWaveC))
