@@ -84,17 +84,11 @@ type PairedCuts struct {
 }
 
 func pairCuts(ref, v []UnitResult) PairedCuts {
-	byName := map[string]report.Cuts{}
-	for _, u := range ref {
-		byName[u.Scenario.Name] = u.Cuts
-	}
 	var p PairedCuts
-	for _, u := range v {
-		if rc, ok := byName[u.Scenario.Name]; ok {
-			p.Scenarios++
-			p.Variant, p.Reference = p.Variant.Add(u.Cuts), p.Reference.Add(rc)
-		}
-	}
+	sameScenario(ref, v, func(r, u *UnitResult) {
+		p.Scenarios++
+		p.Variant, p.Reference = p.Variant.Add(u.Cuts), p.Reference.Add(r.Cuts)
+	})
 	return p
 }
 

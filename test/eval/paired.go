@@ -35,21 +35,27 @@ type scenarioPair struct {
 	ref, v []report.Handover
 }
 
+// sameScenario calls each with the reference's and the variant's unit
+// of every scenario both finished, in the variant's order.
+func sameScenario(ref, v []UnitResult, each func(r, u *UnitResult)) {
+	byName := map[string]*UnitResult{}
+	for i := range ref {
+		byName[ref[i].Scenario.Name] = &ref[i]
+	}
+	for i := range v {
+		if r, ok := byName[v[i].Scenario.Name]; ok {
+			each(r, &v[i])
+		}
+	}
+}
+
 // pairScenarios matches the handovers of two variants scenario by
 // scenario, for the scenarios both finished.
 func pairScenarios(ref, v []UnitResult) []scenarioPair {
-	byName := map[string][]report.Handover{}
-	for _, u := range ref {
-		byName[u.Scenario.Name] = u.Handovers
-	}
 	var pairs []scenarioPair
-	for _, u := range v {
-		r, ok := byName[u.Scenario.Name]
-		if !ok {
-			continue
-		}
+	sameScenario(ref, v, func(r, u *UnitResult) {
 		index := map[int]report.Handover{}
-		for _, h := range r {
+		for _, h := range r.Handovers {
 			index[h.Index] = h
 		}
 		var p scenarioPair
@@ -60,7 +66,7 @@ func pairScenarios(ref, v []UnitResult) []scenarioPair {
 			}
 		}
 		pairs = append(pairs, p)
-	}
+	})
 	return pairs
 }
 
@@ -116,15 +122,9 @@ func comparePaired(refName string, ref []UnitResult, name string, v []UnitResult
 // pairRuns is the whole-run goodput of each scenario both finished: the
 // variant's over the reference's.
 func pairRuns(ref, v []UnitResult) []cluster {
-	byName := map[string]float64{}
-	for _, u := range ref {
-		byName[u.Scenario.Name] = u.RunGoodputBps
-	}
 	var runs []cluster
-	for _, u := range v {
-		if r, ok := byName[u.Scenario.Name]; ok {
-			runs = append(runs, cluster{num: u.RunGoodputBps, den: r})
-		}
-	}
+	sameScenario(ref, v, func(r, u *UnitResult) {
+		runs = append(runs, cluster{num: u.RunGoodputBps, den: r.RunGoodputBps})
+	})
 	return runs
 }

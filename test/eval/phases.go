@@ -49,23 +49,15 @@ func phaseValues(p report.Phases) []float64 {
 // scenario, same index) and sums their phases by loss outcome, one
 // cluster per scenario for the intervals.
 func pairPhases(ref, v []UnitResult) []PhaseCost {
-	refByName := map[string]map[int]report.Handover{}
-	for _, u := range ref {
-		hs := map[int]report.Handover{}
-		for _, h := range u.Handovers {
-			hs[h.Index] = h
-		}
-		refByName[u.Scenario.Name] = hs
-	}
 	costs := make(map[string]*PhaseCost, len(outcomes))
 	clusters := make(map[string][][]cluster, len(outcomes))
 	for _, o := range outcomes {
 		costs[o] = &PhaseCost{Outcome: o, Gains: map[string]Interval{}}
 	}
-	for _, u := range v {
-		refs, ok := refByName[u.Scenario.Name]
-		if !ok {
-			continue
+	sameScenario(ref, v, func(ru, u *UnitResult) {
+		refs := map[int]report.Handover{}
+		for _, h := range ru.Handovers {
+			refs[h.Index] = h
 		}
 		perOutcome := map[string][]cluster{}
 		for _, h := range u.Handovers {
@@ -89,7 +81,7 @@ func pairPhases(ref, v []UnitResult) []PhaseCost {
 		for o, cs := range perOutcome {
 			clusters[o] = append(clusters[o], cs)
 		}
-	}
+	})
 	out := make([]PhaseCost, 0, len(outcomes))
 	for _, o := range outcomes {
 		c := costs[o]
