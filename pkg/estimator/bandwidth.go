@@ -328,6 +328,48 @@ func (e *Estimator) BandwidthClamp(now time.Time) (bytes uint64, ok bool) {
 	return max(uint64(window), e.cfg.MinClampBytes), true
 }
 
+// DrainableWindow returns the window that holds the senders on a mmWave
+// cell: what the cell delivers in lead (never less than its
+// bandwidth-delay product), plus the smallest sub-6 buffer estimate, the
+// estimate a mmWave cell is looked up by. lead is the time a predicted
+// handover leaves: from the report to the command.
+//
+// A handover from mmWave to sub-6 moves what the source still holds into
+// a buffer a tenth of its own. The Preparation clamp stops the senders
+// at the prediction, and the source drains at its rate until the
+// execution; what it has not drained by then must fit in the target's
+// buffer. So the flight must not exceed the rate times the lead plus that
+// buffer. A loss-based sender left alone fills the mmWave buffer: in an
+// evaluation (m2hod 34f55dd, docs/results/eval-34f55dd), 10 of 22 mmWave
+// to sub-6 handovers with m2ho began with a flight beyond what the source
+// drained from the report to the execution, by 97 kB to 1 MB, and each of
+// them overflowed the target (40 to 625 packets, six times followed by a
+// retransmission timeout); of the 12 within it, two lost more than 10
+// packets. Above the product the window keeps a queue, so the cell stays
+// busy.
+//
+// The rate is BandwidthClamp's: the last round's once the round was
+// cell-bound, since a cell that slowed drains at its new rate. It is not
+// ok when BandwidthClamp is not.
+func (e *Estimator) DrainableWindow(now time.Time, lead time.Duration) (bytes uint64, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b := &e.bw
+	if !e.freshLocked(now) {
+		return 0, false
+	}
+	rate := max(b.peak(now, e.cfg.PeakWindow), b.bytesPerSecond)
+	buffer, _ := e.lookupLocked(diag.Cell{Band: diag.BandMmWave}, false)
+	if e.cellBoundLocked(buffer) {
+		rate = b.bytesPerSecond
+	}
+	window := rate*max(lead, b.minRTT).Seconds() + float64(buffer)
+	if window >= MaxWindowBytes {
+		return MaxWindowBytes, true
+	}
+	return max(uint64(window), e.cfg.MinClampBytes), true
+}
+
 func (e *Estimator) freshLocked(now time.Time) bool {
 	b := &e.bw
 	return !b.estimateAt.IsZero() && b.srtt != 0 && b.minRTT != 0 && now.Sub(b.estimateAt) <= e.cfg.BandwidthMaxAge

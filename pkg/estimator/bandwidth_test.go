@@ -530,3 +530,70 @@ func TestQueueRaisesTheBufferEstimate(t *testing.T) {
 		})
 	}
 }
+
+// TestDrainableWindow: on a mmWave cell the hold lets through what the
+// cell delivers in the lead (at least its bandwidth-delay product) plus
+// the smallest sub-6 buffer estimate; a cell that slowed with a queue
+// drains at its new rate.
+func TestDrainableWindow(t *testing.T) {
+	const (
+		rate       = 12_500_000 // 100 Mbit/s
+		sub6Buffer = 150_000
+		minRTT     = 70 * time.Millisecond
+	)
+	tests := []struct {
+		name string
+		lead time.Duration
+		// later is the rate of the last 300 ms, after 700 ms at rate;
+		// queued its RTT above RTT_min.
+		later  float64
+		queued time.Duration
+		window float64
+		// tolerance is the share of window the answer may be off by: a
+		// round that spans the slowdown delivers at a rate between.
+		tolerance float64
+	}{
+		{name: "a lead above RTT_min: the rate over the lead", lead: 146 * time.Millisecond, later: rate,
+			window: rate*0.146 + sub6Buffer},
+		{name: "a lead below RTT_min: the bandwidth-delay product", lead: 40 * time.Millisecond, later: rate,
+			window: rate*minRTT.Seconds() + sub6Buffer},
+		{name: "a cell that slowed to a fifth with a queue: the slow round's rate", lead: 146 * time.Millisecond,
+			later: rate / 5, queued: 100 * time.Millisecond, window: rate/5*0.146 + sub6Buffer, tolerance: 0.2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEstimator(t, nil)
+			e.SetServing(lteA, at(-100))
+			e.AddBurst(Burst{Start: at(-100), End: at(-95), Bytes: sub6Buffer})
+			e.SetServing(mmA, at(0))
+			var total float64
+			for ms := 0; ms <= 1000; ms += 10 {
+				r, rtt := float64(rate), minRTT
+				if ms > 700 {
+					r, rtt = tc.later, minRTT+tc.queued
+				}
+				e.AddRTT(e.Path(), at(float64(ms)), rtt)
+				e.AddBytes(at(float64(ms)), uint64(total))
+				total += r / 100
+			}
+			window, ok := e.DrainableWindow(at(1000), tc.lead)
+			require.True(t, ok)
+			assert.InDelta(t, tc.window, float64(window), tc.window*max(tc.tolerance, 0.02))
+		})
+	}
+}
+
+func TestDrainableWindowNeedsAnEstimate(t *testing.T) {
+	e := newEstimator(t, nil)
+	e.SetServing(mmA, at(0))
+	_, ok := e.DrainableWindow(at(0), 146*time.Millisecond)
+	assert.False(t, ok, "no round on the cell")
+	e.AddRTT(e.Path(), at(0), 70*time.Millisecond)
+	for ms := 0; ms <= 300; ms += 10 {
+		e.AddBytes(at(float64(ms)), uint64(ms)*10_000)
+	}
+	_, ok = e.DrainableWindow(at(300), 146*time.Millisecond)
+	require.True(t, ok)
+	_, ok = e.DrainableWindow(at(300).Add(DefaultConfig().BandwidthMaxAge+time.Second), 146*time.Millisecond)
+	assert.False(t, ok, "an estimate too old")
+}

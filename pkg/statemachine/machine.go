@@ -11,9 +11,10 @@
 //     at most doubling, until the senders' windows fit under it, so the
 //     window kept through the handover enters the new cell at the cell's
 //     pace instead of overflowing it. A Preparation clamp that no handover
-//     followed reopens the same way. After a handover from mmWave to sub-6 the window is
-//     then held at the bandwidth estimate until the UE is back on mmWave,
-//     so the sender keeps a mmWave-sized cwnd (section 4.5).
+//     followed reopens the same way. Then the bandwidth hold keeps the
+//     window: on a sub-6 cell at the bandwidth estimate (Eq. 2), so a
+//     sender keeps a mmWave-sized cwnd for the next mmWave cell (section
+//     4.5); on a mmWave cell at what a handover to sub-6 can drain.
 //   - Preparation: a handover is predicted (Algorithm 1, section 4.2) or
 //     commanded; the window is clamped to the target cell's buffer estimate
 //     (section 4.3). From the command on, duplicate ACKs are suppressed:
@@ -290,12 +291,12 @@ type Machine struct {
 	// reestablishing is set by a connection failure until the next
 	// execution, the re-establishment on a new cell (see execute).
 	reestablishing bool
-	// bandwidthHold is set while a sub-6 cell carries the data (see
+	// bandwidthHold is set while a known cell carries the data (see
 	// bandwidthHoldOn).
 	bandwidthHold bool
 	// warmup is the clamp of the last executed handover, which the
-	// bandwidth hold keeps until the new cell has an estimate, when the
-	// ramp is switched off.
+	// bandwidth hold keeps until a new sub-6 cell has an estimate, when
+	// the ramp is switched off.
 	warmup warmupClamp
 	// ramp is the clamp following the last handover; nil when none.
 	ramp *postHandoverRamp
@@ -605,7 +606,7 @@ func (m *Machine) learnServing(s diag.Cell) {
 		m.setCells(s, m.scg)
 	}
 	if m.dataCell().Key() != before {
-		m.bandwidthHold = m.bandwidthHoldOn(m.dataCell())
+		m.bandwidthHold = m.bandwidthHoldOn()
 		if m.state == Stable {
 			m.applyStablePolicy()
 		}
@@ -920,7 +921,7 @@ func (m *Machine) unannouncedCells(cell diag.Cell) (pcell, scg diag.Cell) {
 		// Only the band is known: a prediction without a neighbour (an
 		// A2 of a standalone mmWave cell) is confirmed by a completion
 		// that names no cell. The UE has left its cells, so keeping them
-		// would keep it on mmWave with no bandwidth hold and file the new
+		// would keep it under a mmWave cell's hold and file the new
 		// cell's bursts under the old one. It is on an unknown cell of
 		// that band (the estimator files no burst under it) until a
 		// report or an rb_alloc names it.
@@ -956,7 +957,7 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	kind := diag.HandoverClass(from.Band, to.Band)
 	m.cnt.handovers[kind]++
 	m.obs.Handover(kind, m.now)
-	m.bandwidthHold = m.bandwidthHoldOn(to)
+	m.bandwidthHold = m.bandwidthHoldOn()
 	if m.logger.Enabled(context.Background(), slog.LevelDebug) {
 		m.logger.Debug("handover executed", "kind", kind, "from", from, "to", to)
 	}
@@ -965,7 +966,7 @@ func (m *Machine) execute(pcell, scg diag.Cell) {
 	case m.cfg.Policy != PolicyM2HO:
 	case m.cfg.Ramp:
 		m.ramp = m.newRamp(from, to, kept, keptKnown, held, clampLate)
-	case m.bandwidthHold && m.pol.clampBytes > 0:
+	case m.bandwidthHold && bandKey(to.Band) == diag.BandSub6 && m.pol.clampBytes > 0:
 		m.warmup = warmupClamp{bytes: m.pol.clampBytes, source: m.pol.clampSource, until: m.now.Add(bandwidthWarmup)}
 	}
 	m.rearm(standing)
@@ -1078,8 +1079,8 @@ func (m *Machine) enterStable(reason string) {
 }
 
 // applyStablePolicy holds the post-handover ramp while it lasts, then the
-// bandwidth clamp while a sub-6 cell carries the data (bandwidthHoldOn),
-// and clears the clamp otherwise. Neither holds senders whose loss persists
+// bandwidth hold (bandwidthHoldOn, holdWindow), and clears the clamp
+// otherwise. Neither holds senders whose loss persists
 // (Estimator.LossPersists): the clamps keep a window that loss would cut,
 // which such senders never cut.
 //
@@ -1100,8 +1101,8 @@ func (m *Machine) applyStablePolicy() {
 	if m.ramp != nil && m.stepRamp() {
 		return
 	}
-	if m.bandwidthHold && m.dataCell().Band != diag.BandMmWave && !m.est.LossPersists(m.now) {
-		if bytes, ok := m.est.BandwidthClamp(m.now); ok {
+	if m.bandwidthHold && !m.est.LossPersists(m.now) {
+		if bytes, ok := m.holdWindow(); ok {
 			m.holdClamp(windowBytes(bytes), ClampSourceBandwidth, time.Time{})
 			return
 		}
@@ -1317,7 +1318,7 @@ func (m *Machine) applyPreparationPolicy(target diag.Cell, limit time.Time) {
 	headroom := m.interruptionHeadroom(target)
 	bytes += headroom
 	if m.bandwidthHold {
-		if bw, ok := m.est.BandwidthClamp(m.now); ok && bw < bytes {
+		if bw, ok := m.holdWindow(); ok && bw < bytes {
 			bytes, source = bw, ClampSourceBandwidth
 		}
 	}
@@ -1353,9 +1354,9 @@ func windowBytes(b uint64) uint32 {
 	return uint32(min(max(b, 1), estimator.MaxWindowBytes))
 }
 
-// bandwidthHoldOn says whether the bandwidth hold applies while cell
-// carries the data: on every sub-6 cell, under PolicyM2HO with the
-// bandwidth clamp.
+// bandwidthHoldOn says whether the bandwidth hold applies once a report or
+// a handover named the cell that carries the data: on every cell, under
+// PolicyM2HO with the bandwidth clamp.
 //
 // The paper holds Eq. 2 on sub-6 cells after a handover from mmWave
 // (section 4.5), so that the window the mmWave cell let the senders grow
@@ -1369,15 +1370,30 @@ func windowBytes(b uint64) uint32 {
 // not grow its window, but CUBIC's clock runs on: its window is a
 // function of the time since its last loss (RFC 9438 section 4.2), and
 // Linux grows it only while it limits the sender (tcp_is_cwnd_limited).
-// Released on the next mmWave cell, such a sender finds its target far
-// above its window and grows by half a window per round, the most Linux
+// On the next mmWave cell, whose hold lies far above a sub-6 one, such a
+// sender finds its target far above its window and grows by half a
+// window per round, the most Linux
 // lets CUBIC add, where an unheld one creeps along its plateau near the
 // window of its last loss. In that evaluation a sender held for 8 s, 26 s
 // after its last loss, went from 193 to 1,015 segments within 1.5 s
 // of a sub-6 to mmWave handover, while plain CUBIC, on the same
 // scenario, stayed at 156 to 164 (driving seed 102, handover 7).
-func (m *Machine) bandwidthHoldOn(cell diag.Cell) bool {
-	return m.cfg.Policy == PolicyM2HO && m.cfg.BandwidthClamp && bandKey(cell.Band) == diag.BandSub6
+//
+// On a mmWave cell the hold is the window a handover to sub-6 can drain
+// (Estimator.DrainableWindow) over the lead a prediction leaves, the
+// learnt T2 of the cell's band: the source must not hold more than the
+// target's buffer takes when the handover executes.
+func (m *Machine) bandwidthHoldOn() bool {
+	return m.cfg.Policy == PolicyM2HO && m.cfg.BandwidthClamp
+}
+
+// holdWindow is the bandwidth hold's window on the cell that carries the
+// data (see bandwidthHoldOn).
+func (m *Machine) holdWindow() (uint64, bool) {
+	if band := bandKey(m.dataCell().Band); band == diag.BandMmWave {
+		return m.est.DrainableWindow(m.now, m.t2For(band))
+	}
+	return m.est.BandwidthClamp(m.now)
 }
 
 // bandKey files a cell of unknown band (LTE without band, a cell no log

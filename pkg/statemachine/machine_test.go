@@ -108,6 +108,14 @@ const (
 	sub6Window = 187_500
 )
 
+// mmWaveRate is a 120 Mbit/s mmWave cell; the mmWave hold over the
+// default T2 (146 ms, above the 50 ms RTT) lets through what it delivers
+// in T2 plus the smallest sub-6 buffer (nrA's).
+const (
+	mmWaveRate = 8 * sub6Rate
+	mmWaveHold = mmWaveRate*146/1000 + nrABuffer
+)
+
 // sub6Link feeds the estimator bytesPerSecond over [fromMs, toMs]: a byte
 // sample every 10 ms counting on from withBandwidth's, and a 50 ms RTT
 // sample every 50 ms.
@@ -975,7 +983,7 @@ func TestCommandsOfOneReconfiguration(t *testing.T) {
 			check: func(t *testing.T, h *harness) {
 				st := h.m.Status()
 				assert.Equal(t, mmB, st.Serving)
-				assert.False(t, st.BandwidthHold)
+				assert.Zero(t, h.act.clampBytes, "no clamp for a mmWave target")
 			},
 		},
 		{
@@ -1205,22 +1213,26 @@ func TestBandwidthHold(t *testing.T) {
 			},
 		},
 		{
-			name:  "the hold is released on return to mmWave",
+			name:  "back on mmWave the sub-6 clamp ends, and the mmWave hold starts with the cell's first round",
 			setup: withBandwidth,
 			steps: append(releaseToAnchor(),
-				meas(200, diag.EventB1, lteA, mmB), cmd(250, diag.HOSCGAdd, lteA, mmB), done(280, mmB), released(300)),
+				meas(200, diag.EventB1, lteA, mmB), cmd(250, diag.HOSCGAdd, lteA, mmB), done(280, mmB), released(300),
+				func(h *harness) {
+					assert.True(h.t, h.m.Status().BandwidthHold)
+					assert.Equal(h.t, "clear_clamp", h.act.ops()[len(h.act.calls)-1], "no estimate of the mmWave cell yet")
+				},
+				sub6Link(310, 600, mmWaveRate), tick(600)),
 			state:       Stable,
 			transitions: []string{predicted, executed, releasedFlows, predicted, executed, releasedFlows},
 			predictions: []string{OutcomeConfirmed, OutcomeConfirmed},
 			handovers:   []string{"mmwave_sub6", "sub6_mmwave"},
 			check: func(t *testing.T, h *harness) {
-				assert.False(t, h.m.Status().BandwidthHold)
-				assert.Equal(t, "clear_clamp", h.act.ops()[len(h.act.calls)-1])
-				assert.Zero(t, h.act.clampBytes)
+				assert.Equal(t, uint32(mmWaveHold), h.act.clampBytes, "the rate over T2, plus the smallest sub-6 buffer")
+				assert.Equal(t, ClampSourceBandwidth, h.m.Status().InForce.ClampSource)
 			},
 		},
 		{
-			name:  "towards mmWave the hold stays through Preparation, as Stable left it, and ends with the execution",
+			name:  "towards mmWave the sub-6 hold stays through Preparation, as Stable left it, and ends with the execution",
 			setup: withBandwidth,
 			steps: append(releaseToAnchor(),
 				sub6Link(110, 300, sub6Rate), tick(300),
@@ -1234,8 +1246,8 @@ func TestBandwidthHold(t *testing.T) {
 			predictions: []string{OutcomeConfirmed, OutcomeConfirmed},
 			handovers:   []string{"mmwave_sub6", "sub6_mmwave"},
 			check: func(t *testing.T, h *harness) {
-				assert.False(t, h.m.Status().BandwidthHold)
-				assert.Zero(t, h.act.clampBytes)
+				assert.True(t, h.m.Status().BandwidthHold)
+				assert.Zero(t, h.act.clampBytes, "no round on the mmWave cell yet")
 			},
 		},
 		{
@@ -1261,13 +1273,31 @@ func TestBandwidthHold(t *testing.T) {
 			},
 		},
 		{
-			name:  "a mmWave data cell learnt beside the anchor is not held",
-			steps: []step{serve(0, lteA, mmA), sub6Link(10, 300, sub6Rate), tick(300)},
+			name:  "a mmWave data cell learnt beside the anchor is held to what a handover to sub-6 drains",
+			steps: []step{serve(0, lteA, mmA), sub6Link(10, 300, mmWaveRate), tick(300)},
 			state: Stable,
 			check: func(t *testing.T, h *harness) {
-				assert.False(t, h.m.Status().BandwidthHold)
-				assert.Zero(t, h.act.clampBytes)
+				assert.True(t, h.m.Status().BandwidthHold)
+				assert.Equal(t, uint32(mmWaveHold), h.act.clampBytes, "the rate over T2, plus the smallest sub-6 buffer")
+				assert.Equal(t, ClampSourceBandwidth, h.m.Status().InForce.ClampSource)
 			},
+		},
+		{
+			name:  "on mmWave a T2 shorter than RTT_min still lets the bandwidth-delay product through",
+			cfg:   func(c *Config) { c.DefaultT2 = 20 * time.Millisecond },
+			steps: []step{serve(0, lteA, mmA), sub6Link(10, 300, mmWaveRate), tick(300)},
+			state: Stable,
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, uint32(mmWaveRate*50/1000+nrABuffer), h.act.clampBytes, "RTT_min of 50 ms")
+			},
+		},
+		{
+			name: "a mmWave prediction towards sub-6 clamps to the target's buffer under the mmWave hold",
+			steps: []step{serve(0, lteA, mmA), sub6Link(10, 300, mmWaveRate), tick(300),
+				meas(310, diag.EventA2, mmA, diag.Cell{}),
+				clampIs(lteABuffer, estimator.SourceCell, "the anchor's buffer, below the hold")},
+			state:       Preparation,
+			transitions: []string{predicted},
 		},
 		{
 			name: "a sub-6 to sub-6 handover is held as well: Eq. 2 once the target had a round",

@@ -49,7 +49,7 @@ type Status struct {
 	Prediction *PredictionStatus `json:"prediction,omitempty"`
 	Command    *CommandStatus    `json:"command,omitempty"`
 	InForce    PolicyStatus      `json:"in_force"`
-	// BandwidthHold is on while a sub-6 cell carries the data.
+	// BandwidthHold is on while a known cell carries the data.
 	BandwidthHold bool `json:"bandwidth_hold"`
 	// Ramp is on while the clamp of the last handover ramps up on the new
 	// cell.

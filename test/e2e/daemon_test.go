@@ -237,13 +237,23 @@ func TestMmWaveToSub6HoldsBandwidthClamp(t *testing.T) {
 	assertBandwidthHeld(t, d, dl)
 	assert.Equal(t, 1.0, d.metric(`m2hod_handovers_total{kind="mmwave_sub6"}`))
 
-	// Back to mmWave: the hold ends.
+	// Back to mmWave: the sub-6 clamp ends.
 	d.send(hoCommand(diag.HOPCell, sub6A, mmWaveC))
 	d.send(hoComplete(mmWaveC))
-	st := d.waitStatus(2*time.Second, "hold released", func(s status) bool {
-		return s.State == "stable" && s.Serving == mmWaveC && !s.Machine.BandwidthHold
+	assertMmWaveHold(t, d, dl)
+}
+
+// assertMmWaveHold waits for the mmWave cell's hold: what the cell
+// delivers over T2, on the bed far above the sub-6 clamp, so the
+// download's window opens again.
+func assertMmWaveHold(t *testing.T, d *daemonProc, dl *download) {
+	t.Helper()
+	st := d.waitStatus(3*time.Second, "the mmWave hold", func(s status) bool {
+		return s.State == "stable" && s.Serving == mmWaveC && s.Machine.BandwidthHold &&
+			s.InForce.ClampSource == "bandwidth" && unclamped(s.InForce.ClampBytes)
 	})
-	assert.Zero(t, st.InForce.ClampBytes)
+	t.Logf("mmWave hold %d bytes", st.InForce.ClampBytes)
+	dl.waitWindow(2*time.Second, "open again", unclamped)
 }
 
 // assertBandwidthHeld waits for the bandwidth hold's clamp, checks that
@@ -267,7 +277,8 @@ func assertBandwidthHeld(t *testing.T, d *daemonProc, dl *download) status {
 // TestSub6CellHoldsBandwidthClamp: a report naming the sub-6 cell that
 // serves turns the bandwidth hold on, without any handover: Eq. 2 on
 // what the cell delivers clamps the download once the estimator measured
-// a round, renewed past a policy lease, and a handover to mmWave ends it.
+// a round, renewed past a policy lease, and a handover to mmWave ends it:
+// the mmWave cell's own hold lies far above it.
 func TestSub6CellHoldsBandwidthClamp(t *testing.T) {
 	b := newBed(t)
 	d := b.startDaemon(t, t.TempDir())
@@ -283,11 +294,8 @@ func TestSub6CellHoldsBandwidthClamp(t *testing.T) {
 
 	d.send(hoCommand(diag.HOPCell, sub6A, mmWaveC))
 	d.send(hoComplete(mmWaveC))
-	st = d.waitStatus(2*time.Second, "hold released on mmWave", func(s status) bool {
-		return s.State == "stable" && s.Serving == mmWaveC && !s.Machine.BandwidthHold && s.InForce.ClampBytes == 0
-	})
+	assertMmWaveHold(t, d, dl)
 	assert.Equal(t, 1.0, d.metric(`m2hod_handovers_total{kind="sub6_mmwave"}`))
-	dl.waitWindow(2*time.Second, "open again", unclamped)
 }
 
 func TestObserveModeChangesNoPacket(t *testing.T) {
