@@ -87,10 +87,10 @@ func TestBandwidthClampEq2(t *testing.T) {
 			ok:      true,
 		},
 		{
-			name:    "a stale estimate is not used",
+			name:    "a stale estimate is not used: a round and the max age after the last one",
 			rtts:    []rttSample{{0, 50 * time.Millisecond}},
 			bytes:   steadyBytes(rate, 200),
-			queryMs: 1201,
+			queryMs: 1251,
 		},
 		{
 			name:    "an absurd rate is capped at the largest window",
@@ -596,4 +596,33 @@ func TestDrainableWindowNeedsAnEstimate(t *testing.T) {
 	require.True(t, ok)
 	_, ok = e.DrainableWindow(at(300).Add(DefaultConfig().BandwidthMaxAge+time.Second), 146*time.Millisecond)
 	assert.False(t, ok, "an estimate too old")
+}
+
+// TestRoundsLongerThanTheMaxAgeStayFresh: a round lasts a smoothed RTT,
+// so under a queue of more than BandwidthMaxAge the estimate must stay
+// valid until the next round can close, or the hold lets go of the
+// senders in between; once the byte feed stops it expires.
+func TestRoundsLongerThanTheMaxAgeStayFresh(t *testing.T) {
+	const rtt = 1500 * time.Millisecond
+	e := newEstimator(t, nil)
+	e.SetServing(mmA, at(0))
+	var firstOK float64
+	for ms := 0; ms <= 6000; ms += 10 {
+		if ms%100 == 0 {
+			e.AddRTT(e.Path(), at(float64(ms)), rtt)
+		}
+		e.AddBytes(at(float64(ms)), uint64(ms)*660)
+		_, ok := e.BandwidthClamp(at(float64(ms)))
+		if firstOK == 0 && ok {
+			firstOK = float64(ms)
+		}
+		if firstOK > 0 {
+			require.True(t, ok, "stale at %d ms", ms)
+			_, ok = e.DrainableWindow(at(float64(ms)), 146*time.Millisecond)
+			require.True(t, ok, "drainable window stale at %d ms", ms)
+		}
+	}
+	require.Positive(t, firstOK)
+	_, ok := e.BandwidthClamp(at(6000).Add(rtt + DefaultConfig().BandwidthMaxAge + 10*time.Millisecond))
+	assert.False(t, ok, "no byte sample for a round and the max age")
 }

@@ -101,7 +101,8 @@ type Config struct {
 	// Eq. 2); it also restarts when the serving cell changes.
 	RTTMinWindow time.Duration
 	// BandwidthMaxAge is how old the last per-RTT byte count may be for
-	// BandwidthClamp to answer.
+	// BandwidthClamp to answer, beyond the smoothed RTT the next one
+	// takes.
 	BandwidthMaxAge time.Duration
 	// PeakWindow is how far back BandwidthClamp looks for the peak
 	// delivery rate.
