@@ -314,19 +314,32 @@ func (e *Estimator) BandwidthClamp(now time.Time) (bytes uint64, ok bool) {
 	if !e.freshLocked(now) {
 		return 0, false
 	}
-	rate := max(b.peak(now, e.cfg.PeakWindow), b.bytesPerSecond)
-	window := e.cfg.Lambda * rate * b.minRTT.Seconds()
+	window := e.cfg.Lambda * max(b.peak(now, e.cfg.PeakWindow), b.bytesPerSecond) * b.minRTT.Seconds()
 	// The cap keeps to this host's own estimates: the fleet answers, and
 	// counts, the lookups of handover targets only.
 	buffer, _ := e.lookupLocked(e.serving, false)
+	window = min(window, e.holdRateLocked(now, buffer)*b.minRTT.Seconds()+float64(buffer)/2)
+	return e.holdBytes(window), true
+}
+
+// holdRateLocked is the rate the holds size their windows by: the peak of
+// the last Config.PeakWindow, or the last round's once that round was
+// cell-bound against buffer (see BandwidthClamp).
+func (e *Estimator) holdRateLocked(now time.Time, buffer uint64) float64 {
+	b := &e.bw
 	if e.cellBoundLocked(buffer) {
-		rate = b.bytesPerSecond
+		return b.bytesPerSecond
 	}
-	window = min(window, rate*b.minRTT.Seconds()+float64(buffer)/2)
+	return max(b.peak(now, e.cfg.PeakWindow), b.bytesPerSecond)
+}
+
+// holdBytes fits a hold's window between Config.MinClampBytes and
+// MaxWindowBytes.
+func (e *Estimator) holdBytes(window float64) uint64 {
 	if window >= MaxWindowBytes {
-		return MaxWindowBytes, true
+		return MaxWindowBytes
 	}
-	return max(uint64(window), e.cfg.MinClampBytes), true
+	return max(uint64(window), e.cfg.MinClampBytes)
 }
 
 // DrainableWindow returns the window that holds the senders on a mmWave
@@ -359,16 +372,8 @@ func (e *Estimator) DrainableWindow(now time.Time, lead time.Duration) (bytes ui
 	if !e.freshLocked(now) {
 		return 0, false
 	}
-	rate := max(b.peak(now, e.cfg.PeakWindow), b.bytesPerSecond)
 	buffer, _ := e.lookupLocked(diag.Cell{Band: diag.BandMmWave}, false)
-	if e.cellBoundLocked(buffer) {
-		rate = b.bytesPerSecond
-	}
-	window := rate*max(lead, b.minRTT).Seconds() + float64(buffer)
-	if window >= MaxWindowBytes {
-		return MaxWindowBytes, true
-	}
-	return max(uint64(window), e.cfg.MinClampBytes), true
+	return e.holdBytes(e.holdRateLocked(now, buffer)*max(lead, b.minRTT).Seconds() + float64(buffer)), true
 }
 
 // freshLocked says whether the last round is recent enough to answer:
