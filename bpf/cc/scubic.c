@@ -262,12 +262,10 @@ void BPF_PROG(scubic_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	tcp_cong_avoid_ai(tp, ca->cnt, acked);
 }
 
-SEC("struct_ops")
-__u32 BPF_PROG(scubic_ssthresh, struct sock *sk)
+/* reduce ends the epoch at a loss of a window of cwnd segments and
+ * returns the new ssthresh. */
+static __always_inline __u32 reduce(struct scubic *ca, __u32 cwnd)
 {
-	struct tcp_sock *tp = (struct tcp_sock *)sk;
-	struct scubic *ca = state(sk);
-	__u32 cwnd = tp->snd_cwnd;
 	__u32 ss;
 
 	ca->in_epoch = 0;
@@ -282,9 +280,36 @@ __u32 BPF_PROG(scubic_ssthresh, struct sock *sk)
 }
 
 SEC("struct_ops")
+__u32 BPF_PROG(scubic_ssthresh, struct sock *sk)
+{
+	return reduce(state(sk), ((struct tcp_sock *)sk)->snd_cwnd);
+}
+
+/*
+ * set_state also repairs an ssthresh the kernel lost on its way back from
+ * scubic_ssthresh. The kernel stores ssthresh()'s result, then enters
+ * CWR, Recovery or Loss; twice in about 400 testbed runs the stored value
+ * was above TCP_INFINITE_SSTHRESH, which no Linux path assigns and
+ * scubic_ssthresh cannot return (at most 2^32/1024): both were the low
+ * half of a kernel return-thunk address (srso_return_thunk+5 and
+ * srso_alias_return_thunk+5 in /proc/kallsyms), a stack word, as if the
+ * BPF trampoline had skipped the program and returned its unwritten
+ * return slot. With it, PRR set the window to 16 million segments. The
+ * kernel's own cubic is called directly and never loses its result, so
+ * storing what scubic_ssthresh computes for the window it was asked
+ * about (prior_cwnd, set just before the call in both callers) keeps
+ * this CUBIC the kernel's (reduce, as the program would have run). The
+ * evaluation names any run whose ssthresh
+ * still passed TCP_INFINITE_SSTHRESH.
+ */
+SEC("struct_ops")
 void BPF_PROG(scubic_set_state, struct sock *sk, __u8 new_state)
 {
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
 	struct scubic *ca = state(sk);
+
+	if (new_state >= TCP_CA_CWR && tp->snd_ssthresh > TCP_INFINITE_SSTHRESH)
+		tp->snd_ssthresh = reduce(ca, tp->prior_cwnd);
 
 	/* A timeout forgets everything, the minimum RTT too. */
 	if (new_state == TCP_CA_Loss) {

@@ -15,7 +15,10 @@
 
 /* enum tcp_ca_event and enum tcp_ca_state (include/net/tcp.h, uapi tcp.h) */
 #define CA_EVENT_TX_START 0
+#define TCP_CA_CWR 2
 #define TCP_CA_Loss 4
+/* include/net/tcp.h: no ssthresh Linux assigns is larger. */
+#define TCP_INFINITE_SSTHRESH 0x7fffffffU
 
 struct sock_common {
 } __attribute__((preserve_access_index));

@@ -119,17 +119,17 @@ type FidelitySummary struct {
 	WorstDownlinkP99 time.Duration `json:"worst_downlink_timing_p99_ns"`
 	MeanDownlinkP99  time.Duration `json:"mean_downlink_timing_p99_ns"`
 	SendErrors       uint64        `json:"send_errors"`
-	// Implausible names the scenarios whose sender reported a
-	// congestion window of report.ImplausibleCwnd or more.
+	// Implausible names the scenarios whose sender lost its state
+	// (report.SenderLostState).
 	Implausible []string `json:"implausible_cwnd"`
 }
 
-// implausibleRuns names the scenarios of units whose sender reported a
-// congestion window of report.ImplausibleCwnd or more.
+// implausibleRuns names the scenarios of units whose sender lost its
+// state (report.SenderLostState).
 func implausibleRuns(units []UnitResult) []string {
 	var names []string
 	for _, u := range units {
-		if u.LargestCwnd >= report.ImplausibleCwnd {
+		if u.SenderLostState {
 			names = append(names, u.Scenario.Name)
 		}
 	}
@@ -667,7 +667,7 @@ func writeMarkdown(w io.Writer, m *Manifest, a *Analysis) error {
 	fmt.Fprintf(w, "Diag stream: %s.\n\n", diagFeed(m.DiagFlush))
 	writeDaemon(w, a, variants)
 	fmt.Fprintln(w, "\n## Emulator fidelity")
-	fmt.Fprintf(w, "| variant | mean delivery timing p99 | worst p99 | send errors | runs whose sender's cwnd reached %d segments |\n", report.ImplausibleCwnd)
+	fmt.Fprintf(w, "| variant | mean delivery timing p99 | worst p99 | send errors | runs whose sender lost its state (cwnd of %d segments or more, ssthresh above %d) |\n", report.ImplausibleCwnd, report.InfiniteSsthresh)
 	fmt.Fprintln(w, "|---|---:|---:|---:|---|")
 	for _, v := range variants {
 		if f, ok := a.Fidelity[v]; ok {
@@ -678,7 +678,7 @@ func writeMarkdown(w io.Writer, m *Manifest, a *Analysis) error {
 			fmt.Fprintf(w, "| %s | %v | %v | %d | %s |\n", report.Title(v), f.MeanDownlinkP99.Round(10*time.Microsecond), f.WorstDownlinkP99.Round(10*time.Microsecond), f.SendErrors, implausible)
 		}
 	}
-	fmt.Fprintln(w, "\nA sender whose congestion window reached a million segments (1.4 GB, beyond every cell's bandwidth-delay product) lost track of its state; such a run is counted as it ran, and named here so that its scenario's comparisons can be read without it.")
+	fmt.Fprintln(w, "\nA sender whose congestion window reached a million segments (1.4 GB, beyond every cell's bandwidth-delay product), or whose slow start threshold exceeded any Linux assigns, lost track of its state; such a run is counted as it ran, and named here so that its scenario's comparisons can be read without it.")
 	fmt.Fprintf(w, "\nPlots: %s, %s, %s.\n", plotThroughputCDF, plotConvergenceCDF, plotLossFree)
 	return nil
 }

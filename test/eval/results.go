@@ -36,8 +36,9 @@ type UnitResult struct {
 	// RunGoodputBps is the run's goodput after its startup
 	// (report.RunGoodput).
 	RunGoodputBps float64
-	// LargestCwnd is the largest congestion window its sender reported.
-	LargestCwnd uint32
+	// SenderLostState: its sender reported a window or a slow start
+	// threshold no sender can hold (report.SenderLostState).
+	SenderLostState bool
 	// Daemon is nil for variants without m2hod.
 	Daemon *testbed.DaemonUsage
 	Dir    string
@@ -106,7 +107,7 @@ func loadUnit(out string, u Unit) (UnitResult, recorded, error) {
 		return r, rec, err
 	}
 	r.RunGoodputBps = report.RunGoodput(ms)
-	r.LargestCwnd = report.LargestCwnd(ms)
+	r.SenderLostState = report.SenderLostState(ms)
 	var usage testbed.DaemonUsage
 	switch err := testbed.ReadJSON(filepath.Join(r.Dir, testbed.M2hodUsageFile), &usage); {
 	case err == nil:

@@ -161,21 +161,25 @@ func bytesAt(m *traffic.Measurements, t time.Duration) float64 {
 // ImplausibleCwnd is a congestion window, in segments, that no sender of
 // the testbed can reach: a million segments, 1.4 GB, against the largest
 // bandwidth-delay product of a cell it emulates (2 Gbit/s at 400 ms, 100
-// MB, before scaling down). A sender that reports one has lost track of
-// its state, and its run says nothing of how its congestion control
-// meets a handover.
+// MB, before scaling down).
 const ImplausibleCwnd = 1 << 20
 
-// LargestCwnd is the largest congestion window a run's first flow
-// reported.
-func LargestCwnd(m *traffic.Measurements) uint32 {
-	var largest uint32
+// InfiniteSsthresh is Linux's TCP_INFINITE_SSTHRESH, a new connection's
+// slow start threshold; no Linux path assigns a larger one.
+const InfiniteSsthresh = 0x7fffffff
+
+// SenderLostState says whether a run's first flow reported a congestion
+// window of ImplausibleCwnd or more, or a slow start threshold above
+// InfiniteSsthresh. Such a sender has lost track of its state (a kernel
+// that lost a BPF congestion control's ssthresh, bpf/cc/scubic.c), and
+// its run says nothing of how its congestion control meets a handover.
+func SenderLostState(m *traffic.Measurements) bool {
 	for _, s := range m.TCPInfo {
-		if s.Flow == 0 {
-			largest = max(largest, s.Cwnd)
+		if s.Flow == 0 && (s.Cwnd >= ImplausibleCwnd || s.Ssthresh > InfiniteSsthresh) {
+			return true
 		}
 	}
-	return largest
+	return false
 }
 
 // RunGoodput is a run's mean goodput in bit/s from Startup to its last

@@ -291,10 +291,22 @@ func TestRunGoodput(t *testing.T) {
 	}
 }
 
-func TestLargestCwndOfTheFirstFlow(t *testing.T) {
-	m := &traffic.Measurements{TCPInfo: []traffic.TCPInfoSample{
-		{Flow: 0, Cwnd: 10}, {Flow: 1, Cwnd: 5000}, {Flow: 0, Cwnd: 300}, {Flow: 0, Cwnd: 120},
-	}}
-	assert.Equal(t, uint32(300), LargestCwnd(m))
-	assert.Zero(t, LargestCwnd(&traffic.Measurements{}))
+func TestSenderLostStateOfTheFirstFlow(t *testing.T) {
+	sane := []traffic.TCPInfoSample{{Flow: 0, Cwnd: 10, Ssthresh: InfiniteSsthresh}, {Flow: 0, Cwnd: 300, Ssthresh: 210}}
+	tests := []struct {
+		name    string
+		samples []traffic.TCPInfoSample
+		lost    bool
+	}{
+		{name: "no samples"},
+		{name: "a new connection's infinite ssthresh, then a loss", samples: sane},
+		{name: "a window of a million segments", samples: append(sane, traffic.TCPInfoSample{Flow: 0, Cwnd: ImplausibleCwnd, Ssthresh: 210}), lost: true},
+		{name: "an ssthresh above infinity (a return-thunk address)", samples: append(sane, traffic.TCPInfoSample{Flow: 0, Cwnd: 134, Ssthresh: 0x82270de5}), lost: true},
+		{name: "another flow's state is not the run's", samples: append(sane, traffic.TCPInfoSample{Flow: 1, Cwnd: ImplausibleCwnd, Ssthresh: 0x82270de5})},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.lost, SenderLostState(&traffic.Measurements{TCPInfo: tc.samples}))
+		})
+	}
 }
