@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -211,12 +212,17 @@ func TestFreezeNeedsNoHandshake(t *testing.T) {
 	assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_CLAMP_APPLIED])
 }
 
-// TestAdoptHandshakesFull: the store holds at most as many handshakes as
-// the flow table holds flows, and makes room for the newest.
+// TestAdoptHandshakesFull: the store holds as many handshakes as the flow
+// table holds flows, plus the slack every CPU of an LRU hash keeps, at
+// most, and makes room for the newest.
 func TestAdoptHandshakesFull(t *testing.T) {
 	const maxFlows = 16
 	d := loadDetached(t, true, maxFlows)
-	hs := make([]handshakes.Handshake, 3*maxFlows)
+	cpus, err := ebpf.PossibleCPU()
+	require.NoError(t, err)
+	capacity := maxFlows + cpus*lruLocalFreeTarget
+	require.Equal(t, uint32(capacity), d.objs.HandshakeHints.MaxEntries())
+	hs := make([]handshakes.Handshake, 3*capacity)
 	for i := range hs {
 		hs[i] = handshakes.Handshake{
 			Local:  netip.AddrPortFrom(netip.MustParseAddr("10.0.0.2"), uint16(1000+i)),
@@ -227,7 +233,7 @@ func TestAdoptHandshakesFull(t *testing.T) {
 	stored, err := adoptAll(d, hs)
 	require.NoError(t, err)
 	assert.Equal(t, len(hs), stored)
-	assert.LessOrEqual(t, hintCount(t, d), maxFlows)
+	assert.LessOrEqual(t, hintCount(t, d), capacity)
 	last := flowKeyOf(hs[len(hs)-1].Local, hs[len(hs)-1].Remote)
 	var hint m2hoHandshakeHint
 	assert.NoError(t, d.objs.HandshakeHints.Lookup(&last, &hint), "the newest stays")

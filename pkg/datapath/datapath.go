@@ -275,9 +275,18 @@ func configureSpec(spec *ebpf.CollectionSpec, rawIP bool, burstGap time.Duration
 	}
 	spec.Maps[m2hoMapFlowIndex].MaxEntries = maxFlows
 	spec.Maps[m2hoMapFlowTable].MaxEntries = buckets
-	spec.Maps[m2hoMapHandshakeHints].MaxEntries = maxFlows
+	spec.Maps[m2hoMapHandshakeHints].MaxEntries = maxFlows + uint32(cpus)*lruLocalFreeTarget
 	return spec, nil
 }
+
+// lruLocalFreeTarget is how many free entries each CPU of a BPF LRU hash
+// takes from the map's common free list at once (kernel/bpf/bpf_lru_list.c,
+// LOCAL_FREE_TARGET). Entries one CPU holds free are not free to another,
+// so a map of n entries filled by a writer that moves between CPUs evicts
+// before it holds n: storing the handshakes of 65,536 downloads in a map
+// of as many lost 128 of them in about half the runs on two CPUs. The
+// handshake hints get that much room per CPU beyond the flows they serve.
+const lruLocalFreeTarget = 128
 
 // loadDatapath loads the objects and maps the flow table, attached nowhere.
 func loadDatapath(rawIP bool, burstGap time.Duration, maxFlows uint32, pinPath string, logger *slog.Logger, iface string) (*Datapath, error) {
