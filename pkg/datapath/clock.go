@@ -26,16 +26,29 @@ type monotonicBase struct {
 	at time.Time
 }
 
+// clockPairings is how many times readClockBase pairs the clocks.
+const clockPairings = 16
+
 // readClockBase pairs the clocks, placing the system call's reading
 // midway between two reads of Go's clock: the pairing is off by half the
-// call's duration at most, a microsecond.
+// call's duration at most, a microsecond, unless the thread was preempted
+// during the call. It keeps the tightest of clockPairings pairings, as a
+// single one taken on a loaded machine could place BPF's timestamps of a
+// moment before ahead of this clock's now.
 func readClockBase() monotonicBase {
-	before := time.Now()
-	var ts unix.Timespec
-	// CLOCK_MONOTONIC cannot fail on Linux with a valid pointer.
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	after := time.Now()
-	return monotonicBase{ns: uint64(ts.Nano()), at: before.Add(after.Sub(before) / 2)}
+	var best monotonicBase
+	bestSpan := time.Duration(-1)
+	for range clockPairings {
+		before := time.Now()
+		var ts unix.Timespec
+		// CLOCK_MONOTONIC cannot fail on Linux with a valid pointer.
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+		after := time.Now()
+		if span := after.Sub(before); bestSpan < 0 || span < bestSpan {
+			best, bestSpan = monotonicBase{ns: uint64(ts.Nano()), at: before.Add(span / 2)}, span
+		}
+	}
+	return best
 }
 
 // monotonicAt is CLOCK_MONOTONIC at now, a time.Time with a monotonic
