@@ -299,8 +299,8 @@ __u32 BPF_PROG(scubic_ssthresh, struct sock *sk)
  * storing what scubic_ssthresh computes for the window it was asked
  * about (prior_cwnd, set just before the call in both callers) keeps
  * this CUBIC the kernel's (reduce, as the program would have run). The
- * evaluation names any run whose ssthresh
- * still passed TCP_INFINITE_SSTHRESH.
+ * evaluation names any run whose ssthresh still passed
+ * TCP_INFINITE_SSTHRESH.
  */
 SEC("struct_ops")
 void BPF_PROG(scubic_set_state, struct sock *sk, __u8 new_state)

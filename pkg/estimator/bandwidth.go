@@ -314,23 +314,29 @@ func (e *Estimator) BandwidthClamp(now time.Time) (bytes uint64, ok bool) {
 	if !e.freshLocked(now) {
 		return 0, false
 	}
-	window := e.cfg.Lambda * max(b.peak(now, e.cfg.PeakWindow), b.bytesPerSecond) * b.minRTT.Seconds()
+	peak := e.peakRateLocked(now)
+	window := e.cfg.Lambda * peak * b.minRTT.Seconds()
 	// The cap keeps to this host's own estimates: the fleet answers, and
 	// counts, the lookups of handover targets only.
 	buffer, _ := e.lookupLocked(e.serving, false)
-	window = min(window, e.holdRateLocked(now, buffer)*b.minRTT.Seconds()+float64(buffer)/2)
+	window = min(window, e.holdRateLocked(peak, buffer)*b.minRTT.Seconds()+float64(buffer)/2)
 	return e.holdBytes(window), true
 }
 
-// holdRateLocked is the rate the holds size their windows by: the peak of
-// the last Config.PeakWindow, or the last round's once that round was
-// cell-bound against buffer (see BandwidthClamp).
-func (e *Estimator) holdRateLocked(now time.Time, buffer uint64) float64 {
-	b := &e.bw
+// peakRateLocked is the peak delivery rate of the rounds of the last
+// Config.PeakWindow before now, or the last round's when higher.
+func (e *Estimator) peakRateLocked(now time.Time) float64 {
+	return max(e.bw.peak(now, e.cfg.PeakWindow), e.bw.bytesPerSecond)
+}
+
+// holdRateLocked is the rate the holds size their windows by: the peak
+// rate, or the last round's once that round was cell-bound against
+// buffer (see BandwidthClamp).
+func (e *Estimator) holdRateLocked(peak float64, buffer uint64) float64 {
 	if e.cellBoundLocked(buffer) {
-		return b.bytesPerSecond
+		return e.bw.bytesPerSecond
 	}
-	return max(b.peak(now, e.cfg.PeakWindow), b.bytesPerSecond)
+	return peak
 }
 
 // holdBytes fits a hold's window between Config.MinClampBytes and
@@ -373,7 +379,7 @@ func (e *Estimator) DrainableWindow(now time.Time, lead time.Duration) (bytes ui
 		return 0, false
 	}
 	buffer, _ := e.lookupLocked(diag.Cell{Band: diag.BandMmWave}, false)
-	return e.holdBytes(e.holdRateLocked(now, buffer)*max(lead, b.minRTT).Seconds() + float64(buffer)), true
+	return e.holdBytes(e.holdRateLocked(e.peakRateLocked(now), buffer)*max(lead, b.minRTT).Seconds() + float64(buffer)), true
 }
 
 // freshLocked says whether the last round is recent enough to answer:
@@ -408,7 +414,7 @@ func (e *Estimator) Carried(now time.Time) (Carried, bool) {
 		return Carried{}, false
 	}
 	b := &e.bw
-	rate := max(b.peak(now, e.cfg.PeakWindow), b.bytesPerSecond)
+	rate := e.peakRateLocked(now)
 	return Carried{Flight: uint64(rate * b.srtt.Seconds()), BDP: uint64(rate * b.minRTT.Seconds()), SRTT: b.srtt, MinRTT: b.minRTT}, true
 }
 
@@ -476,5 +482,5 @@ func (e *Estimator) servingRateLocked(cell diag.Cell) float64 {
 	if !ok || cell.Key() != e.serving.Key() || !e.freshLocked(r.Updated) {
 		return 0
 	}
-	return max(e.bw.peak(r.Updated, e.cfg.PeakWindow), e.bw.bytesPerSecond)
+	return e.peakRateLocked(r.Updated)
 }

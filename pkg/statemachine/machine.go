@@ -1081,8 +1081,8 @@ func (m *Machine) enterStable(reason string) {
 // applyStablePolicy holds the post-handover ramp while it lasts, then the
 // bandwidth hold (bandwidthHoldOn, holdWindow), and clears the clamp
 // otherwise. Neither holds senders whose loss persists
-// (Estimator.LossPersists): the clamps keep a window that loss would cut,
-// which such senders never cut.
+// (Estimator.LossPersists): the clamps keep a window that loss would
+// cut, which such senders never cut.
 //
 // The ramp replaces the release of the handover's clamp at the end of
 // Smoothing. Released there, the window the clamp kept through the
@@ -1372,9 +1372,8 @@ func windowBytes(b uint64) uint32 {
 // Linux grows it only while it limits the sender (tcp_is_cwnd_limited).
 // On the next mmWave cell, whose hold lies far above a sub-6 one, such a
 // sender finds its target far above its window and grows by half a
-// window per round, the most Linux
-// lets CUBIC add, where an unheld one creeps along its plateau near the
-// window of its last loss. In that evaluation a sender held for 8 s, 26 s
+// window per round, the most Linux lets CUBIC add, where an unheld one
+// creeps along its plateau near the window of its last loss. In that evaluation a sender held for 8 s, 26 s
 // after its last loss, went from 193 to 1,015 segments within 1.5 s
 // of a sub-6 to mmWave handover, while plain CUBIC, on the same
 // scenario, stayed at 156 to 164 (driving seed 102, handover 7).
