@@ -199,14 +199,17 @@ type record struct {
 	PCI         uint16    `json:"pci"`
 	ARFCN       uint32    `json:"arfcn"`
 	BufferBytes uint64    `json:"buffer_bytes"`
-	Bursts      uint64    `json:"bursts"`
-	Updated     time.Time `json:"updated"`
+	// CeilingBytes is left out when 0: a record without it has no
+	// ceiling.
+	CeilingBytes uint64    `json:"ceiling_bytes,omitempty"`
+	Bursts       uint64    `json:"bursts"`
+	Updated      time.Time `json:"updated"`
 }
 
 func toRecord(c estimator.CellRecord) record {
 	return record{
 		Version: recordVersion, Network: c.Network, RAT: c.Cell.RAT, Band: c.Cell.Band, PCI: c.Cell.PCI, ARFCN: c.Cell.ARFCN,
-		BufferBytes: c.BufferBytes, Bursts: c.Bursts, Updated: c.Updated,
+		BufferBytes: c.BufferBytes, CeilingBytes: c.CeilingBytes, Bursts: c.Bursts, Updated: c.Updated,
 	}
 }
 
@@ -214,7 +217,7 @@ func (r record) cellRecord() estimator.CellRecord {
 	return estimator.CellRecord{
 		Network:     r.Network,
 		Cell:        diag.Cell{RAT: r.RAT, Band: r.Band, PCI: r.PCI, ARFCN: r.ARFCN}.Normalized(),
-		BufferBytes: r.BufferBytes, Bursts: r.Bursts, Updated: r.Updated,
+		BufferBytes: r.BufferBytes, CeilingBytes: r.CeilingBytes, Bursts: r.Bursts, Updated: r.Updated,
 	}
 }
 

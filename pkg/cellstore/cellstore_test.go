@@ -57,6 +57,19 @@ func TestPersistsAcrossRestarts(t *testing.T) {
 			want:  []estimator.CellRecord{rec(nrSub6, 170000, 3)},
 		},
 		{
+			name: "an overflow's ceiling",
+			saves: []estimator.CellRecord{func() estimator.CellRecord {
+				r := rec(nrSub6, 140000, 4)
+				r.CeilingBytes = 140000
+				return r
+			}()},
+			want: []estimator.CellRecord{func() estimator.CellRecord {
+				r := rec(nrSub6, 140000, 4)
+				r.CeilingBytes = 140000
+				return r
+			}()},
+		},
+		{
 			name:  "band derived when absent",
 			saves: []estimator.CellRecord{rec(diag.Cell{RAT: diag.RATNR, PCI: 9, ARFCN: 2079167}, 5000, 1)},
 			want:  []estimator.CellRecord{rec(diag.Cell{RAT: diag.RATNR, Band: diag.BandMmWave, PCI: 9, ARFCN: 2079167}, 5000, 1)},
@@ -91,6 +104,7 @@ func assertCells(t *testing.T, want, got []estimator.CellRecord, msg string) {
 		assert.Equal(t, want[i].Network, got[i].Network, msg)
 		assert.Equal(t, want[i].Cell, got[i].Cell, msg)
 		assert.Equal(t, want[i].BufferBytes, got[i].BufferBytes, msg)
+		assert.Equal(t, want[i].CeilingBytes, got[i].CeilingBytes, msg)
 		assert.Equal(t, want[i].Bursts, got[i].Bursts, msg)
 		assert.True(t, want[i].Updated.Equal(got[i].Updated), "%s: updated %v, want %v", msg, got[i].Updated, want[i].Updated)
 	}

@@ -50,12 +50,14 @@ type PolicyInForce struct {
 	Epoch               uint32     `json:"epoch"`
 }
 
-// CellStatus is the buffer estimate of one cell.
+// CellStatus is the buffer estimate of one cell, and the queue it last
+// overflowed at (estimator.CellRecord.CeilingBytes).
 type CellStatus struct {
-	Cell        diag.Cell `json:"cell"`
-	BufferBytes uint64    `json:"buffer_bytes"`
-	Bursts      uint64    `json:"bursts"`
-	Updated     time.Time `json:"updated"`
+	Cell         diag.Cell `json:"cell"`
+	BufferBytes  uint64    `json:"buffer_bytes"`
+	CeilingBytes uint64    `json:"ceiling_bytes,omitempty"`
+	Bursts       uint64    `json:"bursts"`
+	Updated      time.Time `json:"updated"`
 }
 
 // DatapathStatus is what the BPF side counted.
@@ -108,7 +110,7 @@ func (d *Daemon) loopStatus() Status {
 		st.InForce.SuppressionDeadline = &p.SuppressDeadline
 	}
 	for _, c := range d.est.Cells() {
-		st.Cells = append(st.Cells, CellStatus{Cell: c.Cell, BufferBytes: c.BufferBytes, Bursts: c.Bursts, Updated: c.Updated})
+		st.Cells = append(st.Cells, CellStatus{Cell: c.Cell, BufferBytes: c.BufferBytes, CeilingBytes: c.CeilingBytes, Bursts: c.Bursts, Updated: c.Updated})
 	}
 	return st
 }

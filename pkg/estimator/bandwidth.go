@@ -88,18 +88,23 @@ type bandwidth struct {
 	srtt     time.Duration
 	minRTT   time.Duration
 	minRTTAt time.Time
+	// probeStart is when the probe of a stale RTT_min began, zero when
+	// none is under way; probeMin is its smallest sample (see AddRTT).
+	probeStart time.Time
+	probeMin   time.Duration
 
 	roundStart byteSample
 	inRound    bool
 	// roundRTTSum and roundRTTs add up the RTT samples of the current
 	// round; roundRTT is the mean of the last complete round's (the
 	// smoothed RTT when it had none), which says what it queued without
-	// the smoothed RTT's lag of several rounds. roundRTTLow is the
-	// current round's smallest sample.
-	roundRTTSum time.Duration
-	roundRTTs   int
-	roundRTT    time.Duration
-	roundRTTLow time.Duration
+	// the smoothed RTT's lag of several rounds. roundRTTLow and
+	// roundRTTHigh are the current round's smallest and largest samples.
+	roundRTTSum  time.Duration
+	roundRTTs    int
+	roundRTT     time.Duration
+	roundRTTLow  time.Duration
+	roundRTTHigh time.Duration
 	// standing is the queue the last complete round kept throughout, 0
 	// when it had no RTT sample of its own (see queueLowerBound).
 	standing float64
@@ -111,10 +116,13 @@ type bandwidth struct {
 	rounds []round
 }
 
-// round is one complete RTT round: when it ended and its delivery rate.
+// round is one complete RTT round: when it ended, its delivery rate, and
+// the queue its slowest RTT sample waited behind (its rate times that
+// sample above RTT_min; 0 without samples).
 type round struct {
 	end            time.Time
 	bytesPerSecond float64
+	peakQueue      float64
 }
 
 // peak returns the highest delivery rate of the rounds that ended within
@@ -177,12 +185,13 @@ func (e *Estimator) closeRoundLocked(s byteSample) {
 	}
 	b.bytesPerSecond = float64(s.total-b.roundStart.total) / elapsed.Seconds()
 	b.roundRTT = b.srtt
-	standing := 0.0
+	standing, peakQueue := 0.0, 0.0
 	if b.roundRTTs > 0 {
 		b.roundRTT = b.roundRTTSum / time.Duration(b.roundRTTs)
 		standing = b.bytesPerSecond * max(b.roundRTTLow-b.minRTT, 0).Seconds()
+		peakQueue = b.bytesPerSecond * max(b.roundRTTHigh-b.minRTT, 0).Seconds()
 	}
-	b.roundRTTSum, b.roundRTTs, b.roundRTTLow = 0, 0, 0
+	b.roundRTTSum, b.roundRTTs, b.roundRTTLow, b.roundRTTHigh = 0, 0, 0, 0
 	e.queueLowerBoundLocked(min(standing, b.standing), s.t)
 	b.standing = standing
 	b.estimateAt = s.t
@@ -191,7 +200,7 @@ func (e *Estimator) closeRoundLocked(s byteSample) {
 	for keep < len(b.rounds) && s.t.Sub(b.rounds[keep].end) > e.cfg.PeakWindow {
 		keep++
 	}
-	b.rounds = append(b.rounds[keep:], round{end: s.t, bytesPerSecond: b.bytesPerSecond})
+	b.rounds = append(b.rounds[keep:], round{end: s.t, bytesPerSecond: b.bytesPerSecond, peakQueue: peakQueue})
 }
 
 // queueLowerBoundLocked raises the serving cell's buffer estimate to
@@ -220,6 +229,11 @@ func (e *Estimator) queueLowerBoundLocked(queued float64, at time.Time) {
 		return
 	}
 	r.Updated = at
+	// A queue two rounds held is the evidence an overflow's ceiling was
+	// made of, and newer: it lifts the ceiling with the estimate.
+	if r.CeilingBytes != 0 {
+		r.CeilingBytes = max(r.CeilingBytes, uint64(queued))
+	}
 	e.raiseLocked(r, uint64(queued))
 	e.saveLocked(r)
 }
@@ -257,10 +271,50 @@ func (e *Estimator) AddRTT(path uint64, t time.Time, rtt time.Duration) {
 	if b.roundRTTLow == 0 || rtt < b.roundRTTLow {
 		b.roundRTTLow = rtt
 	}
-	if b.minRTT == 0 || rtt <= b.minRTT || t.Sub(b.minRTTAt) > e.cfg.RTTMinWindow {
+	b.roundRTTHigh = max(b.roundRTTHigh, rtt)
+	switch {
+	case b.minRTT == 0 || rtt <= b.minRTT:
 		b.minRTT, b.minRTTAt = rtt, t
+		b.probeStart = time.Time{}
+	case t.Sub(b.minRTTAt) > e.cfg.RTTMinWindow:
+		if b.probeStart.IsZero() {
+			b.probeStart, b.probeMin = t, rtt
+		}
+		b.probeMin = min(b.probeMin, rtt)
+		if t.Sub(b.probeStart) >= max(probeRounds*b.srtt, minProbe) {
+			b.minRTT, b.minRTTAt = b.probeMin, t
+			b.probeStart = time.Time{}
+		}
 	}
 }
+
+// An RTT_min older than Config.RTTMinWindow is measured again by a probe
+// rather than replaced by the next sample. The holds keep a queue in the
+// cell, half a buffer on sub-6, so once the path's RTT_min expires, every
+// sample carries that queue; taken for RTT_min, it raises the
+// bandwidth-delay product the holds add their queue to by the queue
+// itself, and the queue grows by as much every RTTMinWindow until the
+// cell overflows. In an evaluation (m2hod f0bf032, walking seeds 1 to 8,
+// docs/results/eval-f0bf032), in 11 of 19 stays of 12 s or more on a
+// sub-6 cell the held sender lost its first packet 9.9 to 14.6 s after
+// the cell began to serve (2 sooner, 3 later, 3 never), where plain
+// CUBIC's first losses spread from 2.0 to 18.2 s, 12 of 18 before 7 s.
+// During a probe the holds let through the bandwidth-delay product only
+// (probingLocked), which drains their queue and keeps the cell busy; the
+// probe's smallest sample becomes RTT_min, the path's base delay whether
+// it stayed or rose.
+const (
+	// probeRounds is how many smoothed RTTs a probe lasts: one for the
+	// smaller window to reach the senders and their queue to drain, one
+	// for the data they send behind it to come back, one spare.
+	probeRounds = 3
+	// minProbe is the shortest probe: the daemon reads one sample per
+	// flow every 100 ms, and a probe needs a few after the drain.
+	minProbe = 300 * time.Millisecond
+)
+
+// probingLocked says whether a probe of RTT_min is under way.
+func (e *Estimator) probingLocked() bool { return !e.bw.probeStart.IsZero() }
 
 // BandwidthClamp returns the window of Eq. 2, lambda * c_est * RTT_min /
 // RTT, where c_est is the bytes a round of one RTT delivers, capped at
@@ -319,7 +373,11 @@ func (e *Estimator) BandwidthClamp(now time.Time) (bytes uint64, ok bool) {
 	// The cap keeps to this host's own estimates: the fleet answers, and
 	// counts, the lookups of handover targets only.
 	buffer, _ := e.lookupLocked(e.serving, false)
-	window = min(window, e.holdRateLocked(peak, buffer)*b.minRTT.Seconds()+float64(buffer)/2)
+	product := e.holdRateLocked(peak, buffer) * b.minRTT.Seconds()
+	if e.probingLocked() {
+		return e.holdBytes(min(window, product)), true
+	}
+	window = min(window, product+float64(buffer)/2)
 	return e.holdBytes(window), true
 }
 
@@ -379,7 +437,11 @@ func (e *Estimator) DrainableWindow(now time.Time, lead time.Duration) (bytes ui
 		return 0, false
 	}
 	buffer, _ := e.lookupLocked(diag.Cell{Band: diag.BandMmWave}, false)
-	return e.holdBytes(e.holdRateLocked(e.peakRateLocked(now), buffer)*max(lead, b.minRTT).Seconds() + float64(buffer)), true
+	rate := e.holdRateLocked(e.peakRateLocked(now), buffer)
+	if e.probingLocked() {
+		return e.holdBytes(rate * b.minRTT.Seconds()), true
+	}
+	return e.holdBytes(rate*max(lead, b.minRTT).Seconds() + float64(buffer)), true
 }
 
 // freshLocked says whether the last round is recent enough to answer:

@@ -190,7 +190,79 @@ func TestMinRTTWindow(t *testing.T) {
 	e.AddRTT(e.Path(), at(5000), 60*time.Millisecond)
 	assert.Equal(t, 20*time.Millisecond, e.bw.minRTT, "within the window")
 	e.AddRTT(e.Path(), at(10_001), 60*time.Millisecond)
-	assert.Equal(t, 60*time.Millisecond, e.bw.minRTT, "expired after 10 s")
+	assert.Equal(t, 20*time.Millisecond, e.bw.minRTT, "expired, it is probed, not replaced")
+	e.AddRTT(e.Path(), at(10_200), 45*time.Millisecond)
+	e.AddRTT(e.Path(), at(10_301), 50*time.Millisecond)
+	assert.Equal(t, 45*time.Millisecond, e.bw.minRTT, "the probe's smallest sample")
+	e.AddRTT(e.Path(), at(10_400), 44*time.Millisecond)
+	assert.Equal(t, 44*time.Millisecond, e.bw.minRTT, "a smaller sample at any time")
+}
+
+// TestStaleMinRTTIsProbed: once RTT_min is older than its window, the hold
+// lets through the bandwidth-delay product only, for three smoothed RTTs,
+// so the queue it kept drains, and the probe's smallest sample becomes
+// RTT_min: the base delay, not the queue the hold kept.
+func TestStaleMinRTTIsProbed(t *testing.T) {
+	const (
+		rate   = 1_875_000 // 15 Mbit/s
+		buffer = 150_000
+		base   = 70 * time.Millisecond
+	)
+	tests := []struct {
+		name string
+		// held is the RTT of the samples from 100 ms until the probe,
+		// the hold's queue on top of the base delay; probed the RTT once
+		// the probe began.
+		held, probed time.Duration
+		wantMinRTT   time.Duration
+	}{
+		{name: "the base delay stayed", held: base + 40*time.Millisecond, probed: base + time.Millisecond, wantMinRTT: base + time.Millisecond},
+		{name: "the base delay rose", held: 2*base + 40*time.Millisecond, probed: 2 * base, wantMinRTT: 2 * base},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEstimator(t, nil)
+			e.SetServing(lteA, at(0))
+			e.AddBurst(Burst{Start: at(1), End: at(5), Bytes: buffer})
+			var total float64
+			probeSeen, probeEnd := false, 0.0
+			for ms := 0.0; ms <= 13_000; ms += 10 {
+				rtt := base
+				switch {
+				case probeSeen:
+					rtt = tc.probed
+				case ms >= 100:
+					rtt = tc.held
+				}
+				e.AddRTT(e.Path(), at(ms), rtt)
+				e.AddBytes(at(ms), uint64(total))
+				total += rate / 100
+				e.mu.Lock()
+				probing := e.probingLocked()
+				e.mu.Unlock()
+				if probing && !probeSeen {
+					probeSeen = true
+					assert.Equal(t, 10_100.0, ms, "the probe starts with the first sample 10 s after RTT_min's")
+					window, ok := e.BandwidthClamp(at(ms))
+					require.True(t, ok)
+					assert.InDelta(t, rate*base.Seconds(), float64(window), rate*base.Seconds()/20, "the product only")
+					drainable, ok := e.DrainableWindow(at(ms), 200*time.Millisecond)
+					require.True(t, ok)
+					assert.Equal(t, window, drainable, "the mmWave hold too")
+				}
+				if probeSeen && !probing && probeEnd == 0 {
+					probeEnd = ms
+				}
+			}
+			require.True(t, probeSeen, "a probe")
+			assert.Equal(t, tc.wantMinRTT, e.bw.minRTT)
+			assert.GreaterOrEqual(t, probeEnd-10_100, 300.0, "it lasts three smoothed RTTs, 300 ms at least")
+			window, ok := e.BandwidthClamp(at(13_000))
+			require.True(t, ok)
+			estimate := float64(cellRecord(t, e, lteA).BufferBytes)
+			assert.InDelta(t, rate*tc.wantMinRTT.Seconds()+estimate/2, float64(window), 3000, "the hold after the probe")
+		})
+	}
 }
 
 // TestCellChangeRestartsBandwidth: the rate and delays of one cell say

@@ -29,16 +29,20 @@ type Burst struct {
 }
 
 // CellRecord is what is known about one cell. BufferBytes is the largest
-// burst, or standing queue, seen in the cell: a lower bound of its buffer
-// size. Network is
+// burst, or standing queue, seen in the cell, a lower bound of its buffer
+// size, unless an overflow showed less (CeilingBytes). CeilingBytes is
+// the queue the cell held when it last dropped the senders' data (see
+// Estimator.AddRetransmitted), 0 when none was seen: bursts do not raise
+// the estimate above it, queues held over two rounds lift it. Network is
 // the mobile network it was measured in, empty when the estimator was
 // given none: cell identities repeat across operators.
 type CellRecord struct {
-	Network     string
-	Cell        diag.Cell
-	BufferBytes uint64
-	Bursts      uint64
-	Updated     time.Time
+	Network      string
+	Cell         diag.Cell
+	BufferBytes  uint64
+	CeilingBytes uint64
+	Bursts       uint64
+	Updated      time.Time
 }
 
 // Store persists cell records across restarts. SaveCell is called from
@@ -98,7 +102,8 @@ type Config struct {
 	// one buffer's worth of data.
 	MaxBurstDuration time.Duration
 	// RTTMinWindow is how long a minimum RTT stays valid (RTT_min of
-	// Eq. 2); it also restarts when the serving cell changes.
+	// Eq. 2) before a probe measures it again; it also restarts when the
+	// serving cell changes.
 	RTTMinWindow time.Duration
 	// BandwidthMaxAge is how old the last per-RTT byte count may be for
 	// BandwidthClamp to answer, beyond the smoothed RTT the next one
@@ -205,7 +210,7 @@ type Estimator struct {
 	path  uint64
 	cells map[diag.CellKey]*CellRecord
 	// bandMin caches the smallest estimate per band; a band is absent
-	// when it must be recomputed. Estimates only grow, so after the
+	// when it must be recomputed. Estimates mostly grow, so after the
 	// first bursts of a cell lookups rarely scan.
 	bandMin map[diag.Band]uint64
 	slots   map[diag.CellKey]*SlotBursts
@@ -436,7 +441,11 @@ func (e *Estimator) recordBurstLocked(cell diag.Cell, b Burst) {
 	r := e.recordLocked(cell)
 	r.Bursts++
 	r.Updated = b.End
-	e.raiseLocked(r, b.Bytes)
+	bytes := b.Bytes
+	if r.CeilingBytes != 0 {
+		bytes = min(bytes, r.CeilingBytes)
+	}
+	e.raiseLocked(r, bytes)
 	e.saveLocked(r)
 }
 

@@ -35,12 +35,37 @@ type lossState struct {
 	samples []time.Time
 	// persistedAt is when the loss last persisted; zero: never.
 	persistedAt time.Time
+	// overflowAt is when retransmissions were last taken for an overflow
+	// of the serving cell (overflowLocked); zero: never.
+	overflowAt time.Time
+	// commandAt is the last handover command's time (HandoverCommanded).
+	commandAt time.Time
+}
+
+// overflowGuard is how long after a handover command, and after the
+// serving cell changed, retransmissions are not taken for the serving
+// cell's overflow: the source releases its link-layer context on the
+// command and delivers what it held out of order (below the highest
+// sequence received, as a retransmission arrives), the target may grant
+// a smaller buffer while it admits the UE, and the senders repair the
+// handover's own losses in the round trips that follow.
+const overflowGuard = 2 * time.Second
+
+// HandoverCommanded tells the estimator that a handover command came at
+// at (see overflowGuard).
+func (e *Estimator) HandoverCommanded(at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if at.After(e.loss.commandAt) {
+		e.loss.commandAt = at
+	}
 }
 
 // AddRetransmitted takes the downlink payload bytes that arrived at or
 // below the highest sequence their flow had received (retransmissions,
 // and data a handover reordered), summed over the flows since the
-// previous sample, sampled at t.
+// previous sample, sampled at t. Outside a handover they also tell what
+// the serving cell's buffer holds (overflowLocked).
 func (e *Estimator) AddRetransmitted(t time.Time, bytes uint64) {
 	if bytes == 0 {
 		return
@@ -53,6 +78,7 @@ func (e *Estimator) AddRetransmitted(t time.Time, bytes uint64) {
 		keep++
 	}
 	l.samples = append(l.samples[keep:], t)
+	e.overflowLocked(t)
 	if len(l.samples) >= persistentLossSamples {
 		if l.persistedAt.IsZero() || t.Sub(l.persistedAt) > lossMemory {
 			e.logger.Info("senders keep losing without shrinking their windows: no ramp or bandwidth clamp for them",
@@ -70,4 +96,70 @@ func (e *Estimator) LossPersists(now time.Time) bool {
 	defer e.mu.Unlock()
 	at := e.loss.persistedAt
 	return !at.IsZero() && now.Sub(at) <= lossMemory
+}
+
+// overflowLocked takes retransmissions at t for an overflow of the
+// serving cell's drop-tail buffer, and the largest queue the cell held in
+// the rounds before them for its size: the packets queued last before a
+// drop waited behind a full buffer. That queue becomes the cell's
+// ceiling (CellRecord.CeilingBytes), and its estimate when lower.
+//
+// Every other input of the estimate is a lower bound, so without this
+// the estimate only grows, and one input that overshoots stays. Packet
+// trains do: a bulk sender keeps a cell busy and its trains count
+// arrivals, up to Config.MaxBurstDuration times the cell's rate, which
+// exceeds the buffer of a cell whose rate drains it faster than that. In
+// an evaluation (m2hod f0bf032, walking seed 7, docs/results/eval-f0bf032)
+// a 150 kB sub-6 cell at 26 Mbit/s reached 244.5 kB, 75 ms of its rate;
+// the bandwidth hold, the rate times RTT_min plus half the estimate, then
+// let the queue reach 84 of the buffer's 100 packets, and the next fall
+// in rate dropped the senders' data.
+//
+// One episode corrects once (within lossWindow of the last correction),
+// and never to less than half the estimate: the queue is read from RTT
+// samples, some of them late. Losses with less than a quarter of the
+// estimate queued are not this buffer's (a radio loss, a bottleneck
+// beyond the cell) and change nothing.
+func (e *Estimator) overflowLocked(t time.Time) {
+	l := &e.loss
+	if e.serving.RAT == "" || t.Sub(e.servingSince) < overflowGuard || t.Sub(l.commandAt) < overflowGuard ||
+		(!l.overflowAt.IsZero() && t.Sub(l.overflowAt) < lossWindow) {
+		return
+	}
+	r, ok := e.cells[e.serving.Key()]
+	if !ok {
+		return
+	}
+	queued := uint64(e.recentPeakQueueLocked())
+	if queued < r.BufferBytes/4 || queued == 0 {
+		return
+	}
+	l.overflowAt = t
+	ceiling := max(queued, r.BufferBytes/2)
+	r.CeilingBytes = ceiling
+	r.Updated = t
+	if ceiling < r.BufferBytes {
+		e.logger.Info("buffer estimate lowered to the queue the cell overflowed at", "cell", r.Cell, "from", r.BufferBytes, "to", ceiling)
+		r.BufferBytes = ceiling
+		delete(e.bandMin, r.Cell.Band)
+	}
+	e.saveLocked(r)
+}
+
+// recentPeakQueueLocked is the largest queue the serving cell held in the
+// rounds of the last Config.PeakWindow and the round under way: a
+// round's rate times its slowest RTT sample above RTT_min.
+func (e *Estimator) recentPeakQueueLocked() float64 {
+	b := &e.bw
+	if b.minRTT == 0 {
+		return 0
+	}
+	queued := 0.0
+	for _, r := range b.rounds {
+		queued = max(queued, r.peakQueue)
+	}
+	if b.roundRTTs > 0 {
+		queued = max(queued, b.bytesPerSecond*max(b.roundRTTHigh-b.minRTT, 0).Seconds())
+	}
+	return queued
 }

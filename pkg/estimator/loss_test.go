@@ -2,8 +2,12 @@ package estimator
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/pkg/diag"
 )
 
 // TestLossPersists: retransmissions in half of a second's samples mark
@@ -43,4 +47,143 @@ func TestLossPersistsAcrossCells(t *testing.T) {
 	}
 	e.SetServing(lteA, at(500))
 	assert.True(t, e.LossPersists(at(600)))
+}
+
+// TestOverflowCorrectsTheBufferEstimate: retransmissions outside a
+// handover show the queue the serving cell overflowed at; an estimate
+// above it comes down to it, by at most half per episode, and bursts no
+// longer raise it beyond.
+func TestOverflowCorrectsTheBufferEstimate(t *testing.T) {
+	const (
+		rate   = 1_875_000 // 15 Mbit/s
+		minRTT = 70 * time.Millisecond
+	)
+	queueOf := func(d time.Duration) uint64 { return uint64(rate * d.Seconds()) }
+	tests := []struct {
+		name string
+		// burst is the estimate the bursts made; queued the delay above
+		// RTT_min of every sample from 2 s on, slowest the delay of the
+		// sample at 2.9 s; lossMs the time of the retransmissions, with
+		// the serving cell changed at servedFromMs.
+		burst        uint64
+		queued       time.Duration
+		slowest      time.Duration
+		servedFromMs float64
+		commandMs    float64
+		lossMs       []float64
+		want         uint64
+		ceiling      uint64
+	}{
+		{
+			name:  "an estimate above the overflow comes down to the slowest sample's queue",
+			burst: 244_500, queued: 40 * time.Millisecond, slowest: 80 * time.Millisecond,
+			lossMs: []float64{3000}, want: queueOf(80 * time.Millisecond), ceiling: queueOf(80 * time.Millisecond),
+		},
+		{
+			name:  "by at most half in one episode",
+			burst: 400_000, queued: 40 * time.Millisecond, slowest: 60 * time.Millisecond,
+			lossMs: []float64{3000, 3100, 3900}, want: 200_000, ceiling: 200_000,
+		},
+		{
+			name:  "and the rest in the next",
+			burst: 400_000, queued: 40 * time.Millisecond, slowest: 60 * time.Millisecond,
+			lossMs: []float64{3000, 4000}, want: queueOf(60 * time.Millisecond), ceiling: queueOf(60 * time.Millisecond),
+		},
+		{
+			name:  "an estimate below the overflow stays, under a ceiling",
+			burst: 100_000, queued: 40 * time.Millisecond, slowest: 80 * time.Millisecond,
+			lossMs: []float64{3000}, want: 100_000, ceiling: queueOf(80 * time.Millisecond),
+		},
+		{
+			name:  "a loss with little queued is not this buffer's",
+			burst: 244_500, queued: 10 * time.Millisecond, slowest: 20 * time.Millisecond,
+			lossMs: []float64{3000}, want: 244_500,
+		},
+		{
+			name:  "retransmissions right after a command are the handover's",
+			burst: 244_500, queued: 40 * time.Millisecond, slowest: 80 * time.Millisecond,
+			commandMs: 1500, lossMs: []float64{3000}, want: 244_500,
+		},
+		{
+			name:  "retransmissions right after a cell change are the handover's",
+			burst: 244_500, queued: 40 * time.Millisecond, slowest: 80 * time.Millisecond,
+			servedFromMs: 1500, lossMs: []float64{3000}, want: 244_500,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &memStore{}
+			e := newEstimator(t, store)
+			e.SetServing(lteB, at(0))
+			e.SetServing(lteA, at(tc.servedFromMs))
+			e.AddBurst(Burst{Start: at(tc.servedFromMs + 1), End: at(tc.servedFromMs + 5), Bytes: tc.burst})
+			if tc.commandMs > 0 {
+				e.HandoverCommanded(at(tc.commandMs))
+			}
+			var total float64
+			losses := tc.lossMs
+			for ms := tc.servedFromMs; ms <= 4000; ms += 10 {
+				rtt := minRTT
+				if ms >= 2000 {
+					rtt += tc.queued
+				}
+				if ms == 2900 {
+					rtt = minRTT + tc.slowest
+				}
+				e.AddRTT(e.Path(), at(ms), rtt)
+				e.AddBytes(at(ms), uint64(total))
+				total += rate / 100
+				if len(losses) > 0 && ms >= losses[0] {
+					e.AddRetransmitted(at(ms), 1448)
+					losses = losses[1:]
+				}
+			}
+			got := cellRecord(t, e, lteA)
+			assert.InDelta(t, float64(tc.want), float64(got.BufferBytes), float64(tc.want)/50+1, "estimate")
+			assert.InDelta(t, float64(tc.ceiling), float64(got.CeilingBytes), float64(tc.ceiling)/50+1, "ceiling")
+			assert.Equal(t, got, store.saved[len(store.saved)-1], "the record as stored")
+
+			// A burst above the ceiling raises the estimate to it at most.
+			e.AddBurst(Burst{Start: at(4001), End: at(4005), Bytes: 1_000_000})
+			if tc.ceiling != 0 {
+				assert.Equal(t, got.CeilingBytes, cellRecord(t, e, lteA).BufferBytes, "bursts stop at the ceiling")
+			}
+		})
+	}
+}
+
+// TestQueueLiftsTheCeiling: a queue held over two rounds above the
+// ceiling shows a larger buffer than the overflow did, and lifts both.
+func TestQueueLiftsTheCeiling(t *testing.T) {
+	const rate = 1_875_000
+	e := newEstimator(t, nil)
+	e.SetServing(lteA, at(0))
+	e.AddBurst(Burst{Start: at(1), End: at(5), Bytes: 60_000})
+	e.mu.Lock()
+	e.cells[lteA.Key()].CeilingBytes = 60_000
+	e.mu.Unlock()
+	var total float64
+	for ms := 0.0; ms <= 2000; ms += 10 {
+		rtt := 70 * time.Millisecond
+		if ms >= 1000 {
+			rtt += 80 * time.Millisecond // 150 kB queued
+		}
+		e.AddRTT(e.Path(), at(ms), rtt)
+		e.AddBytes(at(ms), uint64(total))
+		total += rate / 100
+	}
+	got := cellRecord(t, e, lteA)
+	assert.InDelta(t, 150_000, float64(got.BufferBytes), 3000)
+	assert.Equal(t, got.BufferBytes, got.CeilingBytes)
+}
+
+func cellRecord(t *testing.T, e *Estimator, cell diag.Cell) CellRecord {
+	t.Helper()
+	for _, r := range e.Cells() {
+		if r.Cell == cell {
+			return r
+		}
+	}
+	require.Failf(t, "no record", "cell %v", cell)
+	return CellRecord{}
 }

@@ -26,7 +26,8 @@
 //     release or SmoothingMax rules, not a burst.
 //
 // The machine tells the estimator which cell is serving (SetServing) and
-// asks it for clamps; the daemon feeds the estimator everything else
+// when a handover is commanded (HandoverCommanded), and asks it for
+// clamps; the daemon feeds the estimator everything else
 // (bursts, rb_alloc events, byte counts, RTT samples).
 //
 // A Machine is not safe for concurrent use: the daemon calls all of its
@@ -795,6 +796,7 @@ func (m *Machine) onCommand(ev diag.Event) {
 	}
 	m.pred, m.expired = nil, nil
 	m.gauge.follow(m.now)
+	m.est.HandoverCommanded(m.now)
 	// Suppression starts with the first command of a reconfiguration
 	// (see armSuppression); back to back with Smoothing, the next
 	// handover matters more.

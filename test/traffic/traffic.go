@@ -237,6 +237,9 @@ type TCPInfoSample struct {
 	Unacked  uint32        `json:"unacked"`
 	// BytesAcked is cumulative.
 	BytesAcked uint64 `json:"bytes_acked"`
+	// SndWnd is the receive window the receiver last advertised, in
+	// bytes: where m2ho's clamp holds the sender, the clamp.
+	SndWnd uint32 `json:"snd_wnd"`
 }
 
 // IPPerPayload converts TCP payload (goodput) to the IP bytes a link
@@ -289,7 +292,7 @@ func Measure(ctx context.Context, epoch time.Time, r *Receiver, s *Sender) *Meas
 				At: at, Flow: i, Cwnd: info.Snd_cwnd, Ssthresh: info.Snd_ssthresh, SndMSS: info.Snd_mss,
 				Retrans: info.Total_retrans, RTT: time.Duration(info.Rtt) * time.Microsecond,
 				MinRTT:  time.Duration(info.Min_rtt) * time.Microsecond,
-				Unacked: info.Unacked, BytesAcked: info.Bytes_acked,
+				Unacked: info.Unacked, BytesAcked: info.Bytes_acked, SndWnd: info.Snd_wnd,
 			})
 		}
 	})

@@ -53,6 +53,7 @@ func TestBulkTransferAndSampling(t *testing.T) {
 			for _, x := range m.TCPInfo {
 				flows[x.Flow] = true
 				assert.Positive(t, x.SndMSS)
+				assert.Positive(t, x.SndWnd, "the receiver's advertised window")
 			}
 			assert.Len(t, flows, tt.flows)
 

@@ -1,0 +1,88 @@
+package testbed
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/internal/nstest"
+	"github.com/m2ho/m2ho/pkg/daemon"
+	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/test/scenario"
+)
+
+// TestHoldLearnsTheBufferItOverflowed runs CUBIC with m2ho for 30 s on a
+// sub-6 cell whose rate alternates between 20 and 12 Mbit/s every second,
+// with a 150 kB buffer. Its packet trains reach 75 ms at 20 Mbit/s, 187
+// kB, above the buffer, and the hold, sized on that estimate and on the
+// peak rate, overflows the cell when the rate falls; m2hod then takes the
+// queue it overflowed at for the buffer. The cell's estimate ends near its
+// real buffer, with a ceiling, and the held sender loses less once it
+// does.
+func TestHoldLearnsTheBufferItOverflowed(t *testing.T) {
+	nstest.RequireRoot(t)
+	m2hod := filepath.Join(t.TempDir(), "m2hod")
+	build := exec.Command("go", "build", "-o", m2hod, "github.com/m2ho/m2ho/cmd/m2hod")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run(), "building m2hod")
+
+	const buffer = 150_000
+	sc := &scenario.Scenario{
+		Name: "ci-hold", Duration: 30 * time.Second, Scale: 1, InitialCell: "a",
+		Cells: []scenario.Cell{{
+			Name: "a", RAT: diag.RATNR, PCI: 1, ARFCN: 627264,
+			Capacity:    scenario.CapacitySpec{Steps: []scenario.Step{{Duration: time.Second, Mbps: 20}, {Duration: time.Second, Mbps: 12}}},
+			BufferBytes: buffer, DelayDown: 35 * time.Millisecond, DelayUp: 35 * time.Millisecond,
+		}},
+		// A1 names the serving cell: the hold starts there.
+		Timeline: []scenario.Event{{At: time.Second, Type: scenario.TypeReport, Reports: []scenario.Report{{Event: diag.EventA1}}}},
+		Traffic:  scenario.Traffic{Receiver: scenario.ReceiverUE},
+	}
+	raw, err := sc.Marshal()
+	require.NoError(t, err)
+	sc, err = scenario.Parse(raw)
+	require.NoError(t, err)
+
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Config{Scenario: sc, Variant: Variant{CC: "cubic", M2HO: true}, OutDir: out, M2hod: m2hod})
+	require.NoError(t, err)
+
+	rawStatus, err := os.ReadFile(filepath.Join(out, M2hodStatusFile))
+	require.NoError(t, err)
+	var st daemon.Status
+	require.NoError(t, json.Unmarshal(rawStatus, &st))
+	var cell daemon.CellStatus
+	for _, c := range st.Cells {
+		if c.Cell.PCI == 1 {
+			cell = c
+		}
+	}
+	retransmitted := func(from, to time.Duration) uint32 {
+		var first, last uint32
+		seen := false
+		for _, s := range res.Measurements.TCPInfo {
+			if s.At < from || s.At > to {
+				continue
+			}
+			if !seen {
+				first, seen = s.Retrans, true
+			}
+			last = s.Retrans
+		}
+		return last - first
+	}
+	t.Logf("cell a: estimate %d bytes, ceiling %d bytes (buffer %d); retransmitted 5-15 s %d, 15-30 s %d",
+		cell.BufferBytes, cell.CeilingBytes, buffer, retransmitted(5*time.Second, 15*time.Second), retransmitted(15*time.Second, 30*time.Second))
+	assert.NotZero(t, cell.CeilingBytes, "an overflow set the ceiling")
+	assert.InDelta(t, buffer, float64(cell.BufferBytes), buffer/4, "the estimate is near the cell's buffer")
+	assert.LessOrEqual(t, cell.BufferBytes, uint64(buffer*1.1), "and not above it by more than RTT noise")
+}
