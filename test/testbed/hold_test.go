@@ -58,7 +58,9 @@ func TestHoldLearnsTheBufferItOverflowed(t *testing.T) {
 
 	rawStatus, err := os.ReadFile(filepath.Join(out, M2hodStatusFile))
 	require.NoError(t, err)
-	var st daemon.Status
+	var st struct {
+		Cells []daemon.CellStatus `json:"cells"`
+	}
 	require.NoError(t, json.Unmarshal(rawStatus, &st))
 	var cell daemon.CellStatus
 	for _, c := range st.Cells {
