@@ -23,9 +23,8 @@ import (
 // with a 150 kB buffer. Its packet trains reach 75 ms at 20 Mbit/s, 187
 // kB, above the buffer, and the hold, sized on that estimate and on the
 // peak rate, overflows the cell when the rate falls; m2hod then takes the
-// queue it overflowed at for the buffer. The cell's estimate ends near its
-// real buffer, with a ceiling, and the held sender loses less once it
-// does.
+// queue it overflowed at for the buffer: the cell's estimate ends near its
+// real buffer, under a ceiling.
 func TestHoldLearnsTheBufferItOverflowed(t *testing.T) {
 	nstest.RequireRoot(t)
 	m2hod := filepath.Join(t.TempDir(), "m2hod")
