@@ -49,6 +49,37 @@ func TestLossPersistsAcrossCells(t *testing.T) {
 	assert.True(t, e.LossPersists(at(600)))
 }
 
+// TestHandoverLossesDoNotPersist: retransmissions within 2 s of a cell
+// change, or of a handover under way (its command, its ramp), are the
+// handover's and say nothing of the senders.
+func TestHandoverLossesDoNotPersist(t *testing.T) {
+	tests := []struct {
+		name        string
+		servedMs    float64 // the serving cell changed then
+		underWay    float64 // a handover was under way then (0: never)
+		lossFrom    float64 // five lossy samples 100 ms apart from here
+		wantPersist bool
+	}{
+		{name: "right after a cell change", servedMs: 1000, lossFrom: 1500},
+		{name: "2 s after it", servedMs: 1000, lossFrom: 3000, wantPersist: true},
+		{name: "under a ramp", servedMs: 1000, underWay: 4000, lossFrom: 4100},
+		{name: "2 s after the ramp", servedMs: 1000, underWay: 4000, lossFrom: 6000, wantPersist: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEstimator(t, nil)
+			e.SetServing(lteA, at(tc.servedMs))
+			if tc.underWay > 0 {
+				e.HandoverUnderWay(at(tc.underWay))
+			}
+			for ms := tc.lossFrom; ms < tc.lossFrom+500; ms += 100 {
+				e.AddRetransmitted(at(ms), 1448)
+			}
+			assert.Equal(t, tc.wantPersist, e.LossPersists(at(tc.lossFrom+500)))
+		})
+	}
+}
+
 // TestOverflowCorrectsTheBufferEstimate: retransmissions outside a
 // handover show the queue the serving cell overflowed at; an estimate
 // above it comes down to it, by at most half per episode, and bursts no
@@ -118,7 +149,7 @@ func TestOverflowCorrectsTheBufferEstimate(t *testing.T) {
 			e.SetServing(lteA, at(tc.servedFromMs))
 			e.AddBurst(Burst{Start: at(tc.servedFromMs + 1), End: at(tc.servedFromMs + 5), Bytes: tc.burst})
 			if tc.commandMs > 0 {
-				e.HandoverCommanded(at(tc.commandMs))
+				e.HandoverUnderWay(at(tc.commandMs))
 			}
 			var total float64
 			losses := tc.lossMs

@@ -26,8 +26,8 @@
 //     release or SmoothingMax rules, not a burst.
 //
 // The machine tells the estimator which cell is serving (SetServing) and
-// when a handover is commanded (HandoverCommanded), and asks it for
-// clamps; the daemon feeds the estimator everything else
+// when a handover is under way, from its command to the end of its ramp
+// (HandoverUnderWay), and asks it for clamps; the daemon feeds the estimator everything else
 // (bursts, rb_alloc events, byte counts, RTT samples).
 //
 // A Machine is not safe for concurrent use: the daemon calls all of its
@@ -796,7 +796,7 @@ func (m *Machine) onCommand(ev diag.Event) {
 	}
 	m.pred, m.expired = nil, nil
 	m.gauge.follow(m.now)
-	m.est.HandoverCommanded(m.now)
+	m.est.HandoverUnderWay(m.now)
 	// Suppression starts with the first command of a reconfiguration
 	// (see armSuppression); back to back with Smoothing, the next
 	// handover matters more.
@@ -1244,6 +1244,7 @@ func (m *Machine) newReopening() *postHandoverRamp {
 // RTT sample, no traffic), after bandwidthWarmup.
 func (m *Machine) stepRamp() bool {
 	r := m.ramp
+	m.est.HandoverUnderWay(m.now)
 	if m.est.LossPersists(m.now) {
 		m.ramp = nil
 		return false
