@@ -137,6 +137,12 @@ func (b *bandwidth) peak(now time.Time, window time.Duration) float64 {
 	return best
 }
 
+// queueBehind is the queue a sample of rtt waited behind at the last
+// complete round's rate: that rate times its delay above RTT_min.
+func (b *bandwidth) queueBehind(rtt time.Duration) float64 {
+	return b.bytesPerSecond * max(rtt-b.minRTT, 0).Seconds()
+}
+
 // restart forgets everything measured on the previous path. The byte
 // history stays: it is the interface's, not the path's.
 func (b *bandwidth) restart() { *b = bandwidth{} }
@@ -188,8 +194,8 @@ func (e *Estimator) closeRoundLocked(s byteSample) {
 	standing, peakQueue := 0.0, 0.0
 	if b.roundRTTs > 0 {
 		b.roundRTT = b.roundRTTSum / time.Duration(b.roundRTTs)
-		standing = b.bytesPerSecond * max(b.roundRTTLow-b.minRTT, 0).Seconds()
-		peakQueue = b.bytesPerSecond * max(b.roundRTTHigh-b.minRTT, 0).Seconds()
+		standing = b.queueBehind(b.roundRTTLow)
+		peakQueue = b.queueBehind(b.roundRTTHigh)
 	}
 	b.roundRTTSum, b.roundRTTs, b.roundRTTLow, b.roundRTTHigh = 0, 0, 0, 0
 	e.queueLowerBoundLocked(min(standing, b.standing), s.t)
@@ -533,7 +539,7 @@ func (e *Estimator) cellBoundLocked(buffer uint64) bool {
 // its rate times its mean RTT above RTT_min.
 func (e *Estimator) lastQueueLocked() float64 {
 	b := &e.bw
-	return b.bytesPerSecond * max(b.roundRTT-b.minRTT, 0).Seconds()
+	return b.queueBehind(b.roundRTT)
 }
 
 // servingRateLocked is the delivery rate in bytes per second seen on cell

@@ -176,7 +176,7 @@ func (e *Estimator) recentPeakQueueLocked() float64 {
 		queued = max(queued, r.peakQueue)
 	}
 	if b.roundRTTs > 0 {
-		queued = max(queued, b.bytesPerSecond*max(b.roundRTTHigh-b.minRTT, 0).Seconds())
+		queued = max(queued, b.queueBehind(b.roundRTTHigh))
 	}
 	return queued
 }
