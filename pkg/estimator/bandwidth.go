@@ -95,16 +95,16 @@ type bandwidth struct {
 
 	roundStart byteSample
 	inRound    bool
-	// roundRTTSum and roundRTTs add up the RTT samples of the current
-	// round; roundRTT is the mean of the last complete round's (the
-	// smoothed RTT when it had none), which says what it queued without
-	// the smoothed RTT's lag of several rounds. roundRTTLow and
-	// roundRTTHigh are the current round's smallest and largest samples.
-	roundRTTSum  time.Duration
-	roundRTTs    int
-	roundRTT     time.Duration
-	roundRTTLow  time.Duration
-	roundRTTHigh time.Duration
+	// roundQueueSum and roundSamples add up the queues the RTT samples of
+	// the current round waited behind (sampleQueueLocked); roundQueueLow
+	// and roundQueueHigh are its smallest and largest. roundQueue is the
+	// mean of the last complete round's, which says what it queued
+	// without the smoothed RTT's lag of several rounds.
+	roundQueueSum  float64
+	roundSamples   int
+	roundQueueLow  float64
+	roundQueueHigh float64
+	roundQueue     float64
 	// standing is the queue the last complete round kept throughout, 0
 	// when it had no RTT sample of its own (see queueLowerBound).
 	standing float64
@@ -117,8 +117,8 @@ type bandwidth struct {
 }
 
 // round is one complete RTT round: when it ended, its delivery rate, and
-// the queue its slowest RTT sample waited behind (its rate times that
-// sample above RTT_min; 0 without samples).
+// the largest queue one of its RTT samples waited behind (0 without
+// samples).
 type round struct {
 	end            time.Time
 	bytesPerSecond float64
@@ -137,10 +137,28 @@ func (b *bandwidth) peak(now time.Time, window time.Duration) float64 {
 	return best
 }
 
-// queueBehind is the queue a sample of rtt waited behind at the last
-// complete round's rate: that rate times its delay above RTT_min.
-func (b *bandwidth) queueBehind(rtt time.Duration) float64 {
-	return b.bytesPerSecond * max(rtt-b.minRTT, 0).Seconds()
+// sampleQueueLocked is the queue an RTT sample of rtt waited behind: the
+// bytes the interface received in its delay above RTT_min, up to the
+// newest byte sample. The cell's queue is first in, first out, so the
+// bytes it delivered while a packet waited are those queued ahead of it,
+// whatever the rate did meanwhile. A rate times the delay is not: the
+// last round's rate, measured over a round that began before a fall in
+// capacity, read a 150 kB queue as 216 kB in the testbed, and one after
+// it as under half. Without the bytes of that delay (the history starts
+// later), the last complete round's rate stands in.
+func (e *Estimator) sampleQueueLocked(rtt time.Duration) float64 {
+	b := &e.bw
+	wait := max(rtt-b.minRTT, 0)
+	if wait == 0 {
+		return 0
+	}
+	end, ok := e.bytes.last()
+	if ok {
+		if from, cov := e.bytes.at(end.t.Add(-wait)); cov == coverageInside {
+			return float64(end.total - from)
+		}
+	}
+	return b.bytesPerSecond * wait.Seconds()
 }
 
 // restart forgets everything measured on the previous path. The byte
@@ -190,14 +208,16 @@ func (e *Estimator) closeRoundLocked(s byteSample) {
 		return
 	}
 	b.bytesPerSecond = float64(s.total-b.roundStart.total) / elapsed.Seconds()
-	b.roundRTT = b.srtt
 	standing, peakQueue := 0.0, 0.0
-	if b.roundRTTs > 0 {
-		b.roundRTT = b.roundRTTSum / time.Duration(b.roundRTTs)
-		standing = b.queueBehind(b.roundRTTLow)
-		peakQueue = b.queueBehind(b.roundRTTHigh)
+	if b.roundSamples > 0 {
+		b.roundQueue = b.roundQueueSum / float64(b.roundSamples)
+		standing, peakQueue = b.roundQueueLow, b.roundQueueHigh
+	} else {
+		// No sample of its own: the round queued what the smoothed
+		// RTT says, at its rate.
+		b.roundQueue = b.bytesPerSecond * max(b.srtt-b.minRTT, 0).Seconds()
 	}
-	b.roundRTTSum, b.roundRTTs, b.roundRTTLow, b.roundRTTHigh = 0, 0, 0, 0
+	b.roundQueueSum, b.roundSamples, b.roundQueueLow, b.roundQueueHigh = 0, 0, 0, 0
 	e.queueLowerBoundLocked(min(standing, b.standing), s.t)
 	b.standing = standing
 	b.estimateAt = s.t
@@ -218,12 +238,10 @@ func (e *Estimator) closeRoundLocked(s byteSample) {
 // the estimate itself, so the estimate could not grow past its first
 // bursts): in the testbed the largest burst of a cell of 150 kB was 65
 // to 97 kB in four cells of ten. A round's queue here is the standing
-// one, its rate times its smallest RTT sample above RTT_min: every
+// one, the smallest queue one of its RTT samples waited behind: every
 // sample of the round waited at least that long. Their mean is not a
 // lower bound: delays beyond the queue (radio retransmissions,
-// scheduling gaps) and a rate that fell within the round (its later
-// samples wait longer than the round's mean rate drains) raise it above
-// what the cell held. Two rounds in a row, so that one round's slow
+// scheduling gaps) raise it above what the cell held. Two rounds in a row, so that one round's slow
 // samples are not taken for a queue. mmWave estimates are kept but not
 // used for mmWave targets (lookupLocked).
 func (e *Estimator) queueLowerBoundLocked(queued float64, at time.Time) {
@@ -272,12 +290,6 @@ func (e *Estimator) AddRTT(path uint64, t time.Time, rtt time.Duration) {
 		// swing the clamp.
 		b.srtt += (rtt - b.srtt) / 8
 	}
-	b.roundRTTSum += rtt
-	b.roundRTTs++
-	if b.roundRTTLow == 0 || rtt < b.roundRTTLow {
-		b.roundRTTLow = rtt
-	}
-	b.roundRTTHigh = max(b.roundRTTHigh, rtt)
 	switch {
 	case b.minRTT == 0 || rtt <= b.minRTT:
 		b.minRTT, b.minRTTAt = rtt, t
@@ -292,6 +304,14 @@ func (e *Estimator) AddRTT(path uint64, t time.Time, rtt time.Duration) {
 			b.probeStart = time.Time{}
 		}
 	}
+	// Against the RTT_min this sample may just have lowered.
+	q := e.sampleQueueLocked(rtt)
+	if b.roundSamples == 0 || q < b.roundQueueLow {
+		b.roundQueueLow = q
+	}
+	b.roundQueueHigh = max(b.roundQueueHigh, q)
+	b.roundQueueSum += q
+	b.roundSamples++
 }
 
 // An RTT_min older than Config.RTTMinWindow is measured again by a probe
@@ -494,8 +514,8 @@ type Round struct {
 	// the senders kept in flight, whichever limit (their window or the
 	// advertised one) held them.
 	Flight uint64
-	// Queue is what the round left queued in the cell: its rate times its
-	// mean RTT above RTT_min.
+	// Queue is what the round left queued in the cell: the mean of the
+	// queues its RTT samples waited behind.
 	Queue uint64
 	// CellBound says the queue held more than CellBoundShare of the
 	// cell's buffer estimate: the cell, not a window, set the round's
@@ -536,11 +556,8 @@ func (e *Estimator) cellBoundLocked(buffer uint64) bool {
 }
 
 // lastQueueLocked is the bytes the last round left queued in the cell:
-// its rate times its mean RTT above RTT_min.
-func (e *Estimator) lastQueueLocked() float64 {
-	b := &e.bw
-	return b.queueBehind(b.roundRTT)
-}
+// the mean of the queues its RTT samples waited behind.
+func (e *Estimator) lastQueueLocked() float64 { return e.bw.roundQueue }
 
 // servingRateLocked is the delivery rate in bytes per second seen on cell
 // when it serves and its estimate is fresh at the cell's last update, 0

@@ -539,8 +539,8 @@ func TestBandwidthClampOfACellBoundRound(t *testing.T) {
 }
 
 // TestQueueRaisesTheBufferEstimate: what the serving cell held queued for
-// two rounds in a row (the round's rate times its smallest RTT sample
-// above RTT_min) is a lower bound of its buffer, as a burst is.
+// two rounds in a row (the smallest queue one of a round's RTT samples
+// waited behind) is a lower bound of its buffer, as a burst is.
 func TestQueueRaisesTheBufferEstimate(t *testing.T) {
 	const (
 		rate   = 1_875_000 // 15 Mbit/s

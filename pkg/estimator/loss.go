@@ -164,8 +164,8 @@ func (e *Estimator) overflowLocked(t time.Time) {
 }
 
 // recentPeakQueueLocked is the largest queue the serving cell held in the
-// rounds of the last Config.PeakWindow and the round under way: a
-// round's rate times its slowest RTT sample above RTT_min.
+// rounds of the last Config.PeakWindow and the round under way: the
+// largest queue one of their RTT samples waited behind.
 func (e *Estimator) recentPeakQueueLocked() float64 {
 	b := &e.bw
 	if b.minRTT == 0 {
@@ -175,8 +175,8 @@ func (e *Estimator) recentPeakQueueLocked() float64 {
 	for _, r := range b.rounds {
 		queued = max(queued, r.peakQueue)
 	}
-	if b.roundRTTs > 0 {
-		queued = max(queued, b.queueBehind(b.roundRTTHigh))
+	if b.roundSamples > 0 {
+		queued = max(queued, b.roundQueueHigh)
 	}
 	return queued
 }

@@ -1,6 +1,7 @@
 package estimator
 
 import (
+	"sort"
 	"testing"
 	"time"
 
@@ -217,4 +218,67 @@ func cellRecord(t *testing.T, e *Estimator, cell diag.Cell) CellRecord {
 	}
 	require.Failf(t, "no record", "cell %v", cell)
 	return CellRecord{}
+}
+
+// TestOverflowReadsTheQueueAcrossRateChanges: a 150 kB cell that falls
+// from 20 to 4 Mbit/s for a second, under a sender at 17.6 Mbit/s, fills
+// its buffer (300 ms at 4 Mbit/s) and drops. Whenever the retransmissions
+// come, the ceiling is the bytes that left the cell while its slowest
+// sample waited: the buffer. Once the cell is back at 20 Mbit/s, the
+// samples that waited behind the full buffer fall in rounds of the higher
+// rate, and that rate times their wait reads four times the buffer.
+func TestOverflowReadsTheQueueAcrossRateChanges(t *testing.T) {
+	const (
+		buffer = 150_000
+		sender = 2_200_000 // bytes per second
+		minRTT = 70 * time.Millisecond
+		endMs  = 3300
+	)
+	cellRate := func(ms int) float64 {
+		if ms >= 2000 && ms < 3000 {
+			return 500_000
+		}
+		return 2_500_000
+	}
+	// A fluid first-in first-out queue, a millisecond at a time: arrived
+	// and left are the cumulative bytes in and out, so the byte that
+	// leaves at t arrived when arrived reached left(t).
+	arrived, left := make([]float64, endMs+1), make([]float64, endMs+1)
+	for ms := 1; ms <= endMs; ms++ {
+		queued := arrived[ms-1] - left[ms-1]
+		out := min(cellRate(ms)/1000, queued+sender/1000)
+		left[ms] = left[ms-1] + out
+		arrived[ms] = arrived[ms-1] + min(sender/1000, buffer-queued+out) // tail drop
+	}
+	waited := func(ms int) time.Duration {
+		entered := sort.Search(ms+1, func(i int) bool { return arrived[i] >= left[ms] })
+		return time.Duration(ms-entered) * time.Millisecond
+	}
+
+	for _, tc := range []struct {
+		name   string
+		lossMs int
+	}{
+		{"retransmissions while the cell is slow", 2700},
+		{"retransmissions after it is fast again", 3250},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEstimator(t, nil)
+			e.SetServing(lteA, at(0))
+			e.AddBurst(Burst{Start: at(1), End: at(5), Bytes: 250_000})
+			var slowest time.Duration
+			for ms := 10; ms <= endMs; ms += 10 {
+				e.AddBytes(at(float64(ms)), uint64(left[ms]))
+				e.AddRTT(e.Path(), at(float64(ms)), minRTT+waited(ms))
+				slowest = max(slowest, waited(ms))
+				if ms == tc.lossMs {
+					e.AddRetransmitted(at(float64(ms)), 1448)
+				}
+			}
+			require.InDelta(t, 300*time.Millisecond, slowest, float64(20*time.Millisecond), "the full buffer is 300 ms at 4 Mbit/s")
+			got := cellRecord(t, e, lteA)
+			assert.InDelta(t, buffer, float64(got.CeilingBytes), buffer*0.05, "ceiling")
+			assert.InDelta(t, buffer, float64(got.BufferBytes), buffer*0.05, "estimate")
+		})
+	}
 }
