@@ -152,13 +152,19 @@ func (e *Estimator) sampleQueueLocked(rtt time.Duration) float64 {
 	if wait == 0 {
 		return 0
 	}
-	end, ok := e.bytes.last()
-	if ok {
+	if end, ok := e.bytes.last(); ok {
 		if from, cov := e.bytes.at(end.t.Add(-wait)); cov == coverageInside {
 			return float64(end.total - from)
 		}
 	}
-	return b.bytesPerSecond * wait.Seconds()
+	return b.queueAtRate(rtt)
+}
+
+// queueAtRate is the queue a sample of rtt waited behind if the cell
+// delivered at the last complete round's rate: that rate times its delay
+// above RTT_min. It stands in where the bytes of the delay are unknown.
+func (b *bandwidth) queueAtRate(rtt time.Duration) float64 {
+	return b.bytesPerSecond * max(rtt-b.minRTT, 0).Seconds()
 }
 
 // restart forgets everything measured on the previous path. The byte
@@ -215,7 +221,7 @@ func (e *Estimator) closeRoundLocked(s byteSample) {
 	} else {
 		// No sample of its own: the round queued what the smoothed
 		// RTT says, at its rate.
-		b.roundQueue = b.bytesPerSecond * max(b.srtt-b.minRTT, 0).Seconds()
+		b.roundQueue = b.queueAtRate(b.srtt)
 	}
 	b.roundQueueSum, b.roundSamples, b.roundQueueLow, b.roundQueueHigh = 0, 0, 0, 0
 	e.queueLowerBoundLocked(min(standing, b.standing), s.t)
@@ -241,9 +247,10 @@ func (e *Estimator) closeRoundLocked(s byteSample) {
 // one, the smallest queue one of its RTT samples waited behind: every
 // sample of the round waited at least that long. Their mean is not a
 // lower bound: delays beyond the queue (radio retransmissions,
-// scheduling gaps) raise it above what the cell held. Two rounds in a row, so that one round's slow
-// samples are not taken for a queue. mmWave estimates are kept but not
-// used for mmWave targets (lookupLocked).
+// scheduling gaps) raise it above what the cell held. Two rounds in a
+// row, so that one round's slow samples are not taken for a queue.
+// mmWave estimates are kept but not used for mmWave targets
+// (lookupLocked).
 func (e *Estimator) queueLowerBoundLocked(queued float64, at time.Time) {
 	if queued < 1 || e.serving.RAT == "" {
 		return
