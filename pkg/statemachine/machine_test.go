@@ -728,6 +728,23 @@ func withoutRamp(cases []machineCase) []machineCase {
 	return cases
 }
 
+// withoutAssumedInterruption runs cases with no interruption assumed
+// before one is measured: the Preparation clamp of a first handover is
+// then the target's buffer estimate alone, the clamp these cases start
+// from (TestPreparationClampHeadroom covers the assumed one).
+func withoutAssumedInterruption(cases []machineCase) []machineCase {
+	for i := range cases {
+		own := cases[i].cfg
+		cases[i].cfg = func(c *Config) {
+			if own != nil {
+				own(c)
+			}
+			c.DefaultInterruption = 0
+		}
+	}
+	return cases
+}
+
 func TestSmoothing(t *testing.T) {
 	runMachineCases(t, withoutRamp([]machineCase{
 		{
@@ -1466,6 +1483,9 @@ func TestConfigValidation(t *testing.T) {
 		{name: "zero smoothing", mutate: func(c *Config) { c.SmoothingMax = 0 }},
 		{name: "zero default T2", mutate: func(c *Config) { c.DefaultT2 = 0 }},
 		{name: "no T2 samples needed", mutate: func(c *Config) { c.MinT2Samples = 0 }},
+		{name: "no interruption assumed", mutate: func(c *Config) { c.DefaultInterruption = 0 }, ok: true},
+		{name: "negative default interruption", mutate: func(c *Config) { c.DefaultInterruption = -time.Millisecond }},
+		{name: "default interruption beyond the longest gap taken as one", mutate: func(c *Config) { c.DefaultInterruption = time.Second }},
 		{name: "lease shorter than smoothing", mutate: func(c *Config) { c.PolicyLease = 100 * time.Millisecond }},
 		{name: "zero execution timeout", mutate: func(c *Config) { c.ExecutionTimeout = 0 }},
 		{name: "zero prior weight", mutate: func(c *Config) { c.LearnPriorWeight = 0 }},
@@ -1590,7 +1610,7 @@ func TestRamp(t *testing.T) {
 	// lateFlight is the flight the source carried when a late clamp's
 	// handover executed.
 	var lateFlight uint32
-	runMachineCases(t, []machineCase{
+	runMachineCases(t, withoutAssumedInterruption([]machineCase{
 		{
 			name: "the handover's clamp outlasts Smoothing as the ramp's start",
 			steps: append(handoverSteps(), released(160),
@@ -1712,6 +1732,25 @@ func TestRamp(t *testing.T) {
 				require.NotNil(t, h.m.ramp)
 				assert.Equal(t, uint32(lteBBuffer), h.act.clampBytes, "the clamp of the handover")
 				assert.Equal(t, uint32(lteBBuffer), h.m.ramp.start, "the floor is the buffer estimate")
+			},
+		},
+		{
+			// 8 MB/s at a 50 ms RTT: 400 kB in flight, lteB's buffer
+			// estimate and so the handover's clamp. Nothing says how
+			// large the senders' windows are behind it.
+			name:  "senders that filled the handover's clamp without exceeding it ramp from it: their windows may be far larger",
+			setup: func(h *harness) { serve(-2000, lteA, diag.Cell{})(h); sub6Link(-1000, 0, fillingRate)(h) },
+			steps: append(handoverSteps()[:3], func(h *harness) {
+				kept, ok := h.est.Carried(at(129))
+				require.True(h.t, ok)
+				require.LessOrEqual(h.t, kept.Flight, uint64(lteBBuffer), "the flight did not exceed the clamp")
+			}, done(130, lteB), released(160), tick(900)),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				require.NotNil(t, h.m.ramp)
+				assert.Equal(t, uint32(lteBBuffer), h.act.clampBytes, "the clamp of the handover, not released")
 			},
 		},
 		{
@@ -1901,7 +1940,7 @@ func TestRamp(t *testing.T) {
 				assert.Nil(t, h.m.ramp)
 			},
 		},
-	})
+	}))
 }
 
 // TestSuppressionAtCommand: duplicate-ACK suppression starts with the
