@@ -173,6 +173,13 @@ const (
 	rampSlackRounds  = 2
 )
 
+// fillsClamp says whether a flight filled a clamp (at least
+// rampSlackPercent of it): the clamp, not the senders' windows, may have
+// held them, and their windows may be far larger.
+func fillsClamp(flight uint64, clamp uint32) bool {
+	return flight*100 >= uint64(clamp)*rampSlackPercent
+}
+
 // rampGrowth bounds the ramp's rise per round: the ACK clock of slow
 // start, two segments out for each one delivered, which a cell's buffer
 // absorbs. Eq. 2 (lambda = 2) grows as fast from a round the clamp filled
@@ -1129,7 +1136,7 @@ func (m *Machine) applyStablePolicy() {
 // receiver cannot see a sender's window, only its flight, and a sender
 // the clamp limits carries the clamp, however large its window: a clamp
 // held the senders back when they carried more than it lets through, or
-// filled it (rampSlackPercent, the test a ramp's rounds pass). Under the
+// filled it (fillsClamp, the test a ramp's rounds pass). Under the
 // bandwidth hold a window kept from a mmWave cell is several times the
 // flight, and a flight measured just below the clamp took such a sender
 // for one the clamp did not hold. In an evaluation (7fa648a, driving seed
@@ -1138,10 +1145,10 @@ func (m *Machine) applyStablePolicy() {
 // the clamp was gone within 100 ms of the execution, the whole window
 // left in one burst, the target dropped 428 packets and the window fell
 // to 152, losing what the hold had kept for the next mmWave cell. The
-// ramp starts at that clamp
-// (never below the target's buffer estimate, never above what the target
-// is expected to carry, see below) and at most doubles per round
-// (stepRamp), the ACK-clocked growth of slow start, which a cell absorbs.
+// ramp starts at that clamp (never below the target's buffer estimate,
+// never above what the target is expected to carry, see below) and at
+// most doubles per round (stepRamp), the ACK-clocked growth of slow
+// start, which a cell absorbs.
 //
 // A clamp set less than a smoothed RTT before the execution (clampLate)
 // did not hold the senders back yet: what they sent before it reached
@@ -1191,7 +1198,7 @@ func (m *Machine) newRamp(from, to diag.Cell, kept estimator.Carried, keptKnown 
 	if keptKnown && !(bandKey(from.Band) == diag.BandMmWave && bandKey(to.Band) == diag.BandSub6) {
 		expected += kept.BDP
 	}
-	heldBack := held > 0 && keptKnown && kept.Flight*100 >= uint64(held)*rampSlackPercent
+	heldBack := held > 0 && keptKnown && fillsClamp(kept.Flight, held)
 	if !heldBack && keptKnown && kept.Flight <= expected {
 		return nil
 	}
@@ -1272,7 +1279,7 @@ func (m *Machine) stepRamp() bool {
 	}
 	if round.End.After(r.lastRound) {
 		r.lastRound = round.End
-		held := round.Flight*100 >= uint64(r.bytes)*rampSlackPercent
+		held := fillsClamp(round.Flight, r.bytes)
 		if held {
 			r.slackRounds = 0
 		} else {

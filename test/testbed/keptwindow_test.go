@@ -1,0 +1,111 @@
+package testbed
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/m2ho/m2ho/internal/nstest"
+	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/test/scenario"
+	"github.com/m2ho/m2ho/test/traffic"
+)
+
+// TestKeptWindowSurvivesASub6Handover runs CUBIC with m2ho over a sub-6
+// cell, 10 s of a 100 Mbit/s mmWave cell, back to the sub-6 cell, and 2 s
+// later a handover to a second sub-6 cell of the same kind. The mmWave
+// cell lets the window grow far beyond what a sub-6 cell carries; the
+// hold keeps it (the sender, limited by the advertised window, neither
+// sends it nor loses it) for the next mmWave cell. The sub-6 handover
+// must not let that window out: the clamp the sender fills ramps on the
+// target as it would after any clamp, and the window survives. Released
+// after Smoothing instead, the whole window left in one burst into the
+// target, which dropped hundreds of packets and cost the window it held.
+func TestKeptWindowSurvivesASub6Handover(t *testing.T) {
+	nstest.RequireRoot(t)
+	m2hod := filepath.Join(t.TempDir(), "m2hod")
+	build := exec.Command("go", "build", "-o", m2hod, "github.com/m2ho/m2ho/cmd/m2hod")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run(), "building m2hod")
+
+	const (
+		sub6Mbps   = 15
+		sub6Buffer = 150_000
+		oneWay     = 35 * time.Millisecond
+	)
+	sub6 := func(name string, pci uint16) scenario.Cell {
+		return scenario.Cell{
+			Name: name, RAT: diag.RATNR, Band: diag.BandSub6, PCI: pci, ARFCN: 627264,
+			Capacity:    scenario.CapacitySpec{ConstantMbps: sub6Mbps},
+			BufferBytes: sub6Buffer, DelayDown: oneWay, DelayUp: oneWay,
+		}
+	}
+	const (
+		toMmWave   = 3 * time.Second
+		backToSub6 = 13 * time.Second
+		sub6ToSub6 = 15 * time.Second
+	)
+	sc := &scenario.Scenario{
+		Name: "ci-kept-window", Duration: 19 * time.Second, Scale: 1, InitialCell: "a",
+		Cells: []scenario.Cell{
+			sub6("a", 1), sub6("b", 2),
+			{
+				Name: "m", RAT: diag.RATNR, Band: diag.BandMmWave, PCI: 200, ARFCN: 2079167,
+				Capacity:    scenario.CapacitySpec{ConstantMbps: 100},
+				BufferBytes: 1_200_000, DelayDown: oneWay, DelayUp: oneWay,
+			},
+		},
+		Timeline: []scenario.Event{
+			{At: toMmWave, Type: scenario.TypeHandover, Kind: diag.HOSCGAdd, Source: "a", Target: "m", MeasEvent: diag.EventB1},
+			{At: backToSub6, Type: scenario.TypeHandover, Kind: diag.HOSCGRelease, Source: "m", Target: "a", MeasEvent: diag.EventA2},
+			{At: sub6ToSub6, Type: scenario.TypeHandover, Kind: diag.HOPCell, Source: "a", Target: "b", MeasEvent: diag.EventA3},
+		},
+		Traffic: scenario.Traffic{Receiver: scenario.ReceiverUE},
+	}
+	raw, err := sc.Marshal()
+	require.NoError(t, err)
+	sc, err = scenario.Parse(raw)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Config{Scenario: sc, Variant: Variant{CC: "cubic", M2HO: true}, OutDir: t.TempDir(), M2hod: m2hod})
+	require.NoError(t, err)
+
+	var execAt time.Duration
+	for _, h := range res.Truth.Handovers {
+		if h.Class == "sub6_sub6" {
+			execAt = h.ExecAt
+		}
+	}
+	require.NotZero(t, execAt, "the sub-6 handover executed")
+	at := func(d time.Duration) traffic.TCPInfoSample {
+		var last traffic.TCPInfoSample
+		for _, s := range res.Measurements.TCPInfo {
+			if s.Flow == 0 && s.At <= d {
+				last = s
+			}
+		}
+		return last
+	}
+	var mostInFlight uint32
+	for _, s := range res.Measurements.TCPInfo {
+		if s.Flow == 0 && s.At >= execAt && s.At <= execAt+time.Second {
+			mostInFlight = max(mostInFlight, s.Unacked)
+		}
+	}
+	before, after := at(execAt-100*time.Millisecond), at(execAt+2*time.Second)
+	// What cell b carries: its bandwidth-delay product and its buffer.
+	carried := uint32((sub6Mbps*1e6/8*(2*oneWay).Seconds() + sub6Buffer) / float64(before.SndMSS))
+	t.Logf("before the sub-6 handover: cwnd %d, in flight %d, retransmitted %d; in the second after it at most %d in flight (cell b carries %d); 2 s after: cwnd %d, retransmitted %d",
+		before.Cwnd, before.Unacked, before.Retrans, mostInFlight, carried, after.Cwnd, after.Retrans)
+	require.Greater(t, before.Cwnd, 2*carried, "the hold kept a window the mmWave cell grew, twice what a sub-6 cell carries (else the scenario tests nothing)")
+	assert.LessOrEqual(t, mostInFlight, carried, "the kept window did not leave into the target")
+	assert.GreaterOrEqual(t, after.Cwnd, before.Cwnd*9/10, "and survived the handover")
+}
