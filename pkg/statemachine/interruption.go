@@ -138,10 +138,10 @@ func (m *Machine) expectedInterruption() time.Duration {
 
 // interruptionHeadroom is C * (RTT_min - T) for a handover from the data
 // cell to target, the flight above the target's buffer that the
-// interruption does not pile up (see above); 0 when T is unknown or not
-// shorter than RTT_min, when nothing is known of the source's delivery,
-// and from mmWave down to sub-6, whose target drains far slower than the
-// source delivered.
+// interruption does not pile up (see above); 0 when no T is measured or
+// assumed, when T is not shorter than RTT_min, when nothing is known of
+// the source's delivery, and from mmWave down to sub-6, whose target
+// drains far slower than the source delivered.
 func (m *Machine) interruptionHeadroom(target diag.Cell) uint64 {
 	t := m.expectedInterruption()
 	if t == 0 || (bandKey(m.dataCell().Band) == diag.BandMmWave && bandKey(target.Band) == diag.BandSub6) {
