@@ -50,6 +50,19 @@ func RequireRoot(tb testing.TB) {
 	}
 }
 
+// BuildM2hod builds the daemon into dir and returns its path: the tests
+// that run m2hod in namespaces run the binary operators install, built
+// from the tree under test.
+func BuildM2hod(dir string) (string, error) {
+	bin := filepath.Join(dir, "m2hod")
+	build := exec.Command("go", "build", "-o", bin, "github.com/m2ho/m2ho/cmd/m2hod")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("building m2hod: %w", err)
+	}
+	return bin, nil
+}
+
 // MountBPFFS mounts a BPF filesystem of the test's own on a temporary
 // directory and returns it; the mount goes with the test, and with it
 // whatever the test left pinned. It stays visible to commands run under

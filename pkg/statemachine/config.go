@@ -51,11 +51,6 @@ type Config struct {
 	// after 2*T2 without a command.
 	DefaultT2    time.Duration
 	MinT2Samples int
-	// DefaultInterruption is the handover interruption the Preparation
-	// clamp assumes until one was measured (see interruptionHeadroom);
-	// zero assumes none, which leaves the clamp at the target's buffer
-	// estimate alone until then.
-	DefaultInterruption time.Duration
 	// PolicyLease is the longest deadline written with a policy; Tick
 	// renews it while the policy holds, so a dead daemon releases
 	// everything within one lease.
@@ -91,9 +86,7 @@ type Config struct {
 // measurement report to execution and 32.7 ms from command to execution
 // (section 4.2), leaving 146.2 ms from report to command; twice that, 292
 // ms, also covers the longest report-to-command interval the paper saw
-// (310.2 - 32.7 = 277.5 ms). DefaultInterruption is 27 ms, the mean
-// disruption the paper measured over 722 handovers on commercial cells
-// (section 3.3). ExecutionTimeout is 1 s, the common T304
+// (310.2 - 32.7 = 277.5 ms). ExecutionTimeout is 1 s, the common T304
 // timer after which the UE itself declares the handover failed.
 // ConditionalHold is 2 s, twice the longest report-to-command lead the
 // machine learns from (maxCommandLead): a network configures a
@@ -126,19 +119,18 @@ type Config struct {
 // what the shared captures' networks ignore (docs/replay.md).
 func DefaultConfig() Config {
 	return Config{
-		Policy:              PolicyM2HO,
-		Prediction:          true,
-		Suppression:         true,
-		BandwidthClamp:      true,
-		Ramp:                true,
-		SmoothingMax:        150 * time.Millisecond,
-		DrainBurstBytes:     16 << 10,
-		DefaultT2:           146 * time.Millisecond,
-		MinT2Samples:        5,
-		DefaultInterruption: 27 * time.Millisecond,
-		PolicyLease:         500 * time.Millisecond,
-		ExecutionTimeout:    time.Second,
-		ConditionalHold:     2 * time.Second,
+		Policy:           PolicyM2HO,
+		Prediction:       true,
+		Suppression:      true,
+		BandwidthClamp:   true,
+		Ramp:             true,
+		SmoothingMax:     150 * time.Millisecond,
+		DrainBurstBytes:  16 << 10,
+		DefaultT2:        146 * time.Millisecond,
+		MinT2Samples:     5,
+		PolicyLease:      500 * time.Millisecond,
+		ExecutionTimeout: time.Second,
+		ConditionalHold:  2 * time.Second,
 
 		Learning:           true,
 		LearnFollowedShare: 0.5,
@@ -158,8 +150,6 @@ func (c Config) Validate() error {
 		return errors.New("statemachine: drain burst bytes must be positive: a lone packet would end Smoothing")
 	case c.DefaultT2 <= 0:
 		return fmt.Errorf("statemachine: default T2 %v: must be positive", c.DefaultT2)
-	case c.DefaultInterruption < 0 || c.DefaultInterruption > interruptionMaxGap:
-		return fmt.Errorf("statemachine: default interruption %v: must be in [0, %v]", c.DefaultInterruption, interruptionMaxGap)
 	case c.MinT2Samples < 1:
 		return fmt.Errorf("statemachine: minimum T2 samples %d: must be at least 1", c.MinT2Samples)
 	case c.PolicyLease < c.SmoothingMax:

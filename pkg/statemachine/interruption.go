@@ -42,14 +42,8 @@ import (
 // the last interruptionSamples keeps such gaps from setting T alone. A
 // T shorter than a handover's own lets its flight exceed the buffer by
 // C times the difference, which the buffer estimate, a lower bound,
-// leaves room for. Until a handover has been measured T is
-// Config.DefaultInterruption, the paper's mean. Without it the first
-// handover of every run held the flight to the target's buffer alone: in
-// an evaluation (7fa648a) the Preparation of the first handover (sub-6
-// to sub-6) held it to 45 to 54 segments in 12 of 21 runs, below the
-// source's bandwidth-delay product of about 77, and in the 9 runs where
-// plain CUBIC went through that handover without a loss m2ho delivered
-// 0.3 to 12.8% less over its ten seconds (4.5% on average).
+// leaves room for. Before any handover has been measured the clamp is
+// the paper's.
 
 // interruptionSamples is how many measured interruptions are kept.
 const interruptionSamples = 8
@@ -127,23 +121,14 @@ func (m *Machine) interruption() time.Duration {
 	return stats.LowerMedian(slices.Clone(m.interruptions))
 }
 
-// expectedInterruption is the interruption a Preparation clamp plans for:
-// the measured one, Config.DefaultInterruption before any was measured.
-func (m *Machine) expectedInterruption() time.Duration {
-	if t := m.interruption(); t > 0 {
-		return t
-	}
-	return m.cfg.DefaultInterruption
-}
-
 // interruptionHeadroom is C * (RTT_min - T) for a handover from the data
 // cell to target, the flight above the target's buffer that the
-// interruption does not pile up (see above); 0 when no T is measured or
-// assumed, when T is not shorter than RTT_min, when nothing is known of
-// the source's delivery, and from mmWave down to sub-6, whose target
-// drains far slower than the source delivered.
+// interruption does not pile up (see above); 0 when T is unknown or not
+// shorter than RTT_min, when nothing is known of the source's delivery,
+// and from mmWave down to sub-6, whose target drains far slower than the
+// source delivered.
 func (m *Machine) interruptionHeadroom(target diag.Cell) uint64 {
-	t := m.expectedInterruption()
+	t := m.interruption()
 	if t == 0 || (bandKey(m.dataCell().Band) == diag.BandMmWave && bandKey(target.Band) == diag.BandSub6) {
 		return 0
 	}

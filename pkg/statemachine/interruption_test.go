@@ -140,25 +140,7 @@ func TestPreparationClampHeadroom(t *testing.T) {
 			},
 		},
 		{
-			name: "no interruption measured yet: the paper's mean is assumed",
-			steps: []step{
-				serve(0, lteB, diag.Cell{}), rampLink(10, 700, rate, 0),
-				meas(705, diag.EventA3, lteB, lteA),
-			},
-			state:       Preparation,
-			transitions: []string{predicted},
-			check: func(t *testing.T, h *harness) {
-				assert.Empty(t, h.m.interruptions, "none measured")
-				assert.Equal(t, 27*time.Millisecond, DefaultConfig().DefaultInterruption)
-				kept, ok := h.est.Carried(at(705))
-				require.True(t, ok)
-				headroom := uint64(float64(kept.BDP) * float64(kept.MinRTT-27*time.Millisecond) / float64(kept.MinRTT))
-				assert.Equal(t, windowBytes(lteABuffer+headroom), h.act.clampBytes)
-			},
-		},
-		{
-			name: "no interruption measured and none assumed: the paper's clamp",
-			cfg:  func(c *Config) { c.DefaultInterruption = 0 },
+			name: "no interruption measured yet: the paper's clamp",
 			steps: []step{
 				serve(0, lteB, diag.Cell{}), rampLink(10, 700, rate, 0),
 				meas(705, diag.EventA3, lteB, lteA),

@@ -1351,7 +1351,7 @@ func (m *Machine) applyPreparationPolicy(target diag.Cell, limit time.Time) {
 	// minimum) is what an operator checks a fleet store by.
 	if before.clampBytes != m.pol.clampBytes || before.clampSource != m.pol.clampSource {
 		m.logger.Info("preparation clamp", "target", target, "bytes", m.pol.clampBytes, "source", source,
-			"headroom", headroom, "interruption", m.expectedInterruption())
+			"headroom", headroom, "interruption", m.interruption())
 	}
 }
 

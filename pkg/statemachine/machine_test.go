@@ -728,23 +728,6 @@ func withoutRamp(cases []machineCase) []machineCase {
 	return cases
 }
 
-// withoutAssumedInterruption runs cases with no interruption assumed
-// before one is measured: the Preparation clamp of a first handover is
-// then the target's buffer estimate alone, the clamp these cases start
-// from (TestPreparationClampHeadroom covers the assumed one).
-func withoutAssumedInterruption(cases []machineCase) []machineCase {
-	for i := range cases {
-		own := cases[i].cfg
-		cases[i].cfg = func(c *Config) {
-			if own != nil {
-				own(c)
-			}
-			c.DefaultInterruption = 0
-		}
-	}
-	return cases
-}
-
 func TestSmoothing(t *testing.T) {
 	runMachineCases(t, withoutRamp([]machineCase{
 		{
@@ -1483,9 +1466,6 @@ func TestConfigValidation(t *testing.T) {
 		{name: "zero smoothing", mutate: func(c *Config) { c.SmoothingMax = 0 }},
 		{name: "zero default T2", mutate: func(c *Config) { c.DefaultT2 = 0 }},
 		{name: "no T2 samples needed", mutate: func(c *Config) { c.MinT2Samples = 0 }},
-		{name: "no interruption assumed", mutate: func(c *Config) { c.DefaultInterruption = 0 }, ok: true},
-		{name: "negative default interruption", mutate: func(c *Config) { c.DefaultInterruption = -time.Millisecond }},
-		{name: "default interruption beyond the longest gap taken as one", mutate: func(c *Config) { c.DefaultInterruption = time.Second }},
 		{name: "lease shorter than smoothing", mutate: func(c *Config) { c.PolicyLease = 100 * time.Millisecond }},
 		{name: "zero execution timeout", mutate: func(c *Config) { c.ExecutionTimeout = 0 }},
 		{name: "zero prior weight", mutate: func(c *Config) { c.LearnPriorWeight = 0 }},
@@ -1610,7 +1590,7 @@ func TestRamp(t *testing.T) {
 	// lateFlight is the flight the source carried when a late clamp's
 	// handover executed.
 	var lateFlight uint32
-	runMachineCases(t, withoutAssumedInterruption([]machineCase{
+	runMachineCases(t, []machineCase{
 		{
 			name: "the handover's clamp outlasts Smoothing as the ramp's start",
 			steps: append(handoverSteps(), released(160),
@@ -1940,7 +1920,7 @@ func TestRamp(t *testing.T) {
 				assert.Nil(t, h.m.ramp)
 			},
 		},
-	}))
+	})
 }
 
 // TestSuppressionAtCommand: duplicate-ACK suppression starts with the

@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/m2ho/m2ho/internal/nstest"
 )
 
 // m2hodBin is the binary under test, built once by TestMain; empty when
@@ -59,11 +59,9 @@ func runTests(m *testing.M) int {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		m2hodBin = filepath.Join(dir, "m2hod")
-		build := exec.Command("go", "build", "-o", m2hodBin, "github.com/m2ho/m2ho/cmd/m2hod")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: building m2hod:", err)
+		m2hodBin, err = nstest.BuildM2hod(dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
 		}
 	}

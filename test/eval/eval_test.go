@@ -6,7 +6,6 @@ import (
 	"encoding/csv"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -389,10 +388,8 @@ func TestGoalsNeedTheWholeInterval(t *testing.T) {
 // checks the files, not the gains.
 func TestSmokeEvaluation(t *testing.T) {
 	nstest.RequireRoot(t) // network namespaces, AF_PACKET sockets and BPF
-	m2hod := filepath.Join(t.TempDir(), "m2hod")
-	build := exec.Command("go", "build", "-o", m2hod, "github.com/m2ho/m2ho/cmd/m2hod")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run(), "building m2hod")
+	m2hod, err := nstest.BuildM2hod(t.TempDir())
+	require.NoError(t, err)
 
 	out := t.TempDir()
 	var progress bytes.Buffer

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -29,10 +28,8 @@ import (
 // size, under a ceiling.
 func TestHoldLearnsTheBufferItOverflowed(t *testing.T) {
 	nstest.RequireRoot(t)
-	m2hod := filepath.Join(t.TempDir(), "m2hod")
-	build := exec.Command("go", "build", "-o", m2hod, "github.com/m2ho/m2ho/cmd/m2hod")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run(), "building m2hod")
+	m2hod, err := nstest.BuildM2hod(t.TempDir())
+	require.NoError(t, err)
 
 	const buffer = 150_000
 	sc := &scenario.Scenario{
