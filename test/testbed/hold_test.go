@@ -28,9 +28,6 @@ import (
 // size, under a ceiling.
 func TestHoldLearnsTheBufferItOverflowed(t *testing.T) {
 	nstest.RequireRoot(t)
-	m2hod, err := nstest.BuildM2hod(t.TempDir())
-	require.NoError(t, err)
-
 	const buffer = 150_000
 	sc := &scenario.Scenario{
 		Name: "ci-hold", Duration: 30 * time.Second, Scale: 1, InitialCell: "a",
@@ -43,16 +40,8 @@ func TestHoldLearnsTheBufferItOverflowed(t *testing.T) {
 		Timeline: []scenario.Event{{At: time.Second, Type: scenario.TypeReport, Reports: []scenario.Report{{Event: diag.EventA1}}}},
 		Traffic:  scenario.Traffic{Receiver: scenario.ReceiverUE},
 	}
-	raw, err := sc.Marshal()
-	require.NoError(t, err)
-	sc, err = scenario.Parse(raw)
-	require.NoError(t, err)
-
 	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := Run(ctx, Config{Scenario: sc, Variant: Variant{CC: "cubic", M2HO: true}, OutDir: out, M2hod: m2hod})
-	require.NoError(t, err)
+	res := runCubicWithM2ho(t, sc, out)
 
 	rawStatus, err := os.ReadFile(filepath.Join(out, M2hodStatusFile))
 	require.NoError(t, err)
@@ -86,4 +75,22 @@ func TestHoldLearnsTheBufferItOverflowed(t *testing.T) {
 	assert.LessOrEqual(t, cell.BufferBytes, cell.CeilingBytes, "the estimate is under its ceiling")
 	assert.InDelta(t, float64(buffer), float64(cell.BufferBytes), buffer*0.2, "the estimate is the cell's buffer, give or take RTT noise")
 	assert.LessOrEqual(t, cell.BufferBytes, uint64(buffer*1.1), "and not above it by more than RTT noise")
+}
+
+// runCubicWithM2ho completes sc as a scenario file would be, and runs
+// the kernel's CUBIC across it with the m2hod of the tree under test,
+// writing the run's files to out.
+func runCubicWithM2ho(t *testing.T, sc *scenario.Scenario, out string) *Result {
+	t.Helper()
+	m2hod, err := nstest.BuildM2hod(t.TempDir())
+	require.NoError(t, err)
+	raw, err := sc.Marshal()
+	require.NoError(t, err)
+	sc, err = scenario.Parse(raw)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Config{Scenario: sc, Variant: Variant{CC: "cubic", M2HO: true}, OutDir: out, M2hod: m2hod})
+	require.NoError(t, err)
+	return res
 }

@@ -1,7 +1,6 @@
 package testbed
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -26,9 +25,6 @@ import (
 // target, which dropped hundreds of packets and cost the window it held.
 func TestKeptWindowSurvivesASub6Handover(t *testing.T) {
 	nstest.RequireRoot(t)
-	m2hod, err := nstest.BuildM2hod(t.TempDir())
-	require.NoError(t, err)
-
 	const (
 		sub6Mbps   = 15
 		sub6Buffer = 150_000
@@ -63,15 +59,7 @@ func TestKeptWindowSurvivesASub6Handover(t *testing.T) {
 		},
 		Traffic: scenario.Traffic{Receiver: scenario.ReceiverUE},
 	}
-	raw, err := sc.Marshal()
-	require.NoError(t, err)
-	sc, err = scenario.Parse(raw)
-	require.NoError(t, err)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := Run(ctx, Config{Scenario: sc, Variant: Variant{CC: "cubic", M2HO: true}, OutDir: t.TempDir(), M2hod: m2hod})
-	require.NoError(t, err)
+	res := runCubicWithM2ho(t, sc, t.TempDir())
 
 	var execAt time.Duration
 	for _, h := range res.Truth.Handovers {
