@@ -124,6 +124,7 @@ struct {
 const enum flow_flags *btf_flow_flags __attribute__((unused));
 const enum flow_tag *btf_flow_tag __attribute__((unused));
 const enum clamp_mode *btf_clamp_mode __attribute__((unused));
+const enum suppress_mode *btf_suppress_mode __attribute__((unused));
 const enum ts_stamp_unit *btf_ts_stamp_unit __attribute__((unused));
 const enum dupack_hold *btf_dupack_hold __attribute__((unused));
 const struct burst_event *btf_burst_event __attribute__((unused));

@@ -209,6 +209,25 @@ enum clamp_mode {
 };
 
 /*
+ * Duplicate-ACK suppression. The source cell's context release delivers
+ * data out of order the moment the UE applies the handover command, before
+ * user space can learn of the command through the modem's diagnostics, and
+ * while the data the source sent before it still arrives in order: so
+ * suppression starts at the prediction (or the command) holding only
+ * duplicates of a hole, and turns into the handover's epoch at the
+ * execution, when the release's hole lies below every flow's snapshot.
+ */
+enum suppress_mode {
+	SUPPRESS_OFF = 0,
+	/* from the execution: each flow snapshots its highest received
+	 * sequence in the epoch and is released by its own ACK reaching it */
+	SUPPRESS_HANDOVER = 1,
+	/* from the prediction to the execution: no snapshot, a duplicate is
+	 * held only while data above its acknowledgement has arrived */
+	SUPPRESS_PREPARATION = 2,
+};
+
+/*
  * Policy written by user space, read by every packet. Deadlines are
  * CLOCK_MONOTONIC ns; a policy past its deadline is ignored by the BPF code
  * itself so a dead daemon cannot keep clamping or suppressing. A zero
@@ -219,7 +238,7 @@ struct policy {
 	__u64 suppress_deadline_ns;
 	__u32 clamp_mode;      /* enum clamp_mode */
 	__u32 clamp_bytes;
-	__u32 suppress_active; /* 1 while dupACK suppression is on */
+	__u32 suppress_mode;   /* enum suppress_mode */
 	__u32 epoch;           /* bumped by user space at every handover */
 };
 

@@ -19,7 +19,7 @@
 static __always_inline __u64 burst_wakeup(__u64 now)
 {
 	struct policy *pol = current_policy();
-	if (pol && ((pol->suppress_active && now <= pol->suppress_deadline_ns) ||
+	if (pol && ((pol->suppress_mode != SUPPRESS_OFF && now <= pol->suppress_deadline_ns) ||
 		    (pol->clamp_mode != CLAMP_OFF && now <= pol->clamp_deadline_ns)))
 		return BPF_RB_FORCE_WAKEUP;
 	if (bpf_ringbuf_query(&bursts, BPF_RB_AVAIL_DATA) >= M2HO_BURST_WAKEUP_BYTES)

@@ -56,36 +56,44 @@ static __always_inline bool policy_live(__u64 deadline_ns, bool clamp, __u64 now
  * window is not compared, although RFC 5681 counts a window update as no
  * duplicate: during a hole, such an ACK carries the same SACK blocks as the
  * duplicates around it, and SACK-based loss detection (RACK) at the sender
- * would mark the hole lost from them alone.
+ * would mark the hole lost from them alone. Without a hole (nothing
+ * received above the acknowledgement) an ACK repeating the last one is a
+ * window update, which a sender limited by the window waits for: it
+ * always passes.
  */
 static __always_inline bool suppress_dupack(struct flow_state *flow, const struct packet *pkt,
 					    struct policy *pol, __u64 now)
 {
-	if (!pol->suppress_active ||
-	    !policy_live(pol->suppress_deadline_ns, false, now))
+	__u32 mode = pol->suppress_mode;
+	if (mode == SUPPRESS_OFF || !policy_live(pol->suppress_deadline_ns, false, now))
 		return false;
-	if (flow->flags & FLOW_RELEASED)
-		return false;
-	/* Everything received before the handover is acknowledged, and
-	 * either more besides, or nothing arrived above it. An ACK that
-	 * only reaches the snapshot while data above it waits is the hole
-	 * of a context release that began after the snapshot: the epoch
-	 * starts at the handover command, and the source cell may release
-	 * the data behind the hole just after it. */
-	__u32 snapshot = flow->snapshot_rx_seq;
-	if (seq_after(pkt->ack, snapshot) ||
-	    (pkt->ack == snapshot && seq_after_eq(pkt->ack, READ_ONCE(flow->highest_rx_seq)))) {
-		flow_set(flow, FLOW_RELEASED);
-		count(CNT_FLOW_RELEASED);
-		return false;
+	if (mode == SUPPRESS_HANDOVER) {
+		if (flow->flags & FLOW_RELEASED)
+			return false;
+		/* Everything received before the epoch is acknowledged, and
+		 * either more besides, or nothing arrived above it: a hole from
+		 * here on is a real loss, which the sender must hear of at once.
+		 * The epoch opens at the execution, after the context release
+		 * of the command began delivering out of order, so the hole of
+		 * that release lies below the snapshot. */
+		__u32 snapshot = flow->snapshot_rx_seq;
+		if (seq_after(pkt->ack, snapshot) ||
+		    (pkt->ack == snapshot && seq_after_eq(pkt->ack, READ_ONCE(flow->highest_rx_seq)))) {
+			flow_set(flow, FLOW_RELEASED);
+			count(CNT_FLOW_RELEASED);
+			return false;
+		}
 	}
+	if (!(flow_flags(flow) & FLOW_RX_SEQ_VALID) ||
+	    !seq_after(READ_ONCE(flow->highest_rx_seq), pkt->ack))
+		return false;
 	bool pure = pkt->payload_len == 0 && !(pkt->tcp_flags & (TCPF_SYN | TCPF_FIN | TCPF_RST));
 	if (!pure || !(flow->flags & FLOW_ACK_VALID) || pkt->ack != flow->last_ack)
 		return false;
 	/* The hold counts from the ACK that last moved the acknowledgement,
 	 * which restarted the sender's retransmission timer: a hole from
-	 * the handover command on is held through execution and Smoothing,
-	 * one epoch after the other, and never long enough for that timer. */
+	 * the prediction on is held through the command, the execution and
+	 * Smoothing, and never long enough for that timer. */
 	__s64 hold = (__s64)DUPACK_HOLD_MS * 1000000;
 	__u64 srtt = READ_ONCE(flow->srtt_ns);
 	if (srtt && (__s64)(2 * srtt) < hold)

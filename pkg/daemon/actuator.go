@@ -13,6 +13,7 @@ type policyWriter interface {
 	SetClamp(bytes uint32, deadline time.Time) error
 	SetFreeze(deadline time.Time) error
 	ClearClamp() error
+	PrepareSuppression(deadline time.Time) error
 	StartSuppression(deadline time.Time) (epoch uint32, err error)
 	StopSuppression() error
 }
@@ -40,7 +41,7 @@ type recordedPolicy struct {
 	Suppressing      bool
 	SuppressDeadline time.Time
 	// Epoch is the handover epoch the datapath returned for the last
-	// suppression start.
+	// suppression start (a Preparation's opens none).
 	Epoch uint32
 }
 
@@ -77,6 +78,12 @@ func (r *recorder) SetFreeze(deadline time.Time) error {
 func (r *recorder) ClearClamp() error {
 	return r.apply(statemachine.OpClearClamp, func() error { return r.next.ClearClamp() }, func(p *recordedPolicy) {
 		p.ClampBytes, p.Freeze, p.ClampDeadline = 0, false, time.Time{}
+	})
+}
+
+func (r *recorder) PrepareSuppression(deadline time.Time) error {
+	return r.apply(statemachine.OpPrepareSuppression, func() error { return r.next.PrepareSuppression(deadline) }, func(p *recordedPolicy) {
+		p.Suppressing, p.SuppressDeadline = true, deadline
 	})
 }
 

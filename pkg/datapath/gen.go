@@ -4,6 +4,6 @@ package datapath
 // BPF_CLANG and BPF_CFLAGS. The output is committed and must not change when
 // regenerated elsewhere (bpf2go maps the source directory out of the debug
 // info), so CI can compare a fresh generation with the committed files.
-//go:generate go tool bpf2go -cc $BPF_CLANG -cflags $BPF_CFLAGS -target bpfel -type flow_key -type flow_state -type ts_stamp -type ts_stamp_unit -type dupack_hold -type policy -type burst_event -type counter_id -type cpu_state -type rtt_histogram -type clamp_mode -type flow_flags -type flow_entry -type flow_bucket -type flow_tag -type handshake_hint m2ho ../../bpf/m2ho.c -- -I../../bpf
+//go:generate go tool bpf2go -cc $BPF_CLANG -cflags $BPF_CFLAGS -target bpfel -type flow_key -type flow_state -type ts_stamp -type ts_stamp_unit -type dupack_hold -type policy -type burst_event -type counter_id -type cpu_state -type rtt_histogram -type clamp_mode -type suppress_mode -type flow_flags -type flow_entry -type flow_bucket -type flow_tag -type handshake_hint m2ho ../../bpf/m2ho.c -- -I../../bpf
 // The names of the counters: String for the counter enum bpf2go generated.
 //go:generate go tool stringer -type=m2hoCounterId -trimprefix=m2hoCounterIdCNT_ -output=counter_string.go

@@ -169,7 +169,7 @@ type m2hoPolicy struct {
 	SuppressDeadlineNs uint64
 	ClampMode          uint32
 	ClampBytes         uint32
-	SuppressActive     uint32
+	SuppressMode       uint32
 	Epoch              uint32
 }
 
@@ -183,6 +183,14 @@ type m2hoRttHistogram struct {
 	_       structs.HostLayout
 	Buckets [32]uint64
 }
+
+type m2hoSuppressMode uint32
+
+const (
+	m2hoSuppressModeSUPPRESS_OFF         m2hoSuppressMode = 0
+	m2hoSuppressModeSUPPRESS_HANDOVER    m2hoSuppressMode = 1
+	m2hoSuppressModeSUPPRESS_PREPARATION m2hoSuppressMode = 2
+)
 
 type m2hoTsStamp struct {
 	_     structs.HostLayout
@@ -217,6 +225,7 @@ const (
 	m2hoVarBtfDupackHold     = "btf_dupack_hold"
 	m2hoVarBtfFlowFlags      = "btf_flow_flags"
 	m2hoVarBtfFlowTag        = "btf_flow_tag"
+	m2hoVarBtfSuppressMode   = "btf_suppress_mode"
 	m2hoVarBtfTsStampUnit    = "btf_ts_stamp_unit"
 	m2hoVarCfgBurstGapNs     = "cfg_burst_gap_ns"
 	m2hoVarCfgFlowBucketMask = "cfg_flow_bucket_mask"
@@ -296,6 +305,7 @@ type m2hoVariableSpecs struct {
 	BtfDupackHold     *ebpf.VariableSpec `ebpf:"btf_dupack_hold"`
 	BtfFlowFlags      *ebpf.VariableSpec `ebpf:"btf_flow_flags"`
 	BtfFlowTag        *ebpf.VariableSpec `ebpf:"btf_flow_tag"`
+	BtfSuppressMode   *ebpf.VariableSpec `ebpf:"btf_suppress_mode"`
 	BtfTsStampUnit    *ebpf.VariableSpec `ebpf:"btf_ts_stamp_unit"`
 	CfgBurstGapNs     *ebpf.VariableSpec `ebpf:"cfg_burst_gap_ns"`
 	CfgFlowBucketMask *ebpf.VariableSpec `ebpf:"cfg_flow_bucket_mask"`
@@ -359,6 +369,7 @@ type m2hoVariables struct {
 	BtfDupackHold     *ebpf.Variable `ebpf:"btf_dupack_hold"`
 	BtfFlowFlags      *ebpf.Variable `ebpf:"btf_flow_flags"`
 	BtfFlowTag        *ebpf.Variable `ebpf:"btf_flow_tag"`
+	BtfSuppressMode   *ebpf.Variable `ebpf:"btf_suppress_mode"`
 	BtfTsStampUnit    *ebpf.Variable `ebpf:"btf_ts_stamp_unit"`
 	CfgBurstGapNs     *ebpf.Variable `ebpf:"cfg_burst_gap_ns"`
 	CfgFlowBucketMask *ebpf.Variable `ebpf:"cfg_flow_bucket_mask"`

@@ -85,11 +85,30 @@ func (d *Datapath) ClearClamp() error {
 	return err
 }
 
+// PrepareSuppression drops pure duplicate ACKs of a hole (data received
+// above their acknowledgement) until the deadline, with no epoch: from a
+// prediction to its command. The source cell's context release delivers
+// data out of order as the UE applies the command, a millisecond or less
+// before user space reads the command from the modem; started at the
+// command, suppression lets the first duplicates of that reordering
+// through. StartSuppression at the command takes over.
+func (d *Datapath) PrepareSuppression(deadline time.Time) error {
+	deadlineNs, err := futureDeadline(deadline)
+	if err != nil {
+		return err
+	}
+	_, err = d.updatePolicy(func(p *m2hoPolicy) {
+		p.SuppressMode = uint32(m2hoSuppressModeSUPPRESS_PREPARATION)
+		p.SuppressDeadlineNs = deadlineNs
+	})
+	return err
+}
+
 // StartSuppression opens a new handover epoch and drops pure duplicate
-// ACKs until the deadline. Each flow snapshots its highest received
-// sequence at its first packet in the epoch and is released by itself once
-// an outgoing ACK reaches that sequence. The returned epoch identifies the
-// handover in Flows.
+// ACKs of a hole until the deadline. Each flow snapshots its highest
+// received sequence at its first packet in the epoch and is released by
+// itself once an outgoing ACK passes that sequence. The returned epoch
+// identifies the handover in Flows.
 func (d *Datapath) StartSuppression(deadline time.Time) (uint32, error) {
 	deadlineNs, err := futureDeadline(deadline)
 	if err != nil {
@@ -97,7 +116,7 @@ func (d *Datapath) StartSuppression(deadline time.Time) (uint32, error) {
 	}
 	pol, err := d.updatePolicy(func(p *m2hoPolicy) {
 		p.Epoch++
-		p.SuppressActive = 1
+		p.SuppressMode = uint32(m2hoSuppressModeSUPPRESS_HANDOVER)
 		p.SuppressDeadlineNs = deadlineNs
 	})
 	return pol.Epoch, err
@@ -106,7 +125,7 @@ func (d *Datapath) StartSuppression(deadline time.Time) (uint32, error) {
 // StopSuppression releases every flow at once.
 func (d *Datapath) StopSuppression() error {
 	_, err := d.updatePolicy(func(p *m2hoPolicy) {
-		p.SuppressActive = 0
+		p.SuppressMode = uint32(m2hoSuppressModeSUPPRESS_OFF)
 		p.SuppressDeadlineNs = 0
 	})
 	return err
@@ -125,14 +144,15 @@ const activeFlowWindow = time.Second
 // epoch: those that have taken their snapshot and not yet been released,
 // and those that have received data, were active within activeFlowWindow
 // and have not yet seen a packet in the epoch. Closed connections never
-// count. It is 0 when suppression is off or past its deadline.
+// count. It is 0 unless a handover's suppression (StartSuppression) is on
+// and within its deadline.
 func (d *Datapath) SuppressionPending() (int, error) {
 	pol, err := d.policy()
 	if err != nil {
 		return 0, err
 	}
 	now := monotonicNow()
-	if pol.SuppressActive == 0 || now > pol.SuppressDeadlineNs {
+	if pol.SuppressMode != uint32(m2hoSuppressModeSUPPRESS_HANDOVER) || now > pol.SuppressDeadlineNs {
 		return 0, nil
 	}
 	activeSince := now - min(now, uint64(activeFlowWindow))

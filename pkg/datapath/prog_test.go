@@ -296,7 +296,7 @@ func TestPolicyExpiryCountedOncePerDeadline(t *testing.T) {
 	_, err := d.updatePolicy(func(p *m2hoPolicy) {
 		expectWindow(t, d, hostACK(s, 50000, 0), 50000) // sees the clamp expire
 		p.Epoch++
-		p.SuppressActive = 1
+		p.SuppressMode = uint32(m2hoSuppressModeSUPPRESS_HANDOVER)
 		p.SuppressDeadlineNs = toMonotonic(time.Now().Add(time.Minute))
 	})
 	require.NoError(t, err)

@@ -199,11 +199,12 @@ func TestDupACKHold(t *testing.T) {
 	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(fast, 1000), true), "two RTTs are over")
 }
 
-// TestHoleAtTheCommandSurvivesTheExecutionEpoch: suppression starts at
-// the handover command and again at execution. The source cell's context
-// release opens a hole at the command; the execution's epoch snapshots the
-// data above it, so its duplicates stay held until the forwarded packets
-// fill it, and then the flow releases itself.
+// TestHoleAtTheCommandSurvivesTheExecutionEpoch: suppression holds holes
+// from the handover command and opens the handover's epoch at execution.
+// The source cell's context release opens a hole at the command; the
+// execution's epoch snapshots the data above it, so its duplicates stay
+// held until the forwarded packets fill it, and then the flow releases
+// itself.
 func TestHoleAtTheCommandSurvivesTheExecutionEpoch(t *testing.T) {
 	d := loadDetached(t, true, 0)
 	s := freshPorts(segment{timestamps: true, tsval: 1, sack: true})
@@ -211,15 +212,14 @@ func TestHoleAtTheCommandSurvivesTheExecutionEpoch(t *testing.T) {
 	verdictOf(t, d, peerData(s, 0, 1000), false)
 	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
 
-	// The command: a new epoch. The context release holds 1000..3000
-	// back and delivers what follows.
-	_, err := d.StartSuppression(time.Now().Add(time.Minute))
-	require.NoError(t, err)
+	// The command. The context release holds 1000..3000 back and
+	// delivers what follows.
+	require.NoError(t, d.PrepareSuppression(time.Now().Add(time.Minute)))
 	verdictOf(t, d, peerData(s, 3000, 1000), false)
 	assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 1000), true), "duplicate at the command")
 
-	// The execution: another epoch, another snapshot (4000).
-	_, err = d.StartSuppression(time.Now().Add(time.Minute))
+	// The execution: the handover's epoch, its snapshot 4000.
+	_, err := d.StartSuppression(time.Now().Add(time.Minute))
 	require.NoError(t, err)
 	verdictOf(t, d, peerData(s, 4000, 1000), false)
 	assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 1000), true), "duplicate after the execution")
@@ -255,6 +255,60 @@ func TestACKAtTheSnapshotReleasesOnlyWithoutDataAbove(t *testing.T) {
 	pending, err := d.SuppressionPending()
 	require.NoError(t, err)
 	assert.Equal(t, 1, pending, "only the flow with the hole")
+}
+
+// TestSuppressionFromThePrediction: from a prediction to the execution no
+// epoch is open; a duplicate ACK is held only while data above its
+// acknowledgement has arrived, within the hold, and the handover's epoch
+// at the execution keeps holding the same hole. The first duplicates of
+// the context release leave as the UE applies the command, before user
+// space reads it from the modem: suppression must already be on.
+func TestSuppressionFromThePrediction(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	s := freshPorts(segment{timestamps: true, tsval: 1, sack: true})
+	handshake(t, d, s, 7, 7)
+	verdictOf(t, d, peerData(s, 0, 1000), false)
+	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
+	setSmoothedRTT(t, d, s, 40*time.Millisecond)
+
+	require.NoError(t, d.PrepareSuppression(time.Now().Add(time.Minute)))
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true), "a window update")
+	verdictOf(t, d, peerData(s, 1000, 1000), false)
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 2000), true), "in-order data is acknowledged")
+	pending, err := d.SuppressionPending()
+	require.NoError(t, err)
+	assert.Zero(t, pending, "no handover epoch before the execution")
+
+	// The UE applies the command: the context release delivers 3000..4000
+	// ahead of 2000..3000.
+	verdictOf(t, d, peerData(s, 3000, 1000), false)
+	assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 2000), true), "duplicate at the command")
+	assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 2000), true))
+	flows, err := d.Flows()
+	require.NoError(t, err)
+	require.Len(t, flows, 1)
+	assert.Zero(t, flows[0].Epoch)
+
+	epoch, err := d.StartSuppression(time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 2000), true), "the same hole in the execution's epoch")
+	verdictOf(t, d, peerData(s, 2000, 1000), false)
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 4000), true), "the hole filled")
+	flows, err = d.Flows()
+	require.NoError(t, err)
+	assert.Equal(t, epoch, flows[0].Epoch)
+	assert.True(t, flows[0].Released)
+	c, err := d.Counters()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), c[m2hoCounterIdCNT_DUPACK_SUPPRESSED])
+
+	// A prediction that no command follows: suppression stops, and so
+	// does the holding of a hole.
+	require.NoError(t, d.PrepareSuppression(time.Now().Add(time.Minute)))
+	verdictOf(t, d, peerData(s, 5000, 1000), false)
+	require.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 4000), true), "a hole after the prediction")
+	require.NoError(t, d.StopSuppression())
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 4000), true), "after the prediction ended")
 }
 
 // TestImplausibleSegmentsLeaveTheSequence checks that an ingress segment

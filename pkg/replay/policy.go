@@ -84,9 +84,15 @@ func (r *policyRecorder) ClearClamp() error {
 	return nil
 }
 
+// PrepareSuppression opens a suppression window, or extends the one in
+// force: suppression runs from a handover's prediction (or command)
+// through its execution's epoch to the end of Smoothing.
+func (r *policyRecorder) PrepareSuppression(deadline time.Time) error {
+	return r.StartSuppression(deadline)
+}
+
 // StartSuppression opens a suppression window, or extends the one in
-// force: the command and the execution of one handover each start an
-// epoch, and suppression runs from the first to the end of Smoothing.
+// force, as PrepareSuppression.
 func (r *policyRecorder) StartSuppression(deadline time.Time) error {
 	now := r.now()
 	if r.suppressing && !now.After(r.suppressTo) {

@@ -214,6 +214,12 @@ func (a *checkingActuator) ClearClamp() error {
 	return nil
 }
 
+func (a *checkingActuator) PrepareSuppression(d time.Time) error {
+	a.deadline(statemachine.OpPrepareSuppression, d)
+	a.suppressing = true
+	return nil
+}
+
 func (a *checkingActuator) StartSuppression(d time.Time) error {
 	a.deadline(statemachine.OpStartSuppression, d)
 	assert.LessOrEqual(a.t, d.Sub(a.now()), a.cfg.SmoothingMax)

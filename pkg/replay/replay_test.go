@@ -124,9 +124,13 @@ func TestJudgeAlgorithm1(t *testing.T) {
 
 	assert.Equal(t, map[string]int{statemachine.OutcomeConfirmed: 2, statemachine.OutcomeTimedOut: 1}, res.Outcomes)
 	pol := res.Policy
-	assert.Equal(t, 6, pol.Suppressions, "one window for every executed handover, its command's and its execution's epochs together")
-	assert.Equal(t, 6*(20*time.Millisecond+statemachine.DefaultConfig().SmoothingMax), pol.SuppressedFor,
-		"from the command, 20 ms before execution, to the end of Smoothing: nothing ends it earlier here")
+	assert.Equal(t, 7, pol.Suppressions, "one window for every executed handover, from its prediction or command through its execution's epoch, and one for the prediction that timed out")
+	smoothing := statemachine.DefaultConfig().SmoothingMax
+	assert.Equal(t, (60+20)*time.Millisecond+smoothing+ // predicted: from the report to the end of Smoothing
+		292*time.Millisecond+ // the prediction's window, which it timed out at
+		4*(20*time.Millisecond+smoothing)+ // unpredicted: from the command, 20 ms before execution
+		(50+20)*time.Millisecond+smoothing, // the B1's
+		pol.SuppressedFor, "nothing ends Smoothing earlier here")
 	assert.GreaterOrEqual(t, pol.Clamps, 6, "a clamp for every prediction and unpredicted command but the one towards mmWave")
 	assert.Positive(t, pol.ClampedFor)
 	assert.Positive(t, pol.ClampBytesMedian)

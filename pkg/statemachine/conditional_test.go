@@ -56,7 +56,7 @@ func TestConditionalHandover(t *testing.T) {
 			state:       Stable,
 			transitions: []string{predicted, "preparation>stable:cho_removed"},
 			predictions: []string{OutcomeCHORemoved},
-			ops:         []string{"set_clamp(400000)", "clear_clamp"},
+			ops:         []string{"prepare_suppression", "set_clamp(400000)", "stop_suppression", "clear_clamp"},
 		},
 		{
 			name: "an A1 or a report to another cell leaves it in force",

@@ -111,6 +111,14 @@ func (f *fakeActuator) ClearClamp() error {
 	return nil
 }
 
+func (f *fakeActuator) PrepareSuppression(deadline time.Time) error {
+	if err := f.record(actCall{op: OpPrepareSuppression, deadline: deadline}); err != nil {
+		return err
+	}
+	f.suppressing, f.suppressDeadline = true, deadline
+	return nil
+}
+
 func (f *fakeActuator) StartSuppression(deadline time.Time) error {
 	if err := f.record(actCall{op: OpStartSuppression, deadline: deadline}); err != nil {
 		return err

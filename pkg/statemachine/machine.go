@@ -17,8 +17,9 @@
 //     4.5); on a mmWave cell at what a handover to sub-6 can drain.
 //   - Preparation: a handover is predicted (Algorithm 1, section 4.2) or
 //     commanded; the window is clamped to the target cell's buffer estimate
-//     (section 4.3). From the command on, duplicate ACKs are suppressed:
-//     the source cell's context release reorders data then.
+//     (section 4.3). The duplicate ACKs of holes are suppressed: the
+//     source cell's context release reorders data as the UE applies the
+//     command, before the command reaches the machine.
 //   - Smoothing: the handover executed; duplicate ACKs are suppressed until
 //     the flows release themselves, the target cell's first burst period
 //     ends (it drained the forwarded data), or Config.SmoothingMax passes
@@ -81,6 +82,9 @@ type Actuator interface {
 	// SetFreeze advertises a zero window (the Freeze-TCP baseline).
 	SetFreeze(deadline time.Time) error
 	ClearClamp() error
+	// PrepareSuppression suppresses the duplicate ACKs of holes, with no
+	// epoch, from a prediction or a command until the execution.
+	PrepareSuppression(deadline time.Time) error
 	// StartSuppression starts duplicate-ACK suppression and bumps the
 	// handover epoch.
 	StartSuppression(deadline time.Time) error
@@ -91,11 +95,12 @@ type Actuator interface {
 // a machine that only decides, such as a replay of a capture.
 type DiscardActuator struct{}
 
-func (DiscardActuator) SetClamp(uint32, time.Time) error { return nil }
-func (DiscardActuator) SetFreeze(time.Time) error        { return nil }
-func (DiscardActuator) ClearClamp() error                { return nil }
-func (DiscardActuator) StartSuppression(time.Time) error { return nil }
-func (DiscardActuator) StopSuppression() error           { return nil }
+func (DiscardActuator) SetClamp(uint32, time.Time) error   { return nil }
+func (DiscardActuator) SetFreeze(time.Time) error          { return nil }
+func (DiscardActuator) ClearClamp() error                  { return nil }
+func (DiscardActuator) PrepareSuppression(time.Time) error { return nil }
+func (DiscardActuator) StartSuppression(time.Time) error   { return nil }
+func (DiscardActuator) StopSuppression() error             { return nil }
 
 // Observer is told what the machine does, for metrics.
 type Observer interface {
@@ -804,40 +809,14 @@ func (m *Machine) onCommand(ev diag.Event) {
 	m.pred, m.expired = nil, nil
 	m.gauge.follow(m.now)
 	m.est.HandoverUnderWay(m.now)
-	// Suppression starts with the first command of a reconfiguration
-	// (see armSuppression); back to back with Smoothing, the next
-	// handover matters more.
-	arm := m.cmd == nil && m.cfg.Policy == PolicyM2HO && m.cfg.Suppression
-	if m.state == Smoothing && !arm {
-		m.stopSuppression()
-	}
+	// Back to back with Smoothing, the next handover matters more: its
+	// Preparation policy replaces Smoothing's suppression.
 	m.cmd = m.mergeCommand(ev)
 	if standing != nil {
 		m.cmd.standing = standing
 	}
 	m.applyPreparationPolicy(m.cmd.dataCell(), m.cmd.deadline)
-	if arm {
-		m.armSuppression()
-	}
 	m.transition(Preparation, reason)
-}
-
-// armSuppression starts duplicate-ACK suppression at the handover
-// command, for Config.SmoothingMax; the execution starts it again for
-// Smoothing.
-//
-// The UE releases its link-layer context with the source cell on the
-// command (paper section 3.3), and the data behind the packets it was
-// waiting for goes up the stack at once, out of order: the duplicate ACKs
-// of that reordering leave around the command, before the execution. Each
-// start opens a handover epoch, in which each flow snapshots the highest
-// sequence it received and is released by its own ACK past it, so a real
-// loss above the snapshot still reaches the sender at once. The datapath
-// holds no flow's duplicates longer than DUPACK_HOLD_MS after its
-// acknowledgement last moved, below the sender's minimum RTO, whichever
-// epoch they fall in.
-func (m *Machine) armSuppression() {
-	m.startSuppression(m.now.Add(m.cfg.SmoothingMax))
 }
 
 // mergeCommand folds a command into the pending set, or starts one.
@@ -1310,7 +1289,8 @@ func (m *Machine) stepRamp() bool {
 // limit: to the target's buffer estimate plus what the interruption does
 // not pile up in it (interruptionHeadroom), or the bandwidth estimate when
 // a bandwidth hold is on and it is smaller; a zero window under
-// PolicyFreeze.
+// PolicyFreeze. Under PolicyM2HO it also suppresses the duplicate ACKs
+// of holes (prepareSuppression).
 //
 // A mmWave target gets no clamp of its own: the Stable policy (a ramp, the
 // bandwidth hold) stays as it is until the handover executes. The clamp
@@ -1326,6 +1306,15 @@ func (m *Machine) applyPreparationPolicy(target diag.Cell, limit time.Time) {
 	if m.cfg.Policy == PolicyFreeze {
 		m.holdFreeze(limit)
 		return
+	}
+	if m.cfg.Policy == PolicyM2HO && m.cfg.Suppression {
+		// From the command on, no longer than Config.SmoothingMax: the
+		// execution follows within tens of milliseconds.
+		until := limit
+		if m.cmd != nil {
+			until = m.cmd.at.Add(m.cfg.SmoothingMax)
+		}
+		m.prepareSuppression(until)
 	}
 	if bandKey(target.Band) == diag.BandMmWave {
 		m.prepClamped = false

@@ -233,13 +233,14 @@ func TestAlgorithm1Prediction(t *testing.T) {
 			steps:       []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB)},
 			state:       Preparation,
 			transitions: []string{predicted},
-			ops:         []string{"set_clamp(400000)"},
+			ops:         []string{"prepare_suppression", "set_clamp(400000)"},
 			check: func(t *testing.T, h *harness) {
 				st := h.m.Status()
 				require.NotNil(t, st.Prediction)
 				assert.Equal(t, lteB, st.Prediction.Target)
 				assert.Equal(t, at(10+292), st.Prediction.Deadline, "2 * default T2")
-				assert.Equal(t, at(10).Add(DefaultConfig().PolicyLease), h.act.calls[0].deadline, "a lease: the machine ends the clamp with the prediction, a lease after it at the latest")
+				assert.Equal(t, at(10+292), h.act.calls[0].deadline, "suppression of holes with the prediction")
+				assert.Equal(t, at(10).Add(DefaultConfig().PolicyLease), h.act.calls[1].deadline, "a lease: the machine ends the clamp with the prediction, a lease after it at the latest")
 				assert.Equal(t, estimator.SourceCell, st.InForce.ClampSource)
 			},
 		},
@@ -248,7 +249,7 @@ func TestAlgorithm1Prediction(t *testing.T) {
 			steps:       []step{serve(0, lteA, mmA), meas(10, diag.EventA3, mmA, mmB)},
 			state:       Preparation,
 			transitions: []string{predicted},
-			ops:         []string{},
+			ops:         []string{"prepare_suppression"},
 		},
 		{
 			name:  "A3 towards a cell of the other type predicts nothing",
@@ -261,7 +262,7 @@ func TestAlgorithm1Prediction(t *testing.T) {
 			steps:       []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventB1, lteA, mmA)},
 			state:       Preparation,
 			transitions: []string{predicted},
-			ops:         []string{},
+			ops:         []string{"prepare_suppression"},
 		},
 		{
 			name:        "B1 towards an unknown NR sub-6 cell uses the band minimum",
@@ -286,7 +287,7 @@ func TestAlgorithm1Prediction(t *testing.T) {
 			steps:       []step{serve(0, lteA, mmA), meas(10, diag.EventA2, mmA, diag.Cell{})},
 			state:       Preparation,
 			transitions: []string{predicted},
-			ops:         []string{"set_clamp(300000)"},
+			ops:         []string{"prepare_suppression", "set_clamp(300000)"},
 			check: func(t *testing.T, h *harness) {
 				st := h.m.Status()
 				require.NotNil(t, st.Prediction)
@@ -356,7 +357,7 @@ func TestAlgorithm1Prediction(t *testing.T) {
 			steps:       []step{meas(10, diag.EventA3, diag.Cell{}, lteB)},
 			state:       Preparation,
 			transitions: []string{predicted},
-			ops:         []string{"set_clamp(400000)"},
+			ops:         []string{"prepare_suppression", "set_clamp(400000)"},
 			check: func(t *testing.T, h *harness) {
 				require.NotNil(t, h.m.Status().Prediction)
 				assert.Equal(t, lteB, h.m.Status().Prediction.Target)
@@ -456,7 +457,7 @@ func TestPredictionFallbacks(t *testing.T) {
 			state:       Stable,
 			transitions: []string{predicted, "preparation>stable:cancelled_a1"},
 			predictions: []string{OutcomeCancelledA1},
-			ops:         []string{"set_clamp(400000)", "clear_clamp"},
+			ops:         []string{"prepare_suppression", "set_clamp(400000)", "stop_suppression", "clear_clamp"},
 		},
 		{
 			name:        "A1 of another cell does not cancel",
@@ -497,7 +498,7 @@ func TestPredictionFallbacks(t *testing.T) {
 			predictions: []string{OutcomeTimedOut},
 			// The tick before the timeout renews the clamp past the
 			// prediction's end: the timeout itself releases it.
-			ops: []string{"set_clamp(400000)", "set_clamp(400000)", "clear_clamp"},
+			ops: []string{"prepare_suppression", "set_clamp(400000)", "set_clamp(400000)", "stop_suppression", "clear_clamp"},
 		},
 		{
 			name: "Algorithm 1 keeps the first report's window through a repeat",
@@ -518,7 +519,7 @@ func TestPredictionFallbacks(t *testing.T) {
 			},
 			state:       Preparation,
 			transitions: []string{predicted},
-			ops:         []string{"set_clamp(400000)", "set_clamp(200000)"},
+			ops:         []string{"prepare_suppression", "set_clamp(400000)", "prepare_suppression", "set_clamp(200000)"},
 			check: func(t *testing.T, h *harness) {
 				assert.Equal(t, at(200+292), h.m.Status().Prediction.Deadline)
 			},
@@ -532,12 +533,12 @@ func TestPredictionFallbacks(t *testing.T) {
 			state:       Stable,
 			transitions: []string{commanded, "preparation>stable:execution_timeout"},
 			ops: []string{
-				"set_clamp(400000)", "start_suppression", "set_clamp(400000)", "set_clamp(400000)",
+				"prepare_suppression", "set_clamp(400000)", "set_clamp(400000)", "set_clamp(400000)",
 				"stop_suppression", "clear_clamp",
 			},
 			check: func(t *testing.T, h *harness) {
-				assert.Equal(t, at(510), h.act.calls[0].deadline, "one lease")
-				assert.Equal(t, at(160), h.act.calls[1].deadline, "suppression from the command for SmoothingMax")
+				assert.Equal(t, at(160), h.act.calls[0].deadline, "suppression from the command for SmoothingMax")
+				assert.Equal(t, at(510), h.act.calls[1].deadline, "one lease")
 				assert.Equal(t, at(800), h.act.calls[2].deadline, "renewed by a lease")
 				assert.Equal(t, at(1509), h.act.calls[3].deadline, "a lease, within the execution timeout plus a lease")
 				assert.Equal(t, lteA, h.m.Status().Serving, "no completion, no move")
@@ -548,7 +549,7 @@ func TestPredictionFallbacks(t *testing.T) {
 			steps:       []step{serve(0, lteA, diag.Cell{}), cmd(10, diag.HOPCell, lteA, lteB)},
 			state:       Preparation,
 			transitions: []string{commanded},
-			ops:         []string{"set_clamp(400000)", "start_suppression"},
+			ops:         []string{"prepare_suppression", "set_clamp(400000)"},
 			check: func(t *testing.T, h *harness) {
 				st := h.m.Status()
 				require.NotNil(t, st.Command)
@@ -567,9 +568,10 @@ func TestPredictionFallbacks(t *testing.T) {
 			state:       Preparation,
 			transitions: []string{predicted},
 			predictions: []string{OutcomeConfirmed},
-			ops:         []string{"set_clamp(400000)", "set_clamp(200000)", "start_suppression"},
+			ops:         []string{"prepare_suppression", "set_clamp(400000)", "prepare_suppression", "set_clamp(200000)"},
 			check: func(t *testing.T, h *harness) {
-				assert.Equal(t, at(560), h.act.calls[1].deadline)
+				assert.Equal(t, at(60+150), h.act.calls[2].deadline, "suppression from the command for SmoothingMax")
+				assert.Equal(t, at(560), h.act.calls[3].deadline)
 				st := h.m.Status()
 				assert.Equal(t, 1, st.T2[0].Samples)
 				assert.InDelta(t, 50.0, st.T2[0].MeanMillis, 0.001)
@@ -582,7 +584,7 @@ func TestPredictionFallbacks(t *testing.T) {
 			transitions: []string{
 				predicted, "preparation>stable:failure",
 			},
-			ops: []string{"set_clamp(400000)", "clear_clamp"},
+			ops: []string{"prepare_suppression", "set_clamp(400000)", "stop_suppression", "clear_clamp"},
 		},
 		{
 			name:      "the re-establishment after a failure suppresses nothing: the failed cell's data is lost",
@@ -636,7 +638,7 @@ func TestPredictionFallbacks(t *testing.T) {
 			transitions: []string{predicted, executed, "smoothing>stable:failure"},
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"mmwave_mmwave"},
-			ops:         []string{"start_suppression", "start_suppression", "stop_suppression"},
+			ops:         []string{"prepare_suppression", "prepare_suppression", "start_suppression", "stop_suppression"},
 			check: func(t *testing.T, h *harness) {
 				st := h.m.Status()
 				assert.Nil(t, st.SCG)
@@ -731,7 +733,7 @@ func withoutRamp(cases []machineCase) []machineCase {
 func TestSmoothing(t *testing.T) {
 	runMachineCases(t, withoutRamp([]machineCase{
 		{
-			name: "suppression starts at the command, again at execution, and ends when the flows release",
+			name: "suppression holds holes from the prediction, opens an epoch at execution, and ends when the flows release",
 			// Without the bandwidth hold, whose warm-up would keep the
 			// handover's clamp (TestBandwidthHold).
 			cfg:         func(c *Config) { c.BandwidthClamp = false },
@@ -741,15 +743,16 @@ func TestSmoothing(t *testing.T) {
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"sub6_sub6"},
 			ops: []string{
-				"set_clamp(400000)", "set_clamp(400000)", "start_suppression", "set_clamp(400000)",
+				"prepare_suppression", "set_clamp(400000)", "prepare_suppression", "set_clamp(400000)", "set_clamp(400000)",
 				"start_suppression", "stop_suppression", "clear_clamp",
 			},
 			check: func(t *testing.T, h *harness) {
-				assert.Equal(t, at(600), h.act.calls[1].deadline, "command: one lease")
-				assert.Equal(t, at(250), h.act.calls[2].deadline, "suppression from the command for SmoothingMax")
-				assert.Equal(t, at(280), h.act.calls[3].deadline, "clamp held through Smoothing only")
-				assert.Equal(t, at(280), h.act.calls[4].deadline, "suppression ends by SmoothingMax")
-				assert.Equal(t, 2, h.act.epoch, "an epoch at the command, another at execution")
+				assert.Equal(t, at(292), h.act.calls[0].deadline, "prediction: suppression of holes until its end")
+				assert.Equal(t, at(250), h.act.calls[2].deadline, "command: until SmoothingMax after it")
+				assert.Equal(t, at(600), h.act.calls[3].deadline, "command: one lease")
+				assert.Equal(t, at(280), h.act.calls[4].deadline, "clamp held through Smoothing only")
+				assert.Equal(t, at(280), h.act.calls[5].deadline, "suppression ends by SmoothingMax")
+				assert.Equal(t, 1, h.act.epoch, "an epoch at execution")
 				assert.Equal(t, lteB, h.m.Status().Serving)
 			},
 		},
@@ -802,7 +805,9 @@ func TestSmoothing(t *testing.T) {
 				require.NotNil(t, st.Prediction)
 				assert.Equal(t, at(140+292), st.Prediction.Deadline)
 				assert.Equal(t, uint32(lteABuffer), st.InForce.ClampBytes)
-				assert.False(t, st.InForce.Suppression)
+				assert.True(t, st.InForce.Suppression, "the holes of the predicted handover")
+				assert.Equal(t, at(140+292), h.act.suppressDeadline)
+				assert.Equal(t, 1, h.act.epoch, "no epoch before the next execution")
 			},
 		},
 		{
@@ -837,9 +842,10 @@ func TestSmoothing(t *testing.T) {
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"sub6_sub6"},
 			check: func(t *testing.T, h *harness) {
-				assert.True(t, h.act.suppressing, "armed by the new command")
+				assert.True(t, h.act.suppressing, "holes of the new command")
 				assert.Equal(t, at(140+150), h.act.suppressDeadline)
-				assert.Equal(t, 3, h.act.epoch, "command, execution, next command")
+				assert.Equal(t, 1, h.act.epoch, "the execution's")
+				assert.Equal(t, "prepare_suppression", h.act.calls[len(h.act.calls)-2].op)
 				assert.Equal(t, uint32(lteABuffer), h.act.clampBytes)
 			},
 		},
@@ -1135,10 +1141,7 @@ func TestBandwidthHold(t *testing.T) {
 			transitions: []string{predicted, executed, releasedFlows},
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"mmwave_sub6"},
-			ops: []string{
-				"set_clamp(300000)", "set_clamp(300000)", "start_suppression", "set_clamp(300000)",
-				"start_suppression", "stop_suppression", "set_clamp(300000)",
-			},
+			ops:         []string{"prepare_suppression", "set_clamp(300000)", "prepare_suppression", "set_clamp(300000)", "set_clamp(300000)", "start_suppression", "stop_suppression", "set_clamp(300000)"},
 			check: func(t *testing.T, h *harness) {
 				st := h.m.Status()
 				assert.True(t, st.BandwidthHold)
@@ -1322,10 +1325,7 @@ func TestBandwidthHold(t *testing.T) {
 			transitions: []string{predicted, executed, releasedFlows},
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"mmwave_sub6"},
-			ops: []string{
-				"set_clamp(300000)", "set_clamp(300000)", "start_suppression", "set_clamp(300000)",
-				"start_suppression", "stop_suppression", "clear_clamp",
-			},
+			ops:         []string{"prepare_suppression", "set_clamp(300000)", "prepare_suppression", "set_clamp(300000)", "set_clamp(300000)", "start_suppression", "stop_suppression", "clear_clamp"},
 		},
 	}))
 }
@@ -1402,7 +1402,7 @@ func TestActuatorErrors(t *testing.T) {
 	tick(50)(h)
 	assert.Zero(t, h.act.clampBytes, "clear retried on tick")
 	tick(60)(h)
-	assert.Equal(t, []string{"set_clamp(400000)", "set_clamp(400000)", "set_clamp(400000)", "clear_clamp", "clear_clamp"}, h.act.ops())
+	assert.Equal(t, []string{"prepare_suppression", "set_clamp(400000)", "set_clamp(400000)", "set_clamp(400000)", "stop_suppression", "clear_clamp", "clear_clamp"}, h.act.ops())
 }
 
 func TestEventsWithoutTimeOrOfUnknownType(t *testing.T) {
@@ -1421,7 +1421,8 @@ func TestEventTimeNeverGoesBack(t *testing.T) {
 	h := newHarness(t, DefaultConfig())
 	serve(1000, lteA, diag.Cell{})(h)
 	meas(500, diag.EventA3, lteA, lteB)(h)
-	require.Len(t, h.act.calls, 1)
+	require.Len(t, h.act.calls, 2)
+	assert.Equal(t, at(1000+292), h.act.calls[0].deadline, "suppression with the prediction")
 	require.NotNil(t, h.m.Status().Prediction)
 	assert.Equal(t, at(1000+292), h.m.Status().Prediction.Deadline, "a late event is handled at the machine's time")
 }
@@ -1923,27 +1924,45 @@ func TestRamp(t *testing.T) {
 	})
 }
 
-// TestSuppressionAtCommand: duplicate-ACK suppression starts with the
-// first command of a reconfiguration, bounded by SmoothingMax, and only
-// under the m2ho policy with suppression on.
-func TestSuppressionAtCommand(t *testing.T) {
+// TestSuppressionBeforeTheExecution: the duplicate ACKs of holes are
+// suppressed from a prediction until its end, from the first command of a
+// reconfiguration for SmoothingMax, with no epoch; the execution opens the
+// handover's epoch. Only under the m2ho policy with suppression on.
+func TestSuppressionBeforeTheExecution(t *testing.T) {
 	runMachineCases(t, []machineCase{
 		{
-			name:        "the command starts an epoch, bounded by SmoothingMax",
-			steps:       []step{serve(0, lteA, diag.Cell{}), meas(0, diag.EventA3, lteA, lteB), cmd(100, diag.HOPCell, lteA, lteB)},
+			name: "a prediction holds holes until its end, its command for SmoothingMax",
+			steps: []step{
+				serve(0, lteA, diag.Cell{}), meas(0, diag.EventA3, lteA, lteB),
+				func(h *harness) { assert.Equal(h.t, at(292), h.act.suppressDeadline, "the prediction's end") },
+				cmd(100, diag.HOPCell, lteA, lteB),
+			},
 			state:       Preparation,
 			transitions: []string{predicted},
 			predictions: []string{OutcomeConfirmed},
+			ops:         []string{"prepare_suppression", "set_clamp(400000)", "prepare_suppression", "set_clamp(400000)"},
 			check: func(t *testing.T, h *harness) {
 				assert.True(t, h.act.suppressing)
 				assert.Equal(t, at(250), h.act.suppressDeadline)
-				assert.Equal(t, 1, h.act.epoch)
+				assert.Zero(t, h.act.epoch, "no epoch before the execution")
 				st := h.m.Status()
 				assert.True(t, st.InForce.Suppression)
 			},
 		},
 		{
-			name: "one reconfiguration's commands start one epoch",
+			name:        "the execution opens the handover's epoch",
+			steps:       handoverSteps(),
+			state:       Smoothing,
+			transitions: []string{predicted, executed},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, 1, h.act.epoch)
+				assert.Equal(t, at(280), h.act.suppressDeadline, "SmoothingMax after the execution")
+			},
+		},
+		{
+			name: "one reconfiguration's commands: from the first",
 			steps: []step{
 				serve(0, lteA, mmA),
 				cmd(50, diag.HOSCGRelease, mmA, diag.Cell{}), cmd(52, diag.HOSCGAdd, lteA, mmB),
@@ -1952,7 +1971,7 @@ func TestSuppressionAtCommand(t *testing.T) {
 			transitions: []string{commanded},
 			check: func(t *testing.T, h *harness) {
 				assert.True(t, h.act.suppressing)
-				assert.Equal(t, 1, h.act.epoch)
+				assert.Zero(t, h.act.epoch)
 				assert.Equal(t, at(200), h.act.suppressDeadline, "from the first command")
 			},
 		},
@@ -1963,7 +1982,23 @@ func TestSuppressionAtCommand(t *testing.T) {
 			transitions: []string{commanded},
 			check: func(t *testing.T, h *harness) {
 				assert.Equal(t, at(250), h.act.suppressDeadline, "written once, not renewed")
-				assert.Equal(t, []string{"set_clamp(400000)", "start_suppression", "set_clamp(400000)"}, h.act.ops())
+				assert.Equal(t, []string{"prepare_suppression", "set_clamp(400000)", "set_clamp(400000)"}, h.act.ops())
+			},
+		},
+		{
+			name:        "a prediction longer than a lease is renewed until its end",
+			cfg:         func(c *Config) { c.DefaultT2 = 600 * time.Millisecond },
+			steps:       []step{serve(0, lteA, diag.Cell{}), meas(0, diag.EventA3, lteA, lteB), tick(200), tick(300)},
+			state:       Preparation,
+			transitions: []string{predicted},
+			check: func(t *testing.T, h *harness) {
+				var deadlines []time.Time
+				for _, c := range h.act.calls {
+					if c.op == OpPrepareSuppression {
+						deadlines = append(deadlines, c.deadline)
+					}
+				}
+				assert.Equal(t, []time.Time{at(500), at(800)}, deadlines, "a lease, renewed with less than half left")
 			},
 		},
 		{

@@ -14,16 +14,17 @@ const (
 // Actuator operation names, as counted in Counters.ActuatorErrors and in
 // the daemon's actuation error metric.
 const (
-	OpSetClamp         = "set_clamp"
-	OpSetFreeze        = "set_freeze"
-	OpClearClamp       = "clear_clamp"
-	OpStartSuppression = "start_suppression"
-	OpStopSuppression  = "stop_suppression"
+	OpSetClamp           = "set_clamp"
+	OpSetFreeze          = "set_freeze"
+	OpClearClamp         = "clear_clamp"
+	OpPrepareSuppression = "prepare_suppression"
+	OpStartSuppression   = "start_suppression"
+	OpStopSuppression    = "stop_suppression"
 )
 
 // Ops returns every actuator operation name.
 func Ops() []string {
-	return []string{OpSetClamp, OpSetFreeze, OpClearClamp, OpStartSuppression, OpStopSuppression}
+	return []string{OpSetClamp, OpSetFreeze, OpClearClamp, OpPrepareSuppression, OpStartSuppression, OpStopSuppression}
 }
 
 // datapathPolicy is the policy the machine wants in force and what it
@@ -43,9 +44,15 @@ type datapathPolicy struct {
 	// clearPending: a ClearClamp failed and must be retried.
 	clearPending bool
 
-	suppressing      bool
-	suppressUntil    time.Time
-	suppressWritten  bool
+	suppressing bool
+	// preparing: the suppression of a Preparation, of holes with no
+	// epoch (Actuator.PrepareSuppression), renewed while it lasts; else
+	// a handover's, written once.
+	preparing     bool
+	suppressUntil time.Time
+	// suppressWritten is the deadline of the last successful write; zero
+	// when the suppression still has to be written.
+	suppressWritten  time.Time
 	stopPending      bool
 	failingOperation map[string]bool
 }
@@ -129,11 +136,32 @@ func (m *Machine) releaseClamp() {
 	p.clearPending = !m.actuated(OpClearClamp, m.act.ClearClamp())
 }
 
-// startSuppression starts duplicate-ACK suppression until until, written
-// once: Config validation keeps SmoothingMax within one lease.
+// startSuppression opens a handover's epoch of duplicate-ACK suppression
+// until until, written once: each write opens another epoch, and Config
+// validation keeps SmoothingMax within one lease.
 func (m *Machine) startSuppression(until time.Time) {
 	p := &m.pol
-	p.suppressing, p.suppressUntil, p.stopPending = true, until, false
+	p.suppressing, p.preparing, p.suppressUntil, p.stopPending = true, false, until, false
+	p.suppressWritten = time.Time{}
+	m.writeSuppression()
+}
+
+// prepareSuppression suppresses the duplicate ACKs of holes until until,
+// from a prediction or a command to the execution, whose startSuppression
+// takes over. The source cell's context release delivers data out of order
+// as the UE applies the command (paper section 3.3); the modem reports the
+// command a moment later, and in the testbed, where it reports at once,
+// the first 3 to 10 duplicates of that reordering had left before a
+// suppression started at the command. Holding only holes, it keeps window
+// updates; DUPACK_HOLD_MS and the sender's RTT bound each hole's hold
+// below the sender's minimum RTO, whether reordering or loss made it.
+func (m *Machine) prepareSuppression(until time.Time) {
+	p := &m.pol
+	if p.suppressing && p.preparing && p.suppressUntil.Equal(until) {
+		return
+	}
+	p.suppressing, p.preparing, p.suppressUntil, p.stopPending = true, true, until, false
+	p.suppressWritten = time.Time{}
 	m.writeSuppression()
 }
 
@@ -143,7 +171,29 @@ func (m *Machine) writeSuppression() {
 	if !ok {
 		return
 	}
-	p.suppressWritten = m.actuated(OpStartSuppression, m.act.StartSuppression(deadline))
+	var written bool
+	if p.preparing {
+		written = m.actuated(OpPrepareSuppression, m.act.PrepareSuppression(deadline))
+	} else {
+		written = m.actuated(OpStartSuppression, m.act.StartSuppression(deadline))
+	}
+	if written {
+		p.suppressWritten = deadline
+	}
+}
+
+// suppressWriteDue reports whether suppression needs writing: it never
+// was, or it is a Preparation's whose written deadline has less than half
+// a lease left before its own end.
+func (m *Machine) suppressWriteDue() bool {
+	p := &m.pol
+	switch {
+	case p.suppressWritten.IsZero():
+		return true
+	case !p.preparing || !p.suppressWritten.Before(p.suppressUntil):
+		return false
+	}
+	return p.suppressWritten.Sub(m.now) < m.cfg.PolicyLease/2
 }
 
 func (m *Machine) stopSuppression() {
@@ -151,7 +201,7 @@ func (m *Machine) stopSuppression() {
 	if !p.suppressing && !p.stopPending {
 		return
 	}
-	p.suppressing, p.suppressWritten, p.suppressUntil = false, false, time.Time{}
+	p.suppressing, p.preparing, p.suppressWritten, p.suppressUntil = false, false, time.Time{}, time.Time{}
 	p.stopPending = !m.actuated(OpStopSuppression, m.act.StopSuppression())
 }
 
@@ -165,7 +215,7 @@ func (m *Machine) refreshPolicy() {
 		p.clearPending = !m.actuated(OpClearClamp, m.act.ClearClamp())
 	}
 	switch {
-	case p.suppressing && !p.suppressWritten:
+	case p.suppressing && m.suppressWriteDue():
 		m.writeSuppression()
 	case !p.suppressing && p.stopPending:
 		p.stopPending = !m.actuated(OpStopSuppression, m.act.StopSuppression())

@@ -18,7 +18,8 @@ import (
 // a datapath that randomly fails, and checks after every step that:
 //   - every policy written carries a deadline after now and no further
 //     than one lease ahead;
-//   - suppression is never written to outlive SmoothingMax;
+//   - suppression never outlives its prediction, nor SmoothingMax after
+//     the command or the execution;
 //   - a clamp is never 0 (only freeze stops the sender) and freeze only
 //     comes from the freeze policy;
 //   - the state and what the machine holds agree (no impossible state);
@@ -158,6 +159,10 @@ func checkCall(c actCall, now time.Time, cfg Config) bool {
 		if cfg.Policy != PolicyM2HO || !cfg.Suppression || c.deadline.Sub(now) > cfg.SmoothingMax {
 			return false
 		}
+	case OpPrepareSuppression:
+		if cfg.Policy != PolicyM2HO || !cfg.Suppression {
+			return false
+		}
 	default:
 		return true
 	}
@@ -178,8 +183,8 @@ func checkState(t *testing.T, m *Machine, act *fakeActuator, cfg Config, reliabl
 	}
 	check(in.ClampBytes == 0 || !in.Freeze, "clamp and freeze at once")
 	check(!in.Freeze || cfg.Policy == PolicyFreeze, "freeze under the m2ho policy")
-	check(!in.Suppression || st.State == Smoothing || (st.State == Preparation && st.Command != nil && cfg.Policy == PolicyM2HO),
-		"suppression outside Smoothing and a commanded handover")
+	check(!in.Suppression || st.State == Smoothing || (st.State == Preparation && cfg.Policy == PolicyM2HO && cfg.Suppression),
+		"suppression outside Preparation and Smoothing")
 	check(!st.BandwidthHold || (cfg.Policy == PolicyM2HO && cfg.BandwidthClamp), "bandwidth hold while disabled")
 	switch st.State {
 	case Stable:
@@ -212,12 +217,16 @@ func checkState(t *testing.T, m *Machine, act *fakeActuator, cfg Config, reliabl
 		check(!in.ClampDeadline.After(m.now.Add(cfg.PolicyLease)), "clamp deadline beyond one lease")
 	}
 	if in.SuppressionDeadline != nil {
-		// From the command, or in Smoothing from the execution.
-		from := m.executedAt
-		if st.State == Preparation && st.Command != nil {
-			from = st.Command.ReceivedAt
+		// With the prediction, from the command, or in Smoothing from
+		// the execution.
+		limit := m.executedAt.Add(cfg.SmoothingMax)
+		switch {
+		case st.State == Preparation && st.Command != nil:
+			limit = st.Command.ReceivedAt.Add(cfg.SmoothingMax)
+		case st.State == Preparation:
+			limit = st.Prediction.Deadline
 		}
-		check(!in.SuppressionDeadline.After(from.Add(cfg.SmoothingMax)), "suppression beyond SmoothingMax")
+		check(!in.SuppressionDeadline.After(limit), "suppression beyond its prediction or SmoothingMax")
 	}
 	if reliable {
 		check(in.ClampDeadline != nil || (in.ClampBytes == 0 && !in.Freeze), "clamp in force without deadline")

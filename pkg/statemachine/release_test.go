@@ -36,7 +36,7 @@ func TestConnectionRelease(t *testing.T) {
 			state:       Stable,
 			transitions: []string{predicted, releasedConnection},
 			predictions: []string{OutcomeReleased},
-			ops:         []string{"set_clamp(400000)", "clear_clamp"},
+			ops:         []string{"prepare_suppression", "set_clamp(400000)", "stop_suppression", "clear_clamp"},
 			check:       noPolicy,
 		},
 		{

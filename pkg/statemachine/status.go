@@ -196,7 +196,7 @@ func (m *Machine) policyStatus() PolicyStatus {
 		d := p.clampWritten
 		ps.ClampDeadline = &d
 	}
-	if p.suppressing && p.suppressWritten {
+	if p.suppressing && !p.suppressWritten.IsZero() {
 		d := p.suppressUntil
 		ps.SuppressionDeadline = &d
 	}

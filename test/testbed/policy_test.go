@@ -9,6 +9,7 @@ import (
 
 	"github.com/m2ho/m2ho/internal/nstest"
 	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/test/report"
 	"github.com/m2ho/m2ho/test/scenario"
 	"github.com/m2ho/m2ho/test/traffic"
 )
@@ -91,4 +92,54 @@ func TestKeptWindowSurvivesASub6Handover(t *testing.T) {
 	require.Greater(t, before.Cwnd, 2*carried, "the hold kept a window the mmWave cell grew, twice what a sub-6 cell carries (else the scenario tests nothing)")
 	assert.LessOrEqual(t, mostInFlight, carried*3/2, "the kept window did not leave into the target: the ramp stays near what the target carries")
 	assert.GreaterOrEqual(t, after.Cwnd, before.Cwnd*9/10, "and survived the handover")
+}
+
+// TestContextReleaseDuplicatesHeldFromThePrediction runs CUBIC with m2ho
+// through predicted handovers between two sub-6 cells, each with a
+// context release: the source holds the first packets of its queue back
+// and delivers the rest at the command, and the receiver acknowledges
+// that reordering with duplicate ACKs within a fraction of a millisecond,
+// before m2hod has read the command from the diag stream. Suppression on
+// since the prediction holds them all; begun at the command, it let the
+// first of them (a whole congestion event, often) reach the sender. No
+// duplicate ACK of a real loss may be held.
+func TestContextReleaseDuplicatesHeldFromThePrediction(t *testing.T) {
+	nstest.RequireRoot(t)
+	cell := func(name string, pci uint16) scenario.Cell {
+		return scenario.Cell{
+			Name: name, RAT: diag.RATNR, Band: diag.BandSub6, PCI: pci, ARFCN: 627264,
+			Capacity:    scenario.CapacitySpec{ConstantMbps: 15},
+			BufferBytes: 150_000, DelayDown: 35 * time.Millisecond, DelayUp: 35 * time.Millisecond,
+		}
+	}
+	handover := func(at time.Duration, from, to string) scenario.Event {
+		return scenario.Event{
+			At: at, Type: scenario.TypeHandover, Kind: diag.HOPCell, Source: from, Target: to, MeasEvent: diag.EventA3,
+			ContextRelease: &scenario.ContextRelease{HeldPackets: 8},
+		}
+	}
+	sc := &scenario.Scenario{
+		Name: "ci-context-release", Duration: 17 * time.Second, Scale: 1, InitialCell: "a",
+		Cells: []scenario.Cell{cell("a", 1), cell("b", 2)},
+		Timeline: []scenario.Event{
+			handover(5*time.Second, "a", "b"), handover(9*time.Second, "b", "a"), handover(13*time.Second, "a", "b"),
+		},
+		// Behind the UE, the receiver's own duplicate ACKs are read
+		// before the datapath: the counts are exact.
+		Traffic: scenario.Traffic{Receiver: scenario.ReceiverLAN},
+	}
+	res := runCubicWithM2ho(t, sc, t.TempDir())
+
+	dup := report.AnalyzeDupAcks(0, res.Truth)
+	reordered := 0
+	for i, h := range dup.Handovers {
+		if !res.Truth.Handovers[i].Reordered || h.Acks.Unnecessary == 0 {
+			continue
+		}
+		reordered++
+		assert.Equal(t, h.Acks.Unnecessary, h.Acks.SuppressedUnnecessary, "handover %d: every duplicate of the context release held", i)
+		assert.Equal(t, h.Acks.SuppressedUnnecessary, h.Acks.Suppressed, "handover %d: no duplicate of a loss held", i)
+	}
+	assert.GreaterOrEqual(t, reordered, 2, "context releases the receiver acknowledged out of order")
+	assert.Equal(t, dup.Outside.Acks.SuppressedUnnecessary, dup.Outside.Acks.Suppressed, "no duplicate of a loss held between handovers")
 }

@@ -49,13 +49,18 @@ func TestBulkTransferAndSampling(t *testing.T) {
 			assert.Zero(t, m.TCPInfoErrors)
 			assert.Greater(t, m.ReceivedBytes, uint64(1<<20))
 			assert.LessOrEqual(t, m.ReceivedBytes, s.Sent())
-			flows := map[int]bool{}
+			// A receiver the loaded host lets fall behind advertises a
+			// zero window now and then: the field is read when some
+			// sample of every flow carries a window.
+			largestWnd := map[int]uint32{}
 			for _, x := range m.TCPInfo {
-				flows[x.Flow] = true
+				largestWnd[x.Flow] = max(largestWnd[x.Flow], x.SndWnd)
 				assert.Positive(t, x.SndMSS)
-				assert.Positive(t, x.SndWnd, "the receiver's advertised window")
 			}
-			assert.Len(t, flows, tt.flows)
+			assert.Len(t, largestWnd, tt.flows)
+			for flow, wnd := range largestWnd {
+				assert.Positive(t, wnd, "flow %d: the receiver's advertised window", flow)
+			}
 
 			at, bps := m.GoodputSeries()
 			require.Len(t, at, len(m.Goodput)-1)
