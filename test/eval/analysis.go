@@ -325,22 +325,27 @@ func (a *Analysis) evaluatePrediction(groups map[string][]UnitResult) error {
 	}
 	res.Live = &live
 	a.Prediction = res
-	// The intervals resample runs: each run's replay on its own.
-	var precision, recall []cluster
+	a.PredictionPrecision, a.PredictionRecall, err = predictionIntervals(truths)
+	return err
+}
+
+// predictionIntervals are the intervals of M2HO's overall prediction
+// precision and recall, resampling runs: each run's replay on its own.
+func predictionIntervals(truths []*emu.GroundTruth) (precision, recall Interval, err error) {
+	var p, r []cluster
 	for _, truth := range truths {
 		one, err := report.EvaluatePrediction([]*emu.GroundTruth{truth})
 		if err != nil {
-			return fmt.Errorf("evaluating prediction: %w", err)
+			return Interval{}, Interval{}, fmt.Errorf("evaluating prediction: %w", err)
 		}
-		if p, ok := one.Predictor(report.PredictorM2HO); ok {
-			if overall, ok := p.Class(diag.AllClasses); ok {
-				precision = append(precision, cluster{num: float64(overall.Precision.Num), den: float64(overall.Precision.Den)})
-				recall = append(recall, cluster{num: float64(overall.Recall.Num), den: float64(overall.Recall.Den)})
+		if pr, ok := one.Predictor(report.PredictorM2HO); ok {
+			if overall, ok := pr.Class(diag.AllClasses); ok {
+				p = append(p, cluster{num: float64(overall.Precision.Num), den: float64(overall.Precision.Den)})
+				r = append(r, cluster{num: float64(overall.Recall.Num), den: float64(overall.Recall.Den)})
 			}
 		}
 	}
-	a.PredictionPrecision, a.PredictionRecall = ratioInterval(precision, 0), ratioInterval(recall, 0)
-	return nil
+	return ratioInterval(p, 0), ratioInterval(r, 0), nil
 }
 
 func (a *Analysis) predictionGoals() []Goal {

@@ -245,23 +245,21 @@ func Prepare(opts Options) (*Manifest, error) {
 	if err := os.MkdirAll(filepath.Join(opts.Out, corpusDir), 0o755); err != nil {
 		return nil, fmt.Errorf("output directory: %w", err)
 	}
-	var traces []scenario.Trace
-	if opts.Traces != "" {
-		if traces, err = emu.LoadTraceDir(opts.Traces); err != nil {
-			return nil, err
-		}
+	traces, err := opts.loadTraces()
+	if err != nil {
+		return nil, err
 	}
-	for _, mobility := range opts.Mobilities {
-		total := 0
-		for seed := opts.Seed; total < opts.Handovers; seed++ {
-			entry, err := generate(opts, mobility, seed, traces)
-			if err != nil {
-				return nil, err
-			}
-			entry.Extra = int(seed-opts.Seed) < opts.ExtraScenarios
-			want.Corpus = append(want.Corpus, entry)
-			total += entry.Handovers
+	err = opts.forEachSeed(func(mobility string, seed uint64) (int, error) {
+		entry, err := generate(opts, mobility, seed, traces)
+		if err != nil {
+			return 0, err
 		}
+		entry.Extra = int(seed-opts.Seed) < opts.ExtraScenarios
+		want.Corpus = append(want.Corpus, entry)
+		return entry.Handovers, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	want.Created = time.Now().UTC()
 	if want.M2hodSHA256 != "" {
@@ -331,13 +329,44 @@ func sameParameters(a, b *Manifest) bool {
 		a.SourceDiscard == b.SourceDiscard && a.DiagFlush == b.DiagFlush
 }
 
+// loadTraces reads the corpus's trace folder; none without one.
+func (c Corpus) loadTraces() ([]scenario.Trace, error) {
+	if c.Traces == "" {
+		return nil, nil
+	}
+	return emu.LoadTraceDir(c.Traces)
+}
+
+// forEachSeed walks the corpus's scenarios in order: for each mobility
+// pattern, the seeds from c.Seed on until their scenarios hold
+// c.Handovers handovers, fn telling how many each one holds.
+func (c Corpus) forEachSeed(fn func(mobility string, seed uint64) (handovers int, err error)) error {
+	for _, mobility := range c.Mobilities {
+		total := 0
+		for seed := c.Seed; total < c.Handovers; seed++ {
+			n, err := fn(mobility, seed)
+			if err != nil {
+				return err
+			}
+			total += n
+		}
+	}
+	return nil
+}
+
+// generateOptions are the generator's options for the scenario of one
+// seed of the corpus.
+func (c Corpus) generateOptions(mobility string, seed uint64, traces []scenario.Trace) scenario.GenerateOptions {
+	return scenario.GenerateOptions{Seed: seed, Duration: c.ScenarioDuration, Mobility: mobility, Scale: c.Scale,
+		MatchMix: true, Traces: traces, TracesFrom: c.Traces, Leads: c.Leads, LANReceiver: true, CellBuffer: c.CellBuffer,
+		SourceDiscard: c.SourceDiscard}
+}
+
 // generate writes the scenario of one seed into the corpus, its handover
 // types kept at the measured mix and its receiver behind the UE, so that
 // the duplicate ACKs m2ho drops are known exactly.
 func generate(opts Options, mobility string, seed uint64, traces []scenario.Trace) (CorpusEntry, error) {
-	gen := scenario.GenerateOptions{Seed: seed, Duration: opts.ScenarioDuration, Mobility: mobility, Scale: opts.Scale,
-		MatchMix: true, Traces: traces, TracesFrom: opts.Traces, Leads: opts.Leads, LANReceiver: true, CellBuffer: opts.CellBuffer,
-		SourceDiscard: opts.SourceDiscard}
+	gen := opts.generateOptions(mobility, seed, traces)
 	sc, err := scenario.Generate(gen)
 	if err != nil {
 		return CorpusEntry{}, fmt.Errorf("seed %d: %w", seed, err)

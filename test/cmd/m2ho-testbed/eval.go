@@ -131,3 +131,23 @@ func cmdEval(ctx context.Context, args []string, out io.Writer, log *slog.Logger
 	}
 	return nil
 }
+
+// cmdPredict judges handover prediction on a generated corpus's
+// signalling alone, without running it: no root, seconds for thousands of
+// handovers.
+func cmdPredict(_ context.Context, args []string, out io.Writer, _ *slog.Logger) error {
+	fs := flag.NewFlagSet("predict", flag.ContinueOnError)
+	corpus := corpusFlags(fs, defaultCorpus(1000), "")
+	fs.StringVar(&corpus.Leads, "leads", scenario.LeadsPaper, "lead model of the corpus: paper or captures")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	res, err := eval.PredictCorpus(*corpus)
+	if err != nil {
+		return err
+	}
+	return res.Write(out)
+}

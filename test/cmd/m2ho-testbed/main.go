@@ -1,7 +1,8 @@
 // Command m2ho-testbed runs the 5G handover testbed: a scenario with one
 // variant (run), the demo comparison of CUBIC with and without m2ho (demo),
-// the section 6 evaluation over a generated corpus (eval), the scenario
-// generator (gen-scenario), the emulator's fidelity measurement
+// the section 6 evaluation over a generated corpus (eval), handover
+// prediction on a corpus's signalling (predict), the scenario generator
+// (gen-scenario), the emulator's fidelity measurement
 // (fidelity), two CPEs sharing a fleet store (fleet), and the removal of
 // what crashed runs left (cleanup). See docs/testbed.md.
 package main
@@ -28,6 +29,8 @@ commands:
   gen-scenario --seed N [--duration 120s] [--mobility walking|driving] [--scale 0.1] [--match-mix] [--traces DIR] [--leads paper|captures] [--lan-receiver] [--cell-buffer D] [--source-discard] [--route] [--out FILE]
   eval [--out out/eval] [--handovers 70] [--seed 1] [--scenario-duration 2m] [--mobility walking,driving] [--traces DIR] [--cell-buffer D] [--source-discard] [--leads paper|captures]
        [--variants LIST] [--extra-variants LIST] [--extra-scenarios 1] [--m2hod bin/m2hod] [--diag-flush 50ms] [--report-only]
+  predict [--handovers 1000] [--seed 1] [--scenario-duration 2m] [--mobility walking,driving] [--traces DIR] [--leads paper|captures]
+                                     handover prediction (Table 4 and 5) on a generated corpus's signalling, without running it
   fidelity [--out DIR]                  the emulator's own fidelity (packet rate, TCP on a constant link)
   fidelity --paper [--from EVALDIR] [--senders cubic,scubic] [--out DIR]   the paper's section 3 with plain senders
   fidelity --similarity [--full-mbps 150] [--scale 0.1] [--out DIR]        scaled CUBIC against the kernel's CUBIC
@@ -58,6 +61,7 @@ func main() {
 		"demo":         cmdDemo,
 		"eval":         cmdEval,
 		"gen-scenario": cmdGenScenario,
+		"predict":      cmdPredict,
 		"fidelity":     cmdFidelity,
 		"leads":        cmdLeads,
 		"fleet":        cmdFleet,

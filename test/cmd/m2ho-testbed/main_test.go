@@ -165,3 +165,12 @@ func TestCaptureLeadsAreCurrent(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, string(committed), out.String(), "regenerate with (docs/testbed.md): bin/m2ho-testbed leads --out test/scenario/leads-captures.csv and each capture as qmdl:PATH or pcap:PATH")
 }
+
+func TestPredict(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, cmdPredict(context.Background(), []string{"--handovers", "20", "--traces", "", "--mobility", "driving"}, &out, slog.New(slog.DiscardHandler)))
+	assert.Contains(t, out.String(), "## Table 4")
+	assert.Regexp(t, `M2HO, 95% intervals over scenarios: precision [0-9.]+% \[[0-9.]+, [0-9.]+\] \([0-9]+/[0-9]+\), recall`, out.String())
+	assert.Error(t, cmdPredict(context.Background(), []string{"--mobility", "cycling"}, &out, slog.New(slog.DiscardHandler)))
+	assert.Error(t, cmdPredict(context.Background(), []string{"extra"}, &out, slog.New(slog.DiscardHandler)))
+}
