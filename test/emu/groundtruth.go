@@ -59,9 +59,11 @@ type HandoverRecord struct {
 	Procedure string      `json:"procedure"`
 	Kind      diag.HOKind `json:"kind,omitempty"`
 	// Class is sub6_sub6, sub6_mmwave, mmwave_mmwave or mmwave_sub6.
-	Class     string         `json:"class"`
-	Source    string         `json:"source"`
-	Target    string         `json:"target"`
+	Class  string `json:"class"`
+	Source string `json:"source"`
+	Target string `json:"target"`
+	// MeasEvent is empty for a handover no report announced; its MeasAt
+	// is then its CommandAt.
 	MeasEvent diag.MeasEvent `json:"meas_event,omitempty"`
 	// MeasAt and CommandAt are zero for a radio link failure.
 	MeasAt    time.Duration `json:"meas_ns,omitempty"`

@@ -204,8 +204,10 @@ func (l *Link) compileTimeline() {
 				ExecAt: e.At, CompleteAt: e.At + e.Interruption,
 				Reordered: e.ContextRelease != nil,
 			})
+			if !e.Unreported {
+				l.actions = append(l.actions, action{at: e.At - e.MeasLead, kind: actReport, record: idx, order: i})
+			}
 			l.actions = append(l.actions,
-				action{at: e.At - e.MeasLead, kind: actReport, record: idx, order: i},
 				action{at: e.At - e.CommandLead, kind: actCommand, record: idx, order: i},
 				action{at: e.At, kind: actExecute, record: idx, order: i},
 				action{at: e.At + e.Interruption, kind: actComplete, record: idx, order: i},

@@ -83,3 +83,31 @@ func TestSignallingTruthIsARunsSignalling(t *testing.T) {
 		assert.Equal(t, want, got, "event %d", i)
 	}
 }
+
+// TestUnreportedHandover: a handover no report announces sends its
+// command and completion only, and begins at its command.
+func TestUnreportedHandover(t *testing.T) {
+	sc := handoverScenario(nil, 0)
+	sc.Timeline[0].MeasEvent, sc.Timeline[0].MeasLead, sc.Timeline[0].Unreported = "", 0, true
+	raw, err := sc.Marshal()
+	require.NoError(t, err)
+	sc, err = scenario.Parse(raw)
+	require.NoError(t, err)
+	truth, err := SignallingTruth(sc, time.Unix(1_700_000_000, 0))
+	require.NoError(t, err)
+	require.Len(t, truth.Handovers, 1)
+	ho := truth.Handovers[0]
+	assert.Empty(t, ho.MeasEvent)
+	assert.Equal(t, 470*ms, ho.MeasAt)
+	assert.Equal(t, ho.CommandAt, ho.MeasAt)
+	var types []diag.Type
+	for _, raw := range truth.Signalling {
+		ev, err := diag.ParseJSON(raw)
+		require.NoError(t, err)
+		types = append(types, ev.Type)
+	}
+	assert.Equal(t, []diag.Type{diag.TypeHOCommand, diag.TypeHOComplete}, types)
+
+	sc.Timeline[0].MeasEvent = diag.EventA3
+	assert.ErrorContains(t, sc.Validate(), "unreported")
+}

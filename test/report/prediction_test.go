@@ -494,23 +494,21 @@ func TestPredictionReadLiveFiles(t *testing.T) {
 	assert.ErrorIs(t, err, fs.ErrNotExist)
 }
 
-// generatedTruth runs a generated scenario through the emulated link
-// without traffic: the timeline alone produces the signalling and the
-// handover records.
+// generatedTruth is a generated scenario and the ground truth of its
+// signalling (emu.SignallingTruth).
 func generatedTruth(tb testing.TB, seed uint64) (*scenario.Scenario, *emu.GroundTruth) {
 	tb.Helper()
 	sc, err := scenario.Generate(scenario.GenerateOptions{Seed: seed, Duration: 10 * time.Minute, Mobility: scenario.MobilityDriving})
 	require.NoError(tb, err)
-	link, err := emu.NewLink(sc, predStart, func(diag.Event) {}, func(*emu.Packet, time.Duration) {})
+	truth, err := emu.SignallingTruth(sc, predStart)
 	require.NoError(tb, err)
-	link.Advance(sc.Duration + time.Second)
-	return sc, link.Truth()
+	return sc, truth
 }
 
 func TestPredictionGeneratedScenarios(t *testing.T) {
 	var truths []*emu.GroundTruth
 	commandLeads := map[string][]time.Duration{}
-	handovers, failures := 0, 0
+	handovers, failures, unreported := 0, 0, 0
 	for _, seed := range []uint64{1, 2, 3} {
 		sc, truth := generatedTruth(t, seed)
 		truths = append(truths, truth)
@@ -518,6 +516,9 @@ func TestPredictionGeneratedScenarios(t *testing.T) {
 		for _, e := range sc.Timeline {
 			if e.Type != scenario.TypeHandover {
 				continue
+			}
+			if e.Unreported {
+				unreported++
 			}
 			source, _ := sc.Cell(e.Source)
 			target, _ := sc.Cell(e.Target)
@@ -558,7 +559,8 @@ func TestPredictionGeneratedScenarios(t *testing.T) {
 	t.Logf("m2ho over %d handovers and %d failures: precision %v, recall %v, recall over handovers %v, earliness %v (median %v), outcomes %v",
 		handovers, failures, overall.Precision, overall.Recall, overall.RecallHandovers, overall.EarlinessMean, overall.EarlinessMedian, m2ho.Outcomes)
 	assert.GreaterOrEqual(t, precision, 0.6, "false reports of the generator are a minority")
-	assert.GreaterOrEqual(t, recallHandovers, 0.9, "every generated handover is reported")
+	require.Positive(t, unreported, "the generator leaves some handovers unreported, as Algorithm 1 missed some on the paper's networks")
+	assert.GreaterOrEqual(t, float64(overall.RecallHandovers.Num), 0.95*float64(handovers-unreported), "every reported handover predicted")
 	assert.Equal(t, handovers+failures, overall.Recall.Den)
 	assert.LessOrEqual(t, overall.Recall.Num, handovers, "radio link failures are never predicted")
 	assert.Less(t, recall, recallHandovers)
@@ -570,7 +572,7 @@ func TestPredictionGeneratedScenarios(t *testing.T) {
 
 	naive, _ := res.Predictor(PredictorNaive)
 	naiveOverall, _ := naive.Class(diag.AllClasses)
-	assert.Equal(t, Ratio{Num: handovers, Den: handovers}, naiveOverall.RecallHandovers, "HO-Naive sees every handover's report")
+	assert.Equal(t, Ratio{Num: handovers - unreported, Den: handovers}, naiveOverall.RecallHandovers, "HO-Naive sees every reported handover's report")
 	assert.LessOrEqual(t, naiveOverall.Precision.Num*overall.Precision.Den, overall.Precision.Num*naiveOverall.Precision.Den,
 		"HO-Naive is no more precise than Algorithm 1")
 

@@ -63,9 +63,34 @@ const (
 	rlfRecoveryMean = 138.0
 	rlfRecoverySD   = 40.0
 
-	// Measurement reports that lead to no handover, per dwell.
-	probFalseReport = 0.5
+	// A report that leads nowhere lasts at most this long (an A2, then
+	// the A1 of the serving cell recovering). It comes a third into the
+	// dwell, no earlier than falseReportAfter after the procedure before
+	// it (a re-establishment takes up to 400 ms), and ends at least
+	// falseReportBefore before the handover after it (whose report comes
+	// up to 310.2 ms before).
+	falseReportSpan   = 1200 * time.Millisecond
+	falseReportAfter  = 500 * time.Millisecond
+	falseReportBefore = 400 * time.Millisecond
 )
+
+// paperPrediction is Algorithm 1 on the paper's networks (Table 4,
+// section 6.3.1), per handover class: the share of its predictions that a
+// handover followed (precision) and the share of the handovers it predicted
+// (recall). The generator reproduces both on its signalling: before a
+// handover of a class, a report of that class's trigger the network does
+// not act on with probability recall·(1−precision)/precision (the false
+// predictions per handover), and no report at all with probability
+// 1−recall. The paper names the missed handovers of one class: from
+// mmWave, the UE falls back to sub-6 after failed transmissions, with no
+// report; the other classes' misses are taken alike, as handovers no
+// report announced.
+var paperPrediction = map[string]struct{ precision, recall float64 }{
+	diag.HandoverClass(diag.BandSub6, diag.BandSub6):     {precision: 0.989, recall: 0.933},
+	diag.HandoverClass(diag.BandSub6, diag.BandMmWave):   {precision: 0.919, recall: 0.932},
+	diag.HandoverClass(diag.BandMmWave, diag.BandMmWave): {precision: 0.888, recall: 0.861},
+	diag.HandoverClass(diag.BandMmWave, diag.BandSub6):   {precision: 0.884, recall: 0.593},
+}
 
 // Mobility patterns of the generator.
 const (
@@ -253,10 +278,7 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 			mean = meanDwellMmWave
 		}
 		dwell := max(time.Duration(g.rng.ExpFloat64()*mean*dwellFactor*float64(time.Second)).Round(time.Millisecond), minDwell)
-		// A false report lasts at most 1.2 s; it must end inside the run.
-		if g.rng.Float64() < probFalseReport && dwell > 3*time.Second && at+dwell/3+1200*time.Millisecond <= opts.Duration {
-			sc.Timeline = append(sc.Timeline, g.falseReport(at+dwell/3, g.other(cellsOf(serving.Band), serving)))
-		}
+		dwellStart := at
 		at += dwell
 		if at+time.Second > opts.Duration {
 			break
@@ -280,7 +302,21 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 				Interruption: g.ms(rlfRecoveryMean, rlfRecoverySD, 60, 400),
 			})
 		} else {
-			sc.Timeline = append(sc.Timeline, g.handover(at, serving, target))
+			class := paperPrediction[diag.HandoverClass(serving.Band, target.Band)]
+			if g.rng.Float64() < class.recall*(1-class.precision)/class.precision {
+				report := g.falseReport(serving, target.Band, g.other(cellsOf(target.Band), serving))
+				latest := at - falseReportBefore - report.Reports[len(report.Reports)-1].After
+				if earliest := dwellStart + falseReportAfter; earliest <= latest {
+					report.At = min(max(dwellStart+dwell/3, earliest), latest)
+					sc.Timeline = append(sc.Timeline, report)
+				}
+			}
+			ho := g.handover(at, serving, target)
+			ho.Unreported = g.rng.Float64() >= class.recall
+			if ho.Unreported {
+				ho.MeasEvent, ho.MeasLead = "", ho.CommandLead
+			}
+			sc.Timeline = append(sc.Timeline, ho)
 			mix.count(serving.Band, target.Band)
 		}
 		serving = target
@@ -543,14 +579,18 @@ func meanMbps(c CapacitySpec) (mbps float64, ok bool) {
 	return bits / total.Seconds(), true
 }
 
-// falseReport is a measurement report pair that leads to no handover:
-// A2 (serving weak) then A1 (serving good again), or an A3 naming a
-// neighbour of the serving cell's band that the network does not act on.
-func (g *generator) falseReport(at time.Duration, neighbor Cell) Event {
-	e := Event{At: at, Type: TypeReport}
-	if g.rng.Float64() < 0.5 {
-		e.Reports = []Report{{Event: diag.EventA2}, {After: g.ms(600, 200, 200, 1200), Event: diag.EventA1}}
-	} else {
+// falseReport is what announces a handover from serving to a cell of
+// band, which the network does not act on: on mmWave towards sub-6 an A2
+// (the cell is failing), then the A1 of its recovery; from sub-6 towards
+// mmWave a B1 naming neighbor; between cells of one band an A3 naming it.
+func (g *generator) falseReport(serving Cell, band diag.Band, neighbor Cell) Event {
+	e := Event{Type: TypeReport}
+	switch {
+	case serving.Band == diag.BandMmWave && band == diag.BandSub6:
+		e.Reports = []Report{{Event: diag.EventA2}, {After: g.ms(600, 200, 200, float64(falseReportSpan.Milliseconds())), Event: diag.EventA1}}
+	case serving.Band == diag.BandSub6 && band == diag.BandMmWave:
+		e.Reports = []Report{{Event: diag.EventB1, Neighbor: neighbor.Name}}
+	default:
 		e.Reports = []Report{{Event: diag.EventA3, Neighbor: neighbor.Name}}
 	}
 	return e

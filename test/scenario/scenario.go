@@ -127,6 +127,11 @@ type Event struct {
 	// MeasLead (before execution).
 	MeasEvent diag.MeasEvent `yaml:"meas_event,omitempty"`
 	MeasLead  time.Duration  `yaml:"meas_lead,omitempty"`
+	// Unreported: no measurement report precedes the command (no
+	// MeasEvent; MeasLead is the command's), as before the handovers
+	// Algorithm 1 missed in the paper's measurements: from mmWave, the UE
+	// falls back to sub-6 after failed transmissions (section 6.3.1).
+	Unreported bool `yaml:"unreported,omitempty"`
 	// CommandLead is the time from the handover command to execution.
 	// Left out or 0, either lead takes its default (DefaultMeasLead,
 	// DefaultCommandLead): a command at the instant of execution is no
@@ -258,16 +263,19 @@ func (s *Scenario) applyDefaults() {
 			if e.Kind == "" {
 				e.Kind = diag.HOPCell
 			}
-			if e.MeasLead == 0 {
-				e.MeasLead = DefaultMeasLead
-			}
 			if e.CommandLead == 0 {
 				e.CommandLead = DefaultCommandLead
+			}
+			switch {
+			case e.Unreported:
+				e.MeasLead = e.CommandLead
+			case e.MeasLead == 0:
+				e.MeasLead = DefaultMeasLead
 			}
 			if e.Interruption == 0 {
 				e.Interruption = DefaultInterruption
 			}
-			if e.MeasEvent == "" {
+			if e.MeasEvent == "" && !e.Unreported {
 				e.MeasEvent = diag.EventA3
 			}
 		case TypeRLF:
@@ -390,7 +398,10 @@ func (e *Event) span() (begin, end time.Duration, err error) {
 		if !hoKinds[e.Kind] {
 			return 0, 0, fmt.Errorf("kind %q is not pcell, scg_add, scg_release or scg_change", e.Kind)
 		}
-		if !measEvents[e.MeasEvent] {
+		switch {
+		case e.Unreported && e.MeasEvent != "":
+			return 0, 0, fmt.Errorf("an unreported handover has no meas_event (%q)", e.MeasEvent)
+		case !e.Unreported && !measEvents[e.MeasEvent]:
 			return 0, 0, fmt.Errorf("meas_event %q is not a 3GPP event", e.MeasEvent)
 		}
 		if e.MeasLead < e.CommandLead || e.CommandLead < 0 || e.Interruption <= 0 {
