@@ -87,11 +87,11 @@ func (d *Datapath) ClearClamp() error {
 
 // PrepareSuppression drops pure duplicate ACKs of a hole (data received
 // above their acknowledgement) until the deadline, with no epoch: from a
-// prediction to its command. The source cell's context release delivers
-// data out of order as the UE applies the command, a millisecond or less
-// before user space reads the command from the modem; started at the
-// command, suppression lets the first duplicates of that reordering
-// through. StartSuppression at the command takes over.
+// prediction, or an unpredicted command, to the execution. The source
+// cell's context release delivers data out of order as the UE applies the
+// command, before user space reads the command from the modem; started
+// at the command, suppression let the first duplicates of that
+// reordering through. StartSuppression at the execution takes over.
 func (d *Datapath) PrepareSuppression(deadline time.Time) error {
 	deadlineNs, err := futureDeadline(deadline)
 	if err != nil {
