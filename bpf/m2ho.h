@@ -236,6 +236,10 @@ enum suppress_mode {
 struct policy {
 	__u64 clamp_deadline_ns;
 	__u64 suppress_deadline_ns;
+	/* When SUPPRESS_PREPARATION began: a hole whose acknowledgement last
+	 * moved before it (a loss the sender is already repairing) is not the
+	 * handover's, and is not held. */
+	__u64 suppress_since_ns;
 	__u32 clamp_mode;      /* enum clamp_mode */
 	__u32 clamp_bytes;
 	__u32 suppress_mode;   /* enum suppress_mode */

@@ -84,22 +84,26 @@ static __always_inline bool suppress_dupack(struct flow_state *flow, const struc
 			return false;
 		}
 	}
-	if (!(flow_flags(flow) & FLOW_RX_SEQ_VALID) ||
-	    !seq_after(READ_ONCE(flow->highest_rx_seq), pkt->ack))
-		return false;
 	bool pure = pkt->payload_len == 0 && !(pkt->tcp_flags & (TCPF_SYN | TCPF_FIN | TCPF_RST));
 	if (!pure || !(flow->flags & FLOW_ACK_VALID) || pkt->ack != flow->last_ack)
+		return false;
+	if (!(flow_flags(flow) & FLOW_RX_SEQ_VALID) ||
+	    !seq_after(READ_ONCE(flow->highest_rx_seq), pkt->ack))
 		return false;
 	/* The hold counts from the ACK that last moved the acknowledgement,
 	 * which restarted the sender's retransmission timer: a hole from
 	 * the prediction on is held through the command, the execution and
-	 * Smoothing, and never long enough for that timer. */
+	 * Smoothing, and never long enough for that timer. A hole older than
+	 * the prediction is not the handover's. A negative time since the
+	 * ACK moved is one that moved more than 36 minutes ago. */
+	__s32 held = stamp_time(now) - flow->ack_moved;
+	if (mode == SUPPRESS_PREPARATION && (__s32)(flow->ack_moved - stamp_time(pol->suppress_since_ns)) < 0)
+		return false;
 	__s64 hold = (__s64)DUPACK_HOLD_MS * 1000000;
 	__u64 srtt = READ_ONCE(flow->srtt_ns);
 	if (srtt && (__s64)(2 * srtt) < hold)
 		hold = 2 * srtt;
-	__s32 held = stamp_time(now) - flow->ack_moved;
-	if ((__s64)held << TS_STAMP_SHIFT >= hold) {
+	if (held < 0 || (__s64)held << TS_STAMP_SHIFT >= hold) {
 		count(CNT_DUPACK_HOLD_EXPIRED);
 		return false;
 	}

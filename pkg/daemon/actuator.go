@@ -35,10 +35,14 @@ type recorder struct {
 
 // recordedPolicy is the last policy installed.
 type recordedPolicy struct {
-	ClampBytes       uint32
-	Freeze           bool
-	ClampDeadline    time.Time
-	Suppressing      bool
+	ClampBytes    uint32
+	Freeze        bool
+	ClampDeadline time.Time
+	Suppressing   bool
+	// HandoverEpoch: the suppression in force is a handover's
+	// (StartSuppression), whose flows release themselves; a
+	// Preparation's has no epoch.
+	HandoverEpoch    bool
 	SuppressDeadline time.Time
 	// Epoch is the handover epoch the datapath returned for the last
 	// suppression start (a Preparation's opens none).
@@ -83,7 +87,7 @@ func (r *recorder) ClearClamp() error {
 
 func (r *recorder) PrepareSuppression(deadline time.Time) error {
 	return r.apply(statemachine.OpPrepareSuppression, func() error { return r.next.PrepareSuppression(deadline) }, func(p *recordedPolicy) {
-		p.Suppressing, p.SuppressDeadline = true, deadline
+		p.Suppressing, p.HandoverEpoch, p.SuppressDeadline = true, false, deadline
 	})
 }
 
@@ -93,13 +97,13 @@ func (r *recorder) StartSuppression(deadline time.Time) error {
 		epoch, err = r.next.StartSuppression(deadline)
 		return err
 	}, func(p *recordedPolicy) {
-		p.Suppressing, p.SuppressDeadline, p.Epoch = true, deadline, epoch
+		p.Suppressing, p.HandoverEpoch, p.SuppressDeadline, p.Epoch = true, true, deadline, epoch
 	})
 }
 
 func (r *recorder) StopSuppression() error {
 	return r.apply(statemachine.OpStopSuppression, func() error { return r.next.StopSuppression() }, func(p *recordedPolicy) {
-		p.Suppressing, p.SuppressDeadline = false, time.Time{}
+		p.Suppressing, p.HandoverEpoch, p.SuppressDeadline = false, false, time.Time{}
 	})
 }
 
@@ -120,7 +124,7 @@ func (r *recorder) snapshot(now time.Time) recordedPolicy {
 		p.ClampBytes, p.Freeze = 0, false
 	}
 	if !p.SuppressDeadline.IsZero() && !now.Before(p.SuppressDeadline) {
-		p.Suppressing = false
+		p.Suppressing, p.HandoverEpoch = false, false
 	}
 	return p
 }

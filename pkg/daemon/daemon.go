@@ -585,16 +585,17 @@ func (d *Daemon) handleBurst(b datapath.Burst) {
 // ends it while some do.
 //
 // The machine's Tick comes first, as it retries a suppression start that
-// failed. The pending count is asked only while suppression is in force:
-// the datapath also reports 0 when suppression is off, which says nothing
-// of the flows, and taken as their release it would end Smoothing, its
-// clamp, and the retry with it.
+// failed. The pending count is asked only while a handover's suppression
+// is in force: the datapath also reports 0 when suppression is off or
+// still the Preparation's (a failed start at the execution leaves the
+// command's in force), which says nothing of the flows, and taken as their
+// release it would end Smoothing, its clamp, and the retry with it.
 func (d *Daemon) tick(now time.Time) {
 	d.lastTick.Store(now.UnixNano())
 	d.machine.Tick(now)
 	// In observe mode nothing is suppressed, so nothing can be released:
 	// Smoothing ends on the burst end or SmoothingMax.
-	if d.machine.State() != statemachine.Smoothing || d.cfg.Mode != config.ModeEnforce || !d.act.snapshot(now).Suppressing {
+	if d.machine.State() != statemachine.Smoothing || d.cfg.Mode != config.ModeEnforce || !d.act.snapshot(now).HandoverEpoch {
 		return
 	}
 	pending, err := d.dp.SuppressionPending()

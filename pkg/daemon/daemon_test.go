@@ -44,8 +44,9 @@ type fakeDatapath struct {
 	failOp    string
 	// pendingReads counts the calls of SuppressionPending.
 	pendingReads int
-	// suppressing: a suppression start succeeded and no stop followed.
-	suppressing bool
+	// handoverEpoch: a suppression start (a handover's epoch) succeeded
+	// and no stop, nor a Preparation's suppression, followed.
+	handoverEpoch bool
 }
 
 func newFakeDatapath() *fakeDatapath { return &fakeDatapath{bursts: make(chan datapath.Burst, 16)} }
@@ -76,7 +77,7 @@ func (f *fakeDatapath) PrepareSuppression(time.Time) error {
 		return err
 	}
 	f.mu.Lock()
-	f.suppressing = true
+	f.handoverEpoch = false
 	f.mu.Unlock()
 	return nil
 }
@@ -85,7 +86,7 @@ func (f *fakeDatapath) StartSuppression(time.Time) (uint32, error) {
 		return 0, err
 	}
 	f.mu.Lock()
-	f.suppressing = true
+	f.handoverEpoch = true
 	f.mu.Unlock()
 	return 7, nil
 }
@@ -94,7 +95,7 @@ func (f *fakeDatapath) StopSuppression() error {
 		return err
 	}
 	f.mu.Lock()
-	f.suppressing = false
+	f.handoverEpoch = false
 	f.mu.Unlock()
 	return nil
 }
@@ -103,8 +104,8 @@ func (f *fakeDatapath) SuppressionPending() (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pendingReads++
-	if !f.suppressing {
-		// As the datapath: no flow is pending while suppression is off.
+	if !f.handoverEpoch {
+		// As the datapath: no flow is pending outside a handover's epoch.
 		return 0, nil
 	}
 	return f.pending, nil

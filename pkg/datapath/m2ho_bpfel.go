@@ -167,6 +167,7 @@ type m2hoPolicy struct {
 	_                  structs.HostLayout
 	ClampDeadlineNs    uint64
 	SuppressDeadlineNs uint64
+	SuppressSinceNs    uint64
 	ClampMode          uint32
 	ClampBytes         uint32
 	SuppressMode       uint32

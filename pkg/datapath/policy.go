@@ -85,19 +85,32 @@ func (d *Datapath) ClearClamp() error {
 	return err
 }
 
+// coarseClockLag bounds how far behind CLOCK_MONOTONIC the egress program's
+// coarse clock, which times a flow's acknowledgements, may lag: two kernel
+// ticks at HZ=100.
+const coarseClockLag = 20 * time.Millisecond
+
 // PrepareSuppression drops pure duplicate ACKs of a hole (data received
 // above their acknowledgement) until the deadline, with no epoch: from a
 // prediction, or an unpredicted command, to the execution. The source
 // cell's context release delivers data out of order as the UE applies the
 // command, before user space reads the command from the modem; started
 // at the command, suppression let the first duplicates of that
-// reordering through. StartSuppression at the execution takes over.
+// reordering through. A hole whose acknowledgement last moved before the
+// first of a run of calls (a loss the sender was already repairing; within
+// coarseClockLag of it, counted after) is not held. StartSuppression at the
+// execution takes over.
 func (d *Datapath) PrepareSuppression(deadline time.Time) error {
 	deadlineNs, err := futureDeadline(deadline)
 	if err != nil {
 		return err
 	}
 	_, err = d.updatePolicy(func(p *m2hoPolicy) {
+		// A renewal, or the command after the prediction, keeps the
+		// holes that began since the prediction.
+		if p.SuppressMode != uint32(m2hoSuppressModeSUPPRESS_PREPARATION) {
+			p.SuppressSinceNs = monotonicNow() - uint64(coarseClockLag)
+		}
 		p.SuppressMode = uint32(m2hoSuppressModeSUPPRESS_PREPARATION)
 		p.SuppressDeadlineNs = deadlineNs
 	})

@@ -311,6 +311,32 @@ func TestSuppressionFromThePrediction(t *testing.T) {
 	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 4000), true), "after the prediction ended")
 }
 
+// TestPreparationHoldsOnlyHolesSinceThePrediction: a hole whose
+// acknowledgement last moved before the prediction is a loss the sender
+// is already repairing, not the handover's: its duplicates pass. A hole
+// opened since is held, through a renewal of the same Preparation.
+func TestPreparationHoldsOnlyHolesSinceThePrediction(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	s := freshPorts(segment{timestamps: true, tsval: 1, sack: true})
+	handshake(t, d, s, 7, 7)
+	setSmoothedRTT(t, d, s, 40*time.Millisecond)
+	verdictOf(t, d, peerData(s, 0, 1000), false)
+	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
+	verdictOf(t, d, peerData(s, 2000, 1000), false) // a loss at 1000
+	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
+	// the egress clock lags by two ticks at most, 20 ms at HZ=100
+	time.Sleep(coarseClockLag + 25*time.Millisecond)
+
+	require.NoError(t, d.PrepareSuppression(time.Now().Add(time.Minute)))
+	assert.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true), "a hole from before the prediction")
+	verdictOf(t, d, peerData(s, 1000, 1000), false) // retransmitted
+	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 3000), true))
+	verdictOf(t, d, peerData(s, 4000, 1000), false) // a hole at 3000
+	assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 3000), true), "a hole since the prediction")
+	require.NoError(t, d.PrepareSuppression(time.Now().Add(2*time.Minute)))
+	assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 3000), true), "held through a renewal")
+}
+
 // TestImplausibleSegmentsLeaveTheSequence checks that an ingress segment
 // further from the flow's highest sequence than the host's largest window
 // (a damaged sequence number, a stray segment of an earlier connection)

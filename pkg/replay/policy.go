@@ -8,7 +8,8 @@ import (
 // PolicySummary is what m2ho would have done to TCP over a replay: the
 // window clamps (Preparation, the Smoothing hold, the ramp, the bandwidth
 // hold on sub-6 cells) and the duplicate-ACK suppression windows (from the
-// handover command to the end of Smoothing).
+// prediction, or the command of an unpredicted handover, to the end of
+// Smoothing).
 type PolicySummary struct {
 	// Clamps counts clamp episodes, from the first write to the release
 	// (or to the deadline it was last renewed to); ClampedFor is their

@@ -112,7 +112,8 @@ type Config struct {
 // on a kind Algorithm 1 acts on until the network is expected to leave
 // clearly more than half of it unanswered: a missed handover loses all of
 // m2ho's protection, a prediction too many only a clamp the target's
-// buffer bounds. LearnPriorWeight of 4 makes Algorithm 1's verdict weigh
+// buffer bounds and, until it ends, the holding of holes' duplicate ACKs
+// within twice the RTT. LearnPriorWeight of 4 makes Algorithm 1's verdict weigh
 // as much as four reports. With a lighter prior or a stop share of one
 // half, a few unanswered reports of a new cell overruled Algorithm 1 and
 // cost recall on the generated corpus; a heavier prior kept predicting on

@@ -1308,8 +1308,9 @@ func (m *Machine) applyPreparationPolicy(target diag.Cell, limit time.Time) {
 		return
 	}
 	if m.cfg.Policy == PolicyM2HO && m.cfg.Suppression {
-		// From the command on, no longer than Config.SmoothingMax: the
-		// execution follows within tens of milliseconds.
+		// With the prediction; from the first command on, no longer than
+		// Config.SmoothingMax after it: the execution follows within tens
+		// of milliseconds.
 		until := limit
 		if m.cmd != nil {
 			until = m.cmd.at.Add(m.cfg.SmoothingMax)

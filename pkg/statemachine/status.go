@@ -197,7 +197,7 @@ func (m *Machine) policyStatus() PolicyStatus {
 		ps.ClampDeadline = &d
 	}
 	if p.suppressing && !p.suppressWritten.IsZero() {
-		d := p.suppressUntil
+		d := p.suppressWritten
 		ps.SuppressionDeadline = &d
 	}
 	return ps

@@ -63,13 +63,13 @@ const (
 	rlfRecoveryMean = 138.0
 	rlfRecoverySD   = 40.0
 
-	// A report that leads nowhere lasts at most this long (an A2, then
-	// the A1 of the serving cell recovering). It comes a third into the
-	// dwell, no earlier than falseReportAfter after the procedure before
-	// it (a re-establishment takes up to 400 ms), and ends at least
+	// A report that leads nowhere comes a third into the dwell, no
+	// earlier than falseReportAfter after the procedure before it (a
+	// re-establishment takes up to 400 ms), and ends at least
 	// falseReportBefore before the handover after it (whose report comes
-	// up to 310.2 ms before).
-	falseReportSpan   = 1200 * time.Millisecond
+	// up to 310.2 ms before): a dwell, at least minDwell, always leaves
+	// it room. An A2 is followed by the A1 of the serving cell recovering
+	// 600 ms later on average, sooner where the dwell leaves less room.
 	falseReportAfter  = 500 * time.Millisecond
 	falseReportBefore = 400 * time.Millisecond
 )
@@ -304,12 +304,11 @@ func Generate(opts GenerateOptions) (*Scenario, error) {
 		} else {
 			class := paperPrediction[diag.HandoverClass(serving.Band, target.Band)]
 			if g.rng.Float64() < class.recall*(1-class.precision)/class.precision {
-				report := g.falseReport(serving, target.Band, g.other(cellsOf(target.Band), serving))
+				earliest := dwellStart + falseReportAfter
+				report := g.falseReport(serving, target.Band, g.other(cellsOf(target.Band), serving), at-falseReportBefore-earliest)
 				latest := at - falseReportBefore - report.Reports[len(report.Reports)-1].After
-				if earliest := dwellStart + falseReportAfter; earliest <= latest {
-					report.At = min(max(dwellStart+dwell/3, earliest), latest)
-					sc.Timeline = append(sc.Timeline, report)
-				}
+				report.At = min(max(dwellStart+dwell/3, earliest), latest)
+				sc.Timeline = append(sc.Timeline, report)
 			}
 			ho := g.handover(at, serving, target)
 			ho.Unreported = g.rng.Float64() >= class.recall
@@ -581,13 +580,14 @@ func meanMbps(c CapacitySpec) (mbps float64, ok bool) {
 
 // falseReport is what announces a handover from serving to a cell of
 // band, which the network does not act on: on mmWave towards sub-6 an A2
-// (the cell is failing), then the A1 of its recovery; from sub-6 towards
-// mmWave a B1 naming neighbor; between cells of one band an A3 naming it.
-func (g *generator) falseReport(serving Cell, band diag.Band, neighbor Cell) Event {
+// (the cell is failing), then within room the A1 of its recovery; from
+// sub-6 towards mmWave a B1 naming neighbor; between cells of one band an
+// A3 naming it.
+func (g *generator) falseReport(serving Cell, band diag.Band, neighbor Cell, room time.Duration) Event {
 	e := Event{Type: TypeReport}
 	switch {
 	case serving.Band == diag.BandMmWave && band == diag.BandSub6:
-		e.Reports = []Report{{Event: diag.EventA2}, {After: g.ms(600, 200, 200, float64(falseReportSpan.Milliseconds())), Event: diag.EventA1}}
+		e.Reports = []Report{{Event: diag.EventA2}, {After: min(g.ms(600, 200, 200, 1200), room), Event: diag.EventA1}}
 	case serving.Band == diag.BandSub6 && band == diag.BandMmWave:
 		e.Reports = []Report{{Event: diag.EventB1, Neighbor: neighbor.Name}}
 	default:

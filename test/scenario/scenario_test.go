@@ -282,10 +282,9 @@ func TestGenerateFollowsTheStatistics(t *testing.T) {
 				reported += counts[class] - unreported[class]
 				p := 1 - want.recall
 				assert.InDelta(t, p, float64(unreported[class])/float64(counts[class]), 3*math.Sqrt(p*(1-p)/float64(counts[class])), "%s: handovers no report announces", class)
-				// Short dwells leave no room for some of the reports.
-				perHandover := want.recall * (1 - want.precision) / want.precision
+				q := want.recall * (1 - want.precision) / want.precision
 				got := float64(falseReports[class]) / float64(counts[class])
-				assert.InDelta(t, perHandover, got, perHandover/3+0.01, "%s: reports that lead nowhere, per handover", class)
+				assert.InDelta(t, q, got, 3*math.Sqrt(q*(1-q)/float64(counts[class])), "%s: reports that lead nowhere, per handover", class)
 			}
 			assert.InDelta(t, 178.9, float64(measLead.Milliseconds())/float64(reported), 15, "mean measurement lead")
 			assert.InDelta(t, 32.7, float64(cmdLead.Milliseconds())/n, 3, "mean command lead")
