@@ -352,11 +352,7 @@ func (a *Analysis) predictionGoals() []Goal {
 	if a.Prediction == nil {
 		return nil
 	}
-	p, ok := a.Prediction.Predictor(report.PredictorM2HO)
-	if !ok {
-		return nil
-	}
-	overall, ok := p.Class(diag.AllClasses)
+	overall, ok := m2hoOverall(a.Prediction)
 	if !ok {
 		return nil
 	}
@@ -636,12 +632,7 @@ func writeMarkdown(w io.Writer, m *Manifest, a *Analysis) error {
 	fmt.Fprintln(w, "\n## Where the kept window went")
 	writePhases(w, a)
 	if a.Prediction != nil {
-		fmt.Fprintln(w, "\n## Table 4: handover prediction precision p and recall r (%)")
-		if err := report.WritePredictionTable(w, a.Prediction); err != nil {
-			return err
-		}
-		fmt.Fprintln(w, "\n## Table 5: earliness")
-		if err := report.WriteEarlinessTable(w, a.Prediction); err != nil {
+		if err := writePredictionTables(w, a.Prediction); err != nil {
 			return err
 		}
 	}

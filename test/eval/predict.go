@@ -79,21 +79,12 @@ func PredictCorpus(c Corpus) (*CorpusPrediction, error) {
 func (p *CorpusPrediction) Write(w io.Writer) error {
 	c := p.Corpus
 	fmt.Fprintf(w, "# Handover prediction on generated signalling\n\n")
-	fmt.Fprintf(w, "Corpus: %d scenarios of %v (%v, seeds from %d, at least %d handovers each, traces %q, leads %s), %d handovers.\n\n",
+	fmt.Fprintf(w, "Corpus: %d scenarios of %v (%v, seeds from %d, at least %d handovers each, traces %q, leads %s), %d handovers.\n",
 		p.Scenarios, c.ScenarioDuration, c.Mobilities, c.Seed, c.Handovers, c.Traces, leadsName(c.Leads), p.Handovers)
-	fmt.Fprintln(w, "## Table 4: handover prediction precision p and recall r (%)")
-	if err := report.WritePredictionTable(w, p.Result); err != nil {
+	if err := writePredictionTables(w, p.Result); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\n## Table 5: earliness")
-	if err := report.WriteEarlinessTable(w, p.Result); err != nil {
-		return err
-	}
-	m2ho, ok := p.Result.Predictor(report.PredictorM2HO)
-	if !ok {
-		return nil
-	}
-	overall, ok := m2ho.Class(diag.AllClasses)
+	overall, ok := m2hoOverall(p.Result)
 	if !ok {
 		return nil
 	}
@@ -101,6 +92,25 @@ func (p *CorpusPrediction) Write(w io.Writer) error {
 		p.Precision.Percent(false), overall.Precision.Num, overall.Precision.Den,
 		p.Recall.Percent(false), overall.Recall.Num, overall.Recall.Den)
 	return nil
+}
+
+// writePredictionTables writes Table 4 and Table 5 of res.
+func writePredictionTables(w io.Writer, res *report.PredictionResult) error {
+	fmt.Fprintln(w, "\n## Table 4: handover prediction precision p and recall r (%)")
+	if err := report.WritePredictionTable(w, res); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\n## Table 5: earliness")
+	return report.WriteEarlinessTable(w, res)
+}
+
+// m2hoOverall is M2HO's prediction over every class of res.
+func m2hoOverall(res *report.PredictionResult) (report.ClassPrediction, bool) {
+	m2ho, ok := res.Predictor(report.PredictorM2HO)
+	if !ok {
+		return report.ClassPrediction{}, false
+	}
+	return m2ho.Class(diag.AllClasses)
 }
 
 // leadsName names a corpus's lead model.
