@@ -410,9 +410,16 @@ func (e *Estimator) BandwidthClamp(now time.Time) (bytes uint64, ok bool) {
 	if e.probingLocked() {
 		return e.holdBytes(min(window, product)), true
 	}
-	window = min(window, product+float64(buffer)/2)
+	window = min(window, product+float64(HoldQueue(buffer)))
 	return e.holdBytes(window), true
 }
+
+// HoldQueue is the queue a hold lets a sub-6 cell of the given buffer
+// estimate keep above its bandwidth-delay product: half the buffer (see
+// BandwidthClamp). What a window takes of a cell's buffer beyond it is
+// room the cell no longer has for a fall in rate or, after a handover,
+// for the data the source forwarded into it.
+func HoldQueue(buffer uint64) uint64 { return buffer / 2 }
 
 // peakRateLocked is the peak delivery rate of the rounds of the last
 // Config.PeakWindow before now, or the last round's when higher.

@@ -578,13 +578,31 @@ func TestPredictionFallbacks(t *testing.T) {
 			},
 		},
 		{
-			name:  "handover failure in Preparation releases the clamp",
+			name:  "handover failure in Preparation holds the clamp for the re-establishment, at most the smallest sub-6 buffer estimate",
 			steps: []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB), fail(50, diag.CauseHOF)},
 			state: Stable,
 			transitions: []string{
 				predicted, "preparation>stable:failure",
 			},
-			ops: []string{"prepare_suppression", "set_clamp(400000)", "stop_suppression", "clear_clamp"},
+			ops: []string{"prepare_suppression", "set_clamp(400000)", "stop_suppression", "set_clamp(200000)"},
+			check: func(t *testing.T, h *harness) {
+				assert.Equal(t, ClampSourceReestablishment, h.m.Status().InForce.ClampSource)
+				d := h.m.Status().InForce.ClampDeadline
+				require.NotNil(t, d)
+				assert.Equal(t, at(50).Add(DefaultConfig().PolicyLease), *d, "renewed by lease, within failureHoldMax")
+			},
+		},
+		{
+			name:  "a failure's hold ends after failureHoldMax without a re-establishment",
+			steps: []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB), fail(50, diag.CauseHOF), tick(1049), tick(1050)},
+			state: Stable,
+			transitions: []string{
+				predicted, "preparation>stable:failure",
+			},
+			check: func(t *testing.T, h *harness) {
+				assert.Zero(t, h.act.clampBytes)
+				assert.Equal(t, "clear_clamp", h.act.ops()[len(h.act.calls)-1])
+			},
 		},
 		{
 			name:      "the re-establishment after a failure suppresses nothing: the failed cell's data is lost",
@@ -1748,9 +1766,9 @@ func TestRamp(t *testing.T) {
 			handovers:   []string{"sub6_sub6"},
 			check: func(t *testing.T, h *harness) {
 				require.NotNil(t, h.m.ramp)
-				expected := uint32(lteBBuffer + queuedRate*50/1000)
+				expected := uint32(lteBBuffer/2 + queuedRate*50/1000)
 				assert.Greater(t, lateFlight, expected)
-				assert.Equal(t, expected, h.act.clampBytes, "the source's flight, capped at the buffer plus its bandwidth-delay product")
+				assert.Equal(t, expected, h.act.clampBytes, "the source's flight, capped at its bandwidth-delay product plus half the target's buffer")
 				assert.Equal(t, ClampSourceRamp, h.m.Status().InForce.ClampSource)
 				assert.Equal(t, uint32(lteBBuffer), h.m.ramp.start, "the floor is still the buffer estimate")
 			},
@@ -1806,7 +1824,8 @@ func TestRamp(t *testing.T) {
 			handovers: []string{"sub6_sub6"},
 			check: func(t *testing.T, h *harness) {
 				require.NotNil(t, h.m.ramp)
-				assert.Equal(t, uint32(lteBBuffer+queuedRate*50/1000), h.act.clampBytes)
+				assert.Equal(t, uint32(lteBBuffer/2+queuedRate*50/1000), h.act.clampBytes,
+					"the source's bandwidth-delay product plus half the target's buffer: the other half is the forwarded data's")
 				assert.Equal(t, ClampSourceRamp, h.m.Status().InForce.ClampSource)
 			},
 		},
@@ -1911,14 +1930,38 @@ func TestRamp(t *testing.T) {
 			},
 		},
 		{
-			name:  "a failure drops the ramp",
+			name:  "a failure drops the ramp and holds its clamp for the re-establishment",
 			steps: append(handoverSteps(), released(160), fail(200, diag.CauseRLF)),
 			state: Stable, transitions: []string{predicted, executed, releasedFlows},
 			predictions: []string{OutcomeConfirmed},
 			handovers:   []string{"sub6_sub6"},
 			check: func(t *testing.T, h *harness) {
-				assert.Zero(t, h.act.clampBytes)
+				assert.Equal(t, uint32(nrABuffer), h.act.clampBytes, "the smallest sub-6 buffer estimate")
+				assert.Equal(t, ClampSourceReestablishment, h.m.Status().InForce.ClampSource)
 				assert.Nil(t, h.m.ramp)
+			},
+		},
+		{
+			// The senders fill the ramp's Eq. 2 clamp of 600 kB when
+			// the link fails; the hold is the smallest sub-6 buffer
+			// estimate, nrA's. Back on lteA the senders' windows are
+			// what they were: released (the failure's clamp gone, no
+			// ramp), they would reach the cell at once; held, they ramp
+			// from lteA's buffer estimate.
+			name: "a re-establishment ramps from the clamp the failure held",
+			steps: append(handoverPredictedEarly(), released(160),
+				rampLink(170, 230, fillingRate, 0),
+				clampIs(lteBBuffer*3/2, ClampSourceRamp, "Eq. 2 after a full round"),
+				fail(240, diag.CauseRLF),
+				clampIs(nrABuffer, ClampSourceReestablishment, "held at the smallest sub-6 buffer estimate"),
+				done(380, lteA)),
+			state: Stable, transitions: []string{predicted, executed, releasedFlows},
+			predictions: []string{OutcomeConfirmed},
+			handovers:   []string{"sub6_sub6", "sub6_sub6"},
+			check: func(t *testing.T, h *harness) {
+				require.NotNil(t, h.m.ramp, "the held senders ramp on the new cell")
+				assert.Equal(t, uint32(lteABuffer), h.act.clampBytes, "from the failure's clamp, never below the new cell's buffer estimate")
+				assert.Equal(t, estimator.SourceCell, h.m.Status().InForce.ClampSource)
 			},
 		},
 	})

@@ -9,6 +9,9 @@ const (
 	// ClampSourceRamp: the post-handover ramp, raised from the target's
 	// buffer estimate by what the new cell delivered.
 	ClampSourceRamp = "ramp"
+	// ClampSourceReestablishment: the clamp in force when the connection
+	// failed, held until it is re-established (Machine.onFailure).
+	ClampSourceReestablishment = "reestablishment"
 )
 
 // Actuator operation names, as counted in Counters.ActuatorErrors and in

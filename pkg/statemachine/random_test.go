@@ -193,8 +193,13 @@ func checkState(t *testing.T, m *Machine, act *fakeActuator, cfg Config, reliabl
 		// Under a bandwidth hold the handover's clamp may wait for the
 		// new cell's estimate, for bandwidthWarmup.
 		// After a handover the ramp holds a clamp until the senders fit.
+		// After a failure the clamp in force waits for the
+		// re-establishment, for failureHoldMax.
 		heldForWarmup := m.now.Before(m.warmup.until)
-		check(in.ClampBytes == 0 || m.ramp != nil || (st.BandwidthHold && (in.ClampSource == ClampSourceBandwidth || heldForWarmup)), "clamp in Stable without bandwidth hold or ramp")
+		heldForReestablishment := in.ClampSource == ClampSourceReestablishment && m.now.Before(m.failureHold.until)
+		check(in.ClampBytes == 0 || m.ramp != nil || heldForReestablishment || (st.BandwidthHold && (in.ClampSource == ClampSourceBandwidth || heldForWarmup)),
+			"clamp in Stable without bandwidth hold, ramp or failure")
+		check(m.failureHold.bytes == 0 || (cfg.Policy == PolicyM2HO && cfg.Ramp), "failure hold while disabled")
 		check(m.ramp == nil || (cfg.Policy == PolicyM2HO && cfg.Ramp), "ramp while disabled")
 	case Preparation:
 		check((st.Prediction == nil) != (st.Command == nil), "Preparation needs exactly one of prediction and command")

@@ -34,5 +34,5 @@ func (m *Machine) onRelease(ev diag.Event) {
 	// A command on the next connection follows no prediction of this one.
 	m.expired = nil
 	m.reportsReleased()
-	m.endConnection(ReasonReleased)
+	m.endConnection(ReasonReleased, warmupClamp{})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/m2ho/m2ho/internal/nstest"
 	"github.com/m2ho/m2ho/pkg/diag"
+	"github.com/m2ho/m2ho/test/emu"
 	"github.com/m2ho/m2ho/test/report"
 	"github.com/m2ho/m2ho/test/scenario"
 	"github.com/m2ho/m2ho/test/traffic"
@@ -26,49 +27,108 @@ import (
 // target, which dropped hundreds of packets and cost the window it held.
 func TestKeptWindowSurvivesASub6Handover(t *testing.T) {
 	nstest.RequireRoot(t)
-	const (
-		sub6Mbps   = 15
-		sub6Buffer = 150_000
-		oneWay     = 35 * time.Millisecond
-	)
+	res := runCubicWithM2ho(t, keptWindowScenario("ci-kept-window",
+		scenario.Event{At: keptWindowLastStep, Type: scenario.TypeHandover, Kind: diag.HOPCell, Source: "a", Target: "b", MeasEvent: diag.EventA3}), t.TempDir())
+	k := readKeptWindow(t, res, emu.ProcedureHandover)
+	t.Logf("before the sub-6 handover: cwnd %d, in flight %d, retransmitted %d; in the second after it at most %d in flight (cell b carries %d, %d forwarded into it, %d dropped); 2 s after: cwnd %d, retransmitted %d",
+		k.before.Cwnd, k.before.Unacked, k.before.Retrans, k.mostInFlight, k.carried, k.forwarded, k.dropsAfter, k.after.Cwnd, k.after.Retrans)
+	require.Greater(t, k.before.Cwnd, 2*k.carried, "the hold kept a window the mmWave cell grew, twice what a sub-6 cell carries (else the scenario tests nothing)")
+	// The ramp aims at the bandwidth-delay product plus half the buffer
+	// (142 segments here), as the bandwidth hold does: the rest of the
+	// buffer is the forwarded data's. Aimed at the whole buffer, it put
+	// 191 segments in flight, the forwarded data overflowed the target,
+	// and the window fell from 734 to 252.
+	assert.LessOrEqual(t, k.mostInFlight, k.carried*5/6, "the kept window did not leave into the target: the ramp leaves room in it")
+	assert.Zero(t, k.dropsAfter, "the target took the ramp's flight behind the data the source forwarded")
+	assert.GreaterOrEqual(t, k.after.Cwnd, k.before.Cwnd*9/10, "and survived the handover")
+}
+
+// TestKeptWindowSurvivesARadioLinkFailure is the same run with a radio
+// link failure where the sub-6 handover was: the connection comes back
+// on cell b after the failure's recovery, having lost what cell a held.
+// The clamp in force waits for the re-establishment and the window
+// ramps on cell b. Released at the failure, the kept window reached
+// cell b at once when the connection came back: in an evaluation, kept
+// windows of 521 and 1,162 segments lost 381 and 779 packets there and
+// fell to 31 and 120.
+func TestKeptWindowSurvivesARadioLinkFailure(t *testing.T) {
+	nstest.RequireRoot(t)
+	res := runCubicWithM2ho(t, keptWindowScenario("ci-kept-window-rlf",
+		scenario.Event{At: keptWindowLastStep, Type: scenario.TypeRLF, Target: "b"}), t.TempDir())
+	k := readKeptWindow(t, res, emu.ProcedureRLF)
+	t.Logf("before the failure: cwnd %d, in flight %d, retransmitted %d; in the second after it at most %d in flight (cell b carries %d, %d discarded in cell a, %d dropped in b); 2 s after: cwnd %d, retransmitted %d",
+		k.before.Cwnd, k.before.Unacked, k.before.Retrans, k.mostInFlight, k.carried, k.discarded, k.dropsAfter, k.after.Cwnd, k.after.Retrans)
+	require.Greater(t, k.before.Cwnd, 2*k.carried, "the hold kept a window the mmWave cell grew (else the scenario tests nothing)")
+	assert.LessOrEqual(t, k.mostInFlight, k.carried, "the kept window did not leave into cell b at once")
+	assert.Zero(t, k.dropsAfter, "cell b took what the sender sent once the connection came back")
+	// What cell a discarded is a real loss: one reduction of the window,
+	// not its collapse.
+	assert.GreaterOrEqual(t, k.after.Cwnd, k.before.Cwnd/2, "the window survived the failure but for the loss it took")
+}
+
+// keptWindowLastStep is when the step that tests the kept window comes,
+// 2 s after the return from the mmWave cell to sub-6 cell a.
+const keptWindowLastStep = 15 * time.Second
+
+// keptWindowScenario runs a sub-6 cell a, 10 s of a 100 Mbit/s mmWave
+// cell from 3 s, back to a at 13 s, and then last (at keptWindowLastStep)
+// towards cell b, a sub-6 cell like a.
+func keptWindowScenario(name string, last scenario.Event) *scenario.Scenario {
 	sub6 := func(name string, pci uint16) scenario.Cell {
 		return scenario.Cell{
 			Name: name, RAT: diag.RATNR, Band: diag.BandSub6, PCI: pci, ARFCN: 627264,
-			Capacity:    scenario.CapacitySpec{ConstantMbps: sub6Mbps},
-			BufferBytes: sub6Buffer, DelayDown: oneWay, DelayUp: oneWay,
+			Capacity:    scenario.CapacitySpec{ConstantMbps: keptWindowSub6Mbps},
+			BufferBytes: keptWindowSub6Buffer, DelayDown: keptWindowOneWay, DelayUp: keptWindowOneWay,
 		}
 	}
-	const (
-		toMmWave   = 3 * time.Second
-		backToSub6 = 13 * time.Second
-		sub6ToSub6 = 15 * time.Second
-	)
-	sc := &scenario.Scenario{
-		Name: "ci-kept-window", Duration: 19 * time.Second, Scale: 1, InitialCell: "a",
+	return &scenario.Scenario{
+		Name: name, Duration: 19 * time.Second, Scale: 1, InitialCell: "a",
 		Cells: []scenario.Cell{
 			sub6("a", 1), sub6("b", 2),
 			{
 				Name: "m", RAT: diag.RATNR, Band: diag.BandMmWave, PCI: 200, ARFCN: 2079167,
 				Capacity:    scenario.CapacitySpec{ConstantMbps: 100},
-				BufferBytes: 1_200_000, DelayDown: oneWay, DelayUp: oneWay,
+				BufferBytes: 1_200_000, DelayDown: keptWindowOneWay, DelayUp: keptWindowOneWay,
 			},
 		},
 		Timeline: []scenario.Event{
-			{At: toMmWave, Type: scenario.TypeHandover, Kind: diag.HOSCGAdd, Source: "a", Target: "m", MeasEvent: diag.EventB1},
-			{At: backToSub6, Type: scenario.TypeHandover, Kind: diag.HOSCGRelease, Source: "m", Target: "a", MeasEvent: diag.EventA2},
-			{At: sub6ToSub6, Type: scenario.TypeHandover, Kind: diag.HOPCell, Source: "a", Target: "b", MeasEvent: diag.EventA3},
+			{At: 3 * time.Second, Type: scenario.TypeHandover, Kind: diag.HOSCGAdd, Source: "a", Target: "m", MeasEvent: diag.EventB1},
+			{At: 13 * time.Second, Type: scenario.TypeHandover, Kind: diag.HOSCGRelease, Source: "m", Target: "a", MeasEvent: diag.EventA2},
+			last,
 		},
 		Traffic: scenario.Traffic{Receiver: scenario.ReceiverUE},
 	}
-	res := runCubicWithM2ho(t, sc, t.TempDir())
+}
 
+// The sub-6 cells of keptWindowScenario.
+const (
+	keptWindowSub6Mbps   = 15
+	keptWindowSub6Buffer = 150_000
+	keptWindowOneWay     = 35 * time.Millisecond
+)
+
+// keptWindow is what a keptWindowScenario run shows around its last step.
+type keptWindow struct {
+	before, after traffic.TCPInfoSample
+	// mostInFlight is the largest flight in the second after the last
+	// step executed; carried what cell b carries (its bandwidth-delay
+	// product and its buffer), in segments.
+	mostInFlight, carried            uint32
+	forwarded, discarded, dropsAfter int
+}
+
+// readKeptWindow reads a keptWindowScenario run around its last step, of
+// the given procedure.
+func readKeptWindow(t *testing.T, res *Result, procedure string) keptWindow {
+	t.Helper()
+	var k keptWindow
 	var execAt time.Duration
 	for _, h := range res.Truth.Handovers {
-		if h.Class == "sub6_sub6" {
-			execAt = h.ExecAt
+		if h.Procedure == procedure && h.Class == "sub6_sub6" {
+			execAt, k.forwarded, k.discarded, k.dropsAfter = h.ExecAt, h.Forwarded, h.Discarded, h.DropsAfter
 		}
 	}
-	require.NotZero(t, execAt, "the sub-6 handover executed")
+	require.NotZero(t, execAt, "the last step executed")
 	at := func(d time.Duration) traffic.TCPInfoSample {
 		var last traffic.TCPInfoSample
 		for _, s := range res.Measurements.TCPInfo {
@@ -78,20 +138,14 @@ func TestKeptWindowSurvivesASub6Handover(t *testing.T) {
 		}
 		return last
 	}
-	var mostInFlight uint32
 	for _, s := range res.Measurements.TCPInfo {
 		if s.Flow == 0 && s.At >= execAt && s.At <= execAt+time.Second {
-			mostInFlight = max(mostInFlight, s.Unacked)
+			k.mostInFlight = max(k.mostInFlight, s.Unacked)
 		}
 	}
-	before, after := at(execAt-100*time.Millisecond), at(execAt+2*time.Second)
-	// What cell b carries: its bandwidth-delay product and its buffer.
-	carried := uint32((sub6Mbps*1e6/8*(2*oneWay).Seconds() + sub6Buffer) / float64(before.SndMSS))
-	t.Logf("before the sub-6 handover: cwnd %d, in flight %d, retransmitted %d; in the second after it at most %d in flight (cell b carries %d); 2 s after: cwnd %d, retransmitted %d",
-		before.Cwnd, before.Unacked, before.Retrans, mostInFlight, carried, after.Cwnd, after.Retrans)
-	require.Greater(t, before.Cwnd, 2*carried, "the hold kept a window the mmWave cell grew, twice what a sub-6 cell carries (else the scenario tests nothing)")
-	assert.LessOrEqual(t, mostInFlight, carried*3/2, "the kept window did not leave into the target: the ramp stays near what the target carries")
-	assert.GreaterOrEqual(t, after.Cwnd, before.Cwnd*9/10, "and survived the handover")
+	k.before, k.after = at(execAt-100*time.Millisecond), at(execAt+2*time.Second)
+	k.carried = uint32((keptWindowSub6Mbps*1e6/8*(2*keptWindowOneWay).Seconds() + keptWindowSub6Buffer) / float64(k.before.SndMSS))
+	return k
 }
 
 // TestContextReleaseDuplicatesHeldFromThePrediction runs CUBIC with m2ho
