@@ -33,6 +33,8 @@ type Analysis struct {
 	RunTime time.Duration `json:"run_time_ns"`
 	First   time.Time     `json:"first_finished"`
 	Last    time.Time     `json:"last_finished"`
+	// Parallel is the most units that ran at once (Options.Parallel).
+	Parallel int `json:"parallel"`
 	// Reference is the variant every other is compared with, Headline
 	// the m2ho variant whose gains are the goals.
 	Reference string `json:"reference"`
@@ -164,6 +166,7 @@ func analyse(m *Manifest, results []UnitResult) (*Analysis, error) {
 		if r.Done.Finished.After(a.Last) {
 			a.Last = r.Done.Finished
 		}
+		a.Parallel = max(a.Parallel, r.Done.Parallel, 1)
 	}
 	for _, v := range m.AllVariants() {
 		units := groups[v]
@@ -605,8 +608,9 @@ func writeMarkdown(w io.Writer, m *Manifest, a *Analysis) error {
 	fmt.Fprintf(w, "Corpus: %d of %d scenarios finished by the reference (%d handovers; %s mobility, %v per scenario, scale %g, seeds from %d, traces %s, %s leads); %d of %d units finished. %s run on every scenario, the other variants on the first %d of each mobility pattern.\n\n",
 		len(a.Scenarios), len(m.Corpus), total, strings.Join(m.Mobilities, " and "), m.ScenarioDuration, m.Scale, m.Seed,
 		cmp.Or(m.Traces, "none (synthetic)"), cmp.Or(m.Leads, scenario.LeadsPaper), a.UnitsFinished, a.UnitsTotal, strings.Join(m.Variants, " and "), m.ExtraScenarios)
-	fmt.Fprintf(w, "The finished units ran for %v in all (first finished %s, last %s); m2hod %s, SHA-256 %s.\n\n",
-		a.RunTime.Round(time.Second), a.First.Format(time.RFC3339), a.Last.Format(time.RFC3339), cmp.Or(m.M2hodVersion, "-"), cmp.Or(m.M2hodSHA256, "-"))
+	fmt.Fprintf(w, "The finished units ran for %v in all (first finished %s, last %s%s); m2hod %s, SHA-256 %s.\n\n",
+		a.RunTime.Round(time.Second), a.First.Format(time.RFC3339), a.Last.Format(time.RFC3339), parallelNote(a.Parallel),
+		cmp.Or(m.M2hodVersion, "-"), cmp.Or(m.M2hodSHA256, "-"))
 	fmt.Fprintln(w, "Throughput is the mean goodput over [-5 s, +5 s] of execution in scaled Mbit/s; convergence is capped at the next handover. Comparisons are paired (the same scenarios and handovers) with 95% bootstrap intervals over scenarios; a goal is met when its whole interval is.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "## Goals")
@@ -677,4 +681,12 @@ func writeMarkdown(w io.Writer, m *Manifest, a *Analysis) error {
 	fmt.Fprintln(w, "\nA sender whose congestion window reached a million segments (1.4 GB, beyond every cell's bandwidth-delay product), or whose slow start threshold exceeded any Linux assigns, lost track of its state; such a run is counted as it ran, and named here so that its scenario's comparisons can be read without it.")
 	fmt.Fprintf(w, "\nPlots: %s, %s, %s.\n", plotThroughputCDF, plotConvergenceCDF, plotLossFree)
 	return nil
+}
+
+// parallelNote says how many units ran at once, when more than one did.
+func parallelNote(parallel int) string {
+	if parallel <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(", up to %d units at a time", parallel)
 }

@@ -18,8 +18,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/m2ho/m2ho/pkg/diag"
@@ -74,9 +76,9 @@ type Corpus struct {
 	SourceDiscard bool
 }
 
-// Options are one evaluation's parameters. Everything but Out, Log and
-// Progress is recorded in the manifest and must match when a run resumes:
-// M2hod by the SHA-256 of the binary it names.
+// Options are one evaluation's parameters. Everything but Out, Log,
+// Progress and Parallel is recorded in the manifest and must match when a
+// run resumes: M2hod by the SHA-256 of the binary it names.
 type Options struct {
 	Out string
 	Corpus
@@ -95,6 +97,12 @@ type Options struct {
 	Log       *slog.Logger
 	// Progress receives a line per unit started and finished.
 	Progress io.Writer
+	// Parallel is how many units run at once (at least one). Each unit
+	// has its own namespaces, emulator and daemon; what a unit shares
+	// with the others is the machine, so every unit records how many ran
+	// beside it, and its emulator's delivery timing (the report's
+	// fidelity table) says whether they disturbed it.
+	Parallel int
 }
 
 // Files and directories of an evaluation's output directory.
@@ -169,6 +177,9 @@ func (u Unit) Dir(out string) string {
 type done struct {
 	Finished time.Time     `json:"finished"`
 	Took     time.Duration `json:"took_ns"`
+	// Parallel is how many units the evaluation ran at once when this
+	// one ran; absent for one.
+	Parallel int `json:"parallel,omitempty"`
 }
 
 func (o *Options) validate() error {
@@ -474,27 +485,72 @@ func Run(ctx context.Context, opts Options) (*Manifest, error) {
 	fmt.Fprintf(opts.Progress, "corpus: %d scenarios, %d handovers; %d variants on every scenario, %d on %d per mobility pattern; %d of %d units to run\n",
 		len(m.Corpus), total, len(m.Variants), len(m.ExtraVariants), m.ExtraScenarios, len(todo), len(units))
 	start := time.Now()
-	for i, u := range todo {
-		if err := ctx.Err(); err != nil {
-			return m, err
-		}
+	var (
+		mu       sync.Mutex
+		finished int
+	)
+	progress := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(opts.Progress, format, args...)
+	}
+	// Units run in batches, and the garbage of a batch is collected once
+	// it ended: the host process runs without collections (emu.TuneRuntime)
+	// until its heap reaches a limit, which a long evaluation reaches
+	// after ten units or so, and a collection in the middle of a unit
+	// stalls its emulator.
+	err = runEach(ctx, len(todo), opts.Parallel, func(ctx context.Context, i int) error {
+		u := todo[i]
 		// The binary may have been rebuilt since the evaluation began.
 		digest, err := m2hodDigest(opts)
 		if err != nil {
-			return m, err
+			return err
 		}
 		if err := sameM2hod(opts, m, digest); err != nil {
-			return m, err
+			return err
 		}
-		fmt.Fprintf(opts.Progress, "[%d/%d] %s %s (%d handovers)%s\n", i+1, len(todo), u.Scenario.Name, u.Variant,
-			u.Scenario.Handovers, eta(start, i, len(todo)))
+		mu.Lock()
+		left := eta(start, finished, len(todo))
+		mu.Unlock()
+		progress("[%d/%d] %s %s (%d handovers)%s\n", i+1, len(todo), u.Scenario.Name, u.Variant, u.Scenario.Handovers, left)
 		took, err := runUnit(ctx, opts, u)
 		if err != nil {
-			return m, fmt.Errorf("%s %s: %w", u.Scenario.Name, u.Variant, err)
+			return fmt.Errorf("%s %s: %w", u.Scenario.Name, u.Variant, err)
 		}
-		fmt.Fprintf(opts.Progress, "[%d/%d] done in %v\n", i+1, len(todo), took.Round(100*time.Millisecond))
+		mu.Lock()
+		finished++
+		mu.Unlock()
+		progress("[%d/%d] done in %v\n", i+1, len(todo), took.Round(100*time.Millisecond))
+		return nil
+	}, runtime.GC)
+	return m, err
+}
+
+// runEach calls run for every index below n in batches of parallel, in
+// index order, and between after each batch, when no unit runs. After
+// the first error, or once ctx is done, it starts no more, waits for those
+// under way (their ctx is cancelled, so a unit stops and removes its
+// topology) and returns that error.
+func runEach(ctx context.Context, n, parallel int, run func(context.Context, int) error, between func()) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	parallel = max(parallel, 1)
+	for first := 0; first < n && ctx.Err() == nil; first += parallel {
+		var wg sync.WaitGroup
+		for i := first; i < min(first+parallel, n); i++ {
+			wg.Go(func() {
+				if err := run(ctx, i); err != nil {
+					cancel(err)
+				}
+			})
+		}
+		wg.Wait()
+		between()
 	}
-	return m, nil
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return nil
 }
 
 // eta estimates the time left from the units done so far.
@@ -542,5 +598,9 @@ func runUnit(ctx context.Context, opts Options, u Unit) (time.Duration, error) {
 		return 0, err
 	}
 	took := time.Since(begin)
-	return took, testbed.WriteJSON(filepath.Join(dir, doneFile), done{Finished: time.Now().UTC(), Took: took})
+	parallel := 0
+	if opts.Parallel > 1 {
+		parallel = opts.Parallel
+	}
+	return took, testbed.WriteJSON(filepath.Join(dir, doneFile), done{Finished: time.Now().UTC(), Took: took, Parallel: parallel})
 }

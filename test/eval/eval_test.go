@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,6 +210,86 @@ func TestRunRefusesAnM2hodRebuiltMidway(t *testing.T) {
 	assert.False(t, units[1].Finished(opts.Out))
 }
 
+func TestRunEachRunsEveryUnitOnceInBatches(t *testing.T) {
+	for _, parallel := range []int{1, 2, 3} {
+		t.Run(fmt.Sprint(parallel), func(t *testing.T) {
+			const n = 7
+			var (
+				mu            sync.Mutex
+				ran           []int
+				batches       [][]int
+				running, most int
+			)
+			err := runEach(context.Background(), n, parallel, func(_ context.Context, i int) error {
+				mu.Lock()
+				ran = append(ran, i)
+				running++
+				most = max(most, running)
+				mu.Unlock()
+				time.Sleep(20 * time.Millisecond)
+				mu.Lock()
+				running--
+				mu.Unlock()
+				return nil
+			}, func() {
+				mu.Lock()
+				defer mu.Unlock()
+				assert.Zero(t, running, "between batches no unit runs")
+				batches = append(batches, slices.Clone(ran))
+				ran = ran[:0]
+			})
+			require.NoError(t, err)
+			assert.Equal(t, parallel, most, "as many at once as asked, no more")
+			var all []int
+			for i, b := range batches {
+				assert.Len(t, b, min(parallel, n-i*parallel), "batch %d", i)
+				all = append(all, b...)
+			}
+			assert.ElementsMatch(t, []int{0, 1, 2, 3, 4, 5, 6}, all, "every unit once")
+		})
+	}
+}
+
+func TestRunEachStopsStartingAfterAnError(t *testing.T) {
+	failed := errors.New("unit 1 failed")
+	var (
+		mu        sync.Mutex
+		started   []int
+		cancelled []int
+	)
+	err := runEach(context.Background(), 6, 2, func(ctx context.Context, i int) error {
+		mu.Lock()
+		started = append(started, i)
+		mu.Unlock()
+		if i == 1 {
+			return failed
+		}
+		select {
+		case <-ctx.Done():
+			mu.Lock()
+			cancelled = append(cancelled, i)
+			mu.Unlock()
+		case <-time.After(10 * time.Second):
+		}
+		return ctx.Err()
+	}, func() {})
+	require.ErrorIs(t, err, failed, "the first error, not the cancellation it caused")
+	assert.ElementsMatch(t, []int{0, 1}, started, "no unit started after the failure")
+	assert.Equal(t, []int{0}, cancelled, "the unit under way was told to stop")
+}
+
+func TestRunEachStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var started atomic.Int32
+	err := runEach(ctx, 5, 1, func(ctx context.Context, i int) error {
+		started.Add(1)
+		cancel()
+		return nil
+	}, func() {})
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, int32(1), started.Load())
+}
+
 func TestOptionsAreValidated(t *testing.T) {
 	base := Options{Out: "x", Corpus: Corpus{Handovers: 4, ScenarioDuration: time.Minute, Mobilities: []string{"walking"}}, Variants: []string{"cubic", "bbr"}}
 	tests := []struct {
@@ -395,7 +479,7 @@ func TestSmokeEvaluation(t *testing.T) {
 	var progress bytes.Buffer
 	opts := Options{Out: out, Corpus: Corpus{Handovers: 3, Seed: 1, ScenarioDuration: 30 * time.Second, Mobilities: []string{"driving"},
 		Scale: 0.1}, Variants: []string{"cubic", "cubic+m2ho"}, ExtraVariants: []string{"bbr"}, ExtraScenarios: 1,
-		M2hod: m2hod, DiagFlush: emu.DIAGPortFlush, Progress: &progress}
+		M2hod: m2hod, DiagFlush: emu.DIAGPortFlush, Progress: &progress, Parallel: 2}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	m, err := Run(ctx, opts)
@@ -415,7 +499,7 @@ func TestSmokeEvaluation(t *testing.T) {
 	md, err := os.ReadFile(path)
 	require.NoError(t, err)
 	for _, want := range []string{"## Goals", "## Table 2", "## Table 3", "## Table 4", "## Table 5", "Generated against seen", "## Loss-free handovers", "## Where the senders' windows were cut", "## Where the kept window went", "## m2hod overhead",
-		"Diag stream: rb_alloc events coalesced into a datagram every 50ms"} {
+		"Diag stream: rb_alloc events coalesced into a datagram every 50ms", "up to 2 units at a time"} {
 		assert.Contains(t, string(md), want)
 	}
 	for _, f := range []string{ResultsJSON, HandoversCSV, plotThroughputCDF, plotConvergenceCDF, plotLossFree} {
@@ -433,6 +517,7 @@ func TestSmokeEvaluation(t *testing.T) {
 		assert.Equal(t, emu.GeneratedFromLANTap, r.Truth.GeneratedFrom, "the receiver sits behind the UE: exact duplicate-ACK ground truth")
 		assert.GreaterOrEqual(t, len(r.Handovers), r.Scenario.Handovers, "%s %s: every handover analysed", r.Scenario.Name, r.Variant)
 		assert.Equal(t, emu.DIAGPortFlush, r.Fidelity.DiagFlush, "the run records how it fed m2hod")
+		assert.Equal(t, 2, r.Done.Parallel, "the run records how many units ran beside it")
 		if r.Variant == "cubic+m2ho" {
 			require.NotNil(t, r.Daemon, "m2hod's usage is recorded")
 			assert.Zero(t, r.Truth.Totals.DiagSendErrors, "m2hod took every diag datagram")

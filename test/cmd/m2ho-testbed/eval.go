@@ -99,6 +99,7 @@ func cmdEval(ctx context.Context, args []string, out io.Writer, log *slog.Logger
 	m2hod := fs.String("m2hod", "bin/m2hod", "m2hod binary")
 	diagFlush := diagFlushFlag(fs)
 	reportOnly := fs.Bool("report-only", false, "only rebuild the results from the finished units")
+	parallel := fs.Int("parallel", 1, "units to run at once, each in its own namespaces (the report's fidelity table gives each variant's emulator timing)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -106,7 +107,10 @@ func cmdEval(ctx context.Context, args []string, out io.Writer, log *slog.Logger
 		Out:      *outDir,
 		Corpus:   *corpus,
 		Variants: splitList(*variants), ExtraVariants: splitList(*extra), ExtraScenarios: *extraScenarios,
-		M2hod: *m2hod, DiagFlush: *diagFlush, Log: log, Progress: out,
+		M2hod: *m2hod, DiagFlush: *diagFlush, Log: log, Progress: out, Parallel: *parallel,
+	}
+	if *parallel < 1 {
+		return fmt.Errorf("--parallel %d: at least one unit runs at a time", *parallel)
 	}
 	if len(opts.Variants) < 2 {
 		return errors.New("--variants: the evaluation compares a reference variant with an m2ho variant (name both)")

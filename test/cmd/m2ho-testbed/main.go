@@ -28,7 +28,7 @@ commands:
   demo [--out out/demo] [--scenario test/scenarios/demo.yaml] [--m2hod bin/m2hod] [--diag-flush 50ms]
   gen-scenario --seed N [--duration 120s] [--mobility walking|driving] [--scale 0.1] [--match-mix] [--traces DIR] [--leads paper|captures] [--lan-receiver] [--cell-buffer D] [--source-discard] [--route] [--out FILE]
   eval [--out out/eval] [--handovers 70] [--seed 1] [--scenario-duration 2m] [--mobility walking,driving] [--traces DIR] [--cell-buffer D] [--source-discard] [--leads paper|captures]
-       [--variants LIST] [--extra-variants LIST] [--extra-scenarios 1] [--m2hod bin/m2hod] [--diag-flush 50ms] [--report-only]
+       [--variants LIST] [--extra-variants LIST] [--extra-scenarios 1] [--m2hod bin/m2hod] [--diag-flush 50ms] [--parallel 1] [--report-only]
   predict [--handovers 1000] [--seed 1] [--scenario-duration 2m] [--mobility walking,driving] [--traces DIR] [--leads paper|captures]
                                      handover prediction (Table 4 and 5) on a generated corpus's signalling, without running it
   fidelity [--out DIR]                  the emulator's own fidelity (packet rate, TCP on a constant link)
