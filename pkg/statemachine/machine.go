@@ -7,14 +7,17 @@
 //     what the target is expected to carry, a ramp takes the handover's
 //     clamp over: it starts at that clamp (or, with none, at what the
 //     target is expected to carry: the bandwidth-delay product plus the
-//     queue the bandwidth hold leaves) and rises each round with what the new cell delivered (Eq. 2),
-//     at most doubling, until the senders' windows fit under it, so the
-//     window kept through the handover enters the new cell at the cell's
-//     pace instead of overflowing it. A Preparation clamp that no handover
-//     followed reopens the same way. Then the bandwidth hold keeps the
-//     window: on a sub-6 cell at the bandwidth estimate (Eq. 2), so a
-//     sender keeps a mmWave-sized cwnd for the next mmWave cell (section
-//     4.5); on a mmWave cell at what a handover to sub-6 can drain.
+//     queue the bandwidth hold leaves) and rises each round with what
+//     the new cell delivered (Eq. 2), at most doubling, until the
+//     senders' windows fit under it, so the window kept through the
+//     handover enters the new cell at the cell's pace instead of
+//     overflowing it. A Preparation clamp that no handover followed
+//     reopens the same way, and so does the clamp held through a
+//     connection failure on the cell it comes back on. Then the
+//     bandwidth hold keeps the window: on a sub-6 cell at the bandwidth
+//     estimate (Eq. 2), so a sender keeps a mmWave-sized cwnd for the
+//     next mmWave cell (section 4.5); on a mmWave cell at what a
+//     handover to sub-6 can drain.
 //   - Preparation: a handover is predicted (Algorithm 1, section 4.2) or
 //     commanded; the window is clamped to the target cell's buffer estimate
 //     (section 4.3). The duplicate ACKs of holes are suppressed: the
