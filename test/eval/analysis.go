@@ -537,6 +537,43 @@ func writeLossFree(w io.Writer, a *Analysis, variants []string) {
 	}
 }
 
+// lossCauseLabels head the columns of writeLossCauses.
+var lossCauseLabels = map[string]string{
+	report.LossRLF:           "radio link failure",
+	report.LossSourceDiscard: "source discard",
+	report.LossOverflow:      "target overflow during",
+	report.LossAfter:         "target overflow after",
+	report.LossReordering:    "reordering alone",
+	report.LossOther:         "other",
+}
+
+// writeLossCauses tabulates why the handovers that were not loss-free
+// lost packets, from the ground truth.
+func writeLossCauses(w io.Writer, a *Analysis, variants []string) {
+	fmt.Fprintf(w, "\nWhy the others were not, from the emulator's ground truth, the first that applies: a radio link failure; the source discarding what its context release held; the target's buffer overflowing while the handover completed, or within %v after; the context release's reordering alone; other (a drop outside the handover's buffers, or a timer).\n\n", emu.PostHandoverWindow)
+	fmt.Fprint(w, "| variant | not loss-free |")
+	causes := report.LossCauses()
+	for _, c := range causes {
+		fmt.Fprintf(w, " %s |", lossCauseLabels[c])
+	}
+	fmt.Fprint(w, "\n|---|---:|")
+	for range causes {
+		fmt.Fprint(w, "---:|")
+	}
+	fmt.Fprintln(w)
+	for _, v := range variants {
+		s, ok := a.summary(v, diag.AllClasses)
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %d |", report.Title(v), s.Handovers-s.LossFree)
+		for _, c := range causes {
+			fmt.Fprintf(w, " %d |", s.LossCauses[c])
+		}
+		fmt.Fprintln(w)
+	}
+}
+
 // writeCuts tabulates the window cuts of every variant beside the
 // reference's on the same scenarios: what a policy saves during handovers
 // and what it costs between them.
@@ -631,6 +668,7 @@ func writeMarkdown(w io.Writer, m *Manifest, a *Analysis) error {
 	}
 	fmt.Fprintln(w, "\n## Loss-free handovers (figure 13)")
 	writeLossFree(w, a, variants)
+	writeLossCauses(w, a, variants)
 	fmt.Fprintln(w, "\n## Where the senders' windows were cut")
 	writeCuts(w, a, variants)
 	fmt.Fprintln(w, "\n## Where the kept window went")

@@ -27,6 +27,9 @@ type Summary struct {
 	CwndDrop        float64 `json:"cwnd_drop"`
 	OverflowDrops   int     `json:"overflow_drops"`
 	Reordered       int     `json:"reordered"`
+	// LossCauses counts the handovers that were not loss-free by
+	// Handover.LossCause.
+	LossCauses map[string]int `json:"loss_causes,omitempty"`
 }
 
 // Summarize groups a variant's handovers by class, with an overall row.
@@ -54,6 +57,11 @@ func Summarize(variant string, hs []Handover) []Summary {
 			}
 			if h.LossFree {
 				s.LossFree++
+			} else {
+				if s.LossCauses == nil {
+					s.LossCauses = map[string]int{}
+				}
+				s.LossCauses[h.LossCause()]++
 			}
 			if h.Reordered {
 				s.Reordered++
