@@ -318,6 +318,8 @@ int m2ho_egress(struct __sk_buff *skb)
 	note_close(flow, &pkt, true);
 
 	bool plain_ack = (pkt.tcp_flags & TCPF_ACK) && !(pkt.tcp_flags & (TCPF_SYN | TCPF_RST));
+	if (plain_ack)
+		note_hole(flow, &pkt, now);
 	if (plain_ack && suppress_dupack(flow, &pkt, pol, now)) {
 		count(CNT_DUPACK_SUPPRESSED);
 		return TC_ACT_SHOT;
@@ -326,8 +328,10 @@ int m2ho_egress(struct __sk_buff *skb)
 	stamp_tsval(flow, &pkt);
 	if (!plain_ack)
 		return TC_ACT_UNSPEC;
-	if (!(flow->flags & FLOW_ACK_VALID) || pkt.ack != flow->last_ack)
+	if (!(flow->flags & FLOW_ACK_VALID) || pkt.ack != flow->last_ack) {
 		flow->ack_moved = stamp_time(now);
+		flow->hole_seen = 0;
+	}
 	flow->last_ack = pkt.ack;
 	flow_set(flow, FLOW_ACK_VALID);
 	apply_clamp(skb, flow, &pkt, pol, now);

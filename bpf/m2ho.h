@@ -145,10 +145,13 @@ struct flow_state {
 	/* when the ACK that moved last_ack forward left, in ts_stamp units
 	 * with the lowest bit set; 0 before the first ACK */
 	__u32 ack_moved;
+	/* when the first duplicate of last_ack with data above it (a hole)
+	 * left or was held, in the same units; 0 while there was none */
+	__u32 hole_seen;
 	/* TSvals awaiting their echo; a TSval that finds none free goes
 	 * unstamped, so a flow yields up to this many samples per RTT */
 	struct ts_stamp stamps[M2HO_TS_STAMPS_PER_FLOW];
-	__u8 pad_egress[16];
+	__u8 pad_egress[12];
 };
 
 /* Values of a flow bucket's tag besides the live tags. */
@@ -236,8 +239,8 @@ enum suppress_mode {
 struct policy {
 	__u64 clamp_deadline_ns;
 	__u64 suppress_deadline_ns;
-	/* When SUPPRESS_PREPARATION began: a hole whose acknowledgement last
-	 * moved before it (a loss the sender is already repairing) is not the
+	/* When SUPPRESS_PREPARATION began: a hole whose first duplicate
+	 * left before it (a loss the sender is already repairing) is not the
 	 * handover's, and is not held. */
 	__u64 suppress_since_ns;
 	__u32 clamp_mode;      /* enum clamp_mode */

@@ -52,6 +52,23 @@ static __always_inline bool policy_live(__u64 deadline_ns, bool clamp, __u64 now
 }
 
 /*
+ * note_hole records when the flow's current hole showed: the first pure
+ * ACK repeating the last one while data above it has arrived. Every such
+ * ACK is a duplicate the sender counts, whether suppression is on or
+ * not, so a hole that opened before suppression began is known as such.
+ * Only a repeated ACK reads ingress's sequence; the ACK that moves the
+ * acknowledgement clears the mark (m2ho_egress).
+ */
+static __always_inline void note_hole(struct flow_state *flow, const struct packet *pkt, __u64 now)
+{
+	bool pure = pkt->payload_len == 0 && !(pkt->tcp_flags & (TCPF_SYN | TCPF_FIN | TCPF_RST));
+	if (!pure || !(flow->flags & FLOW_ACK_VALID) || pkt->ack != flow->last_ack || flow->hole_seen)
+		return;
+	if ((flow_flags(flow) & FLOW_RX_SEQ_VALID) && seq_after(READ_ONCE(flow->highest_rx_seq), pkt->ack))
+		flow->hole_seen = stamp_time(now);
+}
+
+/*
  * suppress_dupack decides whether an egress ACK is a duplicate to drop. The
  * window is not compared, although RFC 5681 counts a window update as no
  * duplicate: during a hole, such an ACK carries the same SACK blocks as the
@@ -85,19 +102,20 @@ static __always_inline bool suppress_dupack(struct flow_state *flow, const struc
 		}
 	}
 	bool pure = pkt->payload_len == 0 && !(pkt->tcp_flags & (TCPF_SYN | TCPF_FIN | TCPF_RST));
-	if (!pure || !(flow->flags & FLOW_ACK_VALID) || pkt->ack != flow->last_ack)
-		return false;
-	if (!(flow_flags(flow) & FLOW_RX_SEQ_VALID) ||
-	    !seq_after(READ_ONCE(flow->highest_rx_seq), pkt->ack))
+	if (!pure || !(flow->flags & FLOW_ACK_VALID) || pkt->ack != flow->last_ack || !flow->hole_seen)
 		return false;
 	/* The hold counts from the ACK that last moved the acknowledgement,
 	 * which restarted the sender's retransmission timer: a hole from
 	 * the prediction on is held through the command, the execution and
-	 * Smoothing, and never long enough for that timer. A hole older than
-	 * the prediction is not the handover's. A negative time since the
-	 * ACK moved is one that moved more than 36 minutes ago. */
+	 * Smoothing, and never long enough for that timer. A hole whose
+	 * first duplicate left before the prediction is not the handover's.
+	 * The acknowledgement's own age says nothing of that: a cell that
+	 * delivered nothing for a while before the command left the ACK
+	 * standing with no hole, until the context release opened one. A
+	 * negative time since the ACK moved is one that moved more than 36
+	 * minutes ago. */
 	__s32 held = stamp_time(now) - flow->ack_moved;
-	if (mode == SUPPRESS_PREPARATION && (__s32)(flow->ack_moved - stamp_time(pol->suppress_since_ns)) < 0)
+	if (mode == SUPPRESS_PREPARATION && (__s32)(flow->hole_seen - stamp_time(pol->suppress_since_ns)) < 0)
 		return false;
 	__s64 hold = (__s64)DUPACK_HOLD_MS * 1000000;
 	__u64 srtt = READ_ONCE(flow->srtt_ns);

@@ -143,8 +143,9 @@ type m2hoFlowState struct {
 	LastTsval     uint32
 	HostSynSeq    uint32
 	AckMoved      uint32
+	HoleSeen      uint32
 	Stamps        [4]m2hoTsStamp
-	PadEgress     [16]uint8
+	PadEgress     [12]uint8
 }
 
 type m2hoFlowTag uint32

@@ -86,8 +86,8 @@ func (d *Datapath) ClearClamp() error {
 }
 
 // coarseClockLag bounds how far behind CLOCK_MONOTONIC the egress program's
-// coarse clock, which times a flow's acknowledgements, may lag: two kernel
-// ticks at HZ=100.
+// coarse clock, which times a flow's acknowledgements and holes, may lag:
+// two kernel ticks at HZ=100.
 const coarseClockLag = 20 * time.Millisecond
 
 // PrepareSuppression drops pure duplicate ACKs of a hole (data received
@@ -96,10 +96,11 @@ const coarseClockLag = 20 * time.Millisecond
 // cell's context release delivers data out of order as the UE applies the
 // command, before user space reads the command from the modem; started
 // at the command, suppression let the first duplicates of that
-// reordering through. A hole whose acknowledgement last moved before the
+// reordering through. A hole whose first duplicate ACK left before the
 // first of a run of calls (a loss the sender was already repairing; within
-// coarseClockLag of it, counted after) is not held. StartSuppression at the
-// execution takes over.
+// coarseClockLag of it, counted after) is not held, however long its
+// acknowledgement stood before. StartSuppression at the execution takes
+// over.
 func (d *Datapath) PrepareSuppression(deadline time.Time) error {
 	deadlineNs, err := futureDeadline(deadline)
 	if err != nil {

@@ -337,6 +337,29 @@ func TestPreparationHoldsOnlyHolesSinceThePrediction(t *testing.T) {
 	assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 3000), true), "held through a renewal")
 }
 
+// TestPreparationHoldsTheHoleOfAStandingAck: a cell that delivered
+// nothing for a while before the command leaves the acknowledgement
+// standing, with no hole, since before the prediction; the context release
+// then opens a hole at the command. That hole is the handover's, however
+// old the acknowledgement: its duplicates are held. A window update while
+// the acknowledgement stood (no data above it) opened no hole.
+func TestPreparationHoldsTheHoleOfAStandingAck(t *testing.T) {
+	d := loadDetached(t, true, 0)
+	s := freshPorts(segment{timestamps: true, tsval: 1, sack: true})
+	handshake(t, d, s, 7, 7)
+	setSmoothedRTT(t, d, s, 40*time.Millisecond)
+	verdictOf(t, d, peerData(s, 0, 1000), false)
+	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
+	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true), "a window update")
+	// the egress clock lags by two ticks at most, 20 ms at HZ=100
+	time.Sleep(coarseClockLag + 25*time.Millisecond)
+
+	require.NoError(t, d.PrepareSuppression(time.Now().Add(time.Minute)))
+	verdictOf(t, d, peerData(s, 2000, 1000), false) // the release: a hole at 1000
+	assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 1000), true), "the release's hole, under an ACK older than the prediction")
+	assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 1000), true), "and its next duplicate")
+}
+
 // TestImplausibleSegmentsLeaveTheSequence checks that an ingress segment
 // further from the flow's highest sequence than the host's largest window
 // (a damaged sequence number, a stray segment of an earlier connection)
