@@ -171,10 +171,10 @@ eval: deps build
 	$(BIN)/m2ho-testbed eval --out $(EVAL_OUT) --m2hod $(BIN)/m2hod
 
 # eval-quick is the day-to-day check: the headline pair only, on at least
-# twelve handovers of each mobility pattern (four scenarios, under 20
-# minutes), with intervals.
+# twelve handovers of each mobility pattern (four scenarios, two units at
+# a time: about 10 minutes), with intervals.
 eval-quick: deps build
-	$(BIN)/m2ho-testbed eval --out out/eval-quick --m2hod $(BIN)/m2hod --handovers 12 --extra-variants ''
+	$(BIN)/m2ho-testbed eval --out out/eval-quick --m2hod $(BIN)/m2hod --handovers 12 --extra-variants '' --parallel 2
 
 # fidelity-paper holds plain CUBIC, kernel and scaled, to the paper's
 # section 3 (docs/testbed.md); with FIDELITY_FROM it reads an evaluation's
