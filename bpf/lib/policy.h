@@ -52,6 +52,17 @@ static __always_inline bool policy_live(__u64 deadline_ns, bool clamp, __u64 now
 }
 
 /*
+ * repeats_last_ack says whether pkt is a pure ACK (no payload, no SYN, FIN
+ * or RST) with the acknowledgement of the last ACK let through: a
+ * duplicate, or a window update.
+ */
+static __always_inline bool repeats_last_ack(const struct flow_state *flow, const struct packet *pkt)
+{
+	bool pure = pkt->payload_len == 0 && !(pkt->tcp_flags & (TCPF_SYN | TCPF_FIN | TCPF_RST));
+	return pure && (flow->flags & FLOW_ACK_VALID) && pkt->ack == flow->last_ack;
+}
+
+/*
  * note_hole records when the flow's current hole showed: the first pure
  * ACK repeating the last one while data above it has arrived. Every such
  * ACK is a duplicate the sender counts, whether suppression is on or
@@ -61,8 +72,7 @@ static __always_inline bool policy_live(__u64 deadline_ns, bool clamp, __u64 now
  */
 static __always_inline void note_hole(struct flow_state *flow, const struct packet *pkt, __u64 now)
 {
-	bool pure = pkt->payload_len == 0 && !(pkt->tcp_flags & (TCPF_SYN | TCPF_FIN | TCPF_RST));
-	if (!pure || !(flow->flags & FLOW_ACK_VALID) || pkt->ack != flow->last_ack || flow->hole_seen)
+	if (!repeats_last_ack(flow, pkt) || flow->hole_seen)
 		return;
 	if ((flow_flags(flow) & FLOW_RX_SEQ_VALID) && seq_after(READ_ONCE(flow->highest_rx_seq), pkt->ack))
 		flow->hole_seen = stamp_time(now);
@@ -101,8 +111,7 @@ static __always_inline bool suppress_dupack(struct flow_state *flow, const struc
 			return false;
 		}
 	}
-	bool pure = pkt->payload_len == 0 && !(pkt->tcp_flags & (TCPF_SYN | TCPF_FIN | TCPF_RST));
-	if (!pure || !(flow->flags & FLOW_ACK_VALID) || pkt->ack != flow->last_ack || !flow->hole_seen)
+	if (!repeats_last_ack(flow, pkt) || !flow->hole_seen)
 		return false;
 	/* The hold counts from the ACK that last moved the acknowledgement,
 	 * which restarted the sender's retransmission timer: a hole from

@@ -316,12 +316,7 @@ func TestSuppressionFromThePrediction(t *testing.T) {
 // is already repairing, not the handover's: its duplicates pass. A hole
 // opened since is held, through a renewal of the same Preparation.
 func TestPreparationHoldsOnlyHolesSinceThePrediction(t *testing.T) {
-	d := loadDetached(t, true, 0)
-	s := freshPorts(segment{timestamps: true, tsval: 1, sack: true})
-	handshake(t, d, s, 7, 7)
-	setSmoothedRTT(t, d, s, 40*time.Millisecond)
-	verdictOf(t, d, peerData(s, 0, 1000), false)
-	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
+	d, s := flowAcknowledging1000(t)
 	verdictOf(t, d, peerData(s, 2000, 1000), false) // a loss at 1000
 	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
 	// the egress clock lags by two ticks at most, 20 ms at HZ=100
@@ -344,12 +339,7 @@ func TestPreparationHoldsOnlyHolesSinceThePrediction(t *testing.T) {
 // old the acknowledgement: its duplicates are held. A window update while
 // the acknowledgement stood (no data above it) opened no hole.
 func TestPreparationHoldsTheHoleOfAStandingAck(t *testing.T) {
-	d := loadDetached(t, true, 0)
-	s := freshPorts(segment{timestamps: true, tsval: 1, sack: true})
-	handshake(t, d, s, 7, 7)
-	setSmoothedRTT(t, d, s, 40*time.Millisecond)
-	verdictOf(t, d, peerData(s, 0, 1000), false)
-	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
+	d, s := flowAcknowledging1000(t)
 	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true), "a window update")
 	// the egress clock lags by two ticks at most, 20 ms at HZ=100
 	time.Sleep(coarseClockLag + 25*time.Millisecond)
@@ -358,6 +348,19 @@ func TestPreparationHoldsTheHoleOfAStandingAck(t *testing.T) {
 	verdictOf(t, d, peerData(s, 2000, 1000), false) // the release: a hole at 1000
 	assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 1000), true), "the release's hole, under an ACK older than the prediction")
 	assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 1000), true), "and its next duplicate")
+}
+
+// flowAcknowledging1000 loads a detached datapath with a flow (40 ms
+// smoothed RTT) whose host received and acknowledged its first 1000 bytes.
+func flowAcknowledging1000(t *testing.T) (*Datapath, segment) {
+	t.Helper()
+	d := loadDetached(t, true, 0)
+	s := freshPorts(segment{timestamps: true, tsval: 1, sack: true})
+	handshake(t, d, s, 7, 7)
+	setSmoothedRTT(t, d, s, 40*time.Millisecond)
+	verdictOf(t, d, peerData(s, 0, 1000), false)
+	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
+	return d, s
 }
 
 // TestImplausibleSegmentsLeaveTheSequence checks that an ingress segment
