@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -389,6 +390,67 @@ func TestComparePairedMatchesScenariosAndHandovers(t *testing.T) {
 	assert.InDelta(t, 0.2, p.RunGain.Low, 1e-9)
 }
 
+func TestCompareUnitsPairsTwoEvaluationsScenarioByScenario(t *testing.T) {
+	var a, b []UnitResult
+	for i, base := range []float64{10, 20} {
+		name := fmt.Sprintf("s%d", i)
+		ra := pairedRun(name, "scubic", "sub6_sub6", []float64{base, base}, 2, i == 0)
+		ra.RunGoodputBps = base * 1e6
+		ra.Done.Parallel = 0
+		rb := pairedRun(name, "scubic", "sub6_sub6", []float64{base, 1.2 * base}, 2, true)
+		rb.RunGoodputBps = 0.9 * base * 1e6
+		rb.Done.Parallel = 2
+		a, b = append(a, ra), append(b, rb)
+	}
+	// A scenario only the first evaluation finished does not count.
+	a = append(a, pairedRun("s2", "scubic", "sub6_sub6", []float64{99}, 2, true))
+	c := compareUnits("scubic", side("A", &Manifest{}, a), a, side("B", &Manifest{M2hodVersion: "m2hod x"}, b), b)
+	assert.Equal(t, []int{1}, c.A.Parallel, "a serial unit records no parallelism")
+	assert.Equal(t, []int{2}, c.B.Parallel)
+	assert.Equal(t, 3, c.A.Units)
+	assert.Equal(t, 2, c.Paired.Scenarios)
+	assert.Equal(t, 4, c.Paired.Handovers)
+	assert.InDelta(t, 0.1, c.Paired.Gain[diag.AllClasses].Value, 1e-9)
+	assert.InDelta(t, -0.1, c.Paired.RunGain.Value, 1e-9)
+	require.Len(t, c.Scenarios, 2)
+	assert.Equal(t, ScenarioComparison{Scenario: "s0", Handovers: 2, HandoverGain: 0.1, RunGain: -0.1, LossFreeA: 2, LossFreeB: 2}, roundComparison(c.Scenarios[0]))
+	assert.Equal(t, ScenarioComparison{Scenario: "s1", Handovers: 2, HandoverGain: 0.1, RunGain: -0.1, LossFreeA: 0, LossFreeB: 2}, roundComparison(c.Scenarios[1]))
+
+	var md bytes.Buffer
+	require.NoError(t, WriteComparison(&md, c))
+	assert.Contains(t, md.String(), "| handover throughput, Overall | +10.0% [+10.0, +10.0] |")
+	assert.Contains(t, md.String(), "| s1 | 2 | +10.0% | -10.0% | 0 | 2 |")
+	assert.Contains(t, md.String(), "- B: B, 2 units finished, up to [2] at a time, m2hod x")
+}
+
+// roundComparison rounds a scenario's ratios to compare them exactly.
+func roundComparison(s ScenarioComparison) ScenarioComparison {
+	s.HandoverGain = math.Round(s.HandoverGain*1e9) / 1e9
+	s.RunGain = math.Round(s.RunGain*1e9) / 1e9
+	return s
+}
+
+func TestSameDrawsRefusesScenariosThatDiffer(t *testing.T) {
+	evaluation := func(files map[string]string) (string, *Manifest) {
+		dir := t.TempDir()
+		m := &Manifest{}
+		for name, body := range files {
+			file := filepath.Join("corpus", name+".yaml")
+			require.NoError(t, os.MkdirAll(filepath.Join(dir, "corpus"), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, file), []byte(body), 0o644))
+			m.Corpus = append(m.Corpus, CorpusEntry{Name: name, File: file})
+		}
+		return dir, m
+	}
+	a, ma := evaluation(map[string]string{"s1": "seed: 1", "s2": "seed: 2"})
+	b, mb := evaluation(map[string]string{"s1": "seed: 1", "s3": "seed: 3"})
+	assert.NoError(t, sameDraws(a, ma, b, mb), "the scenario both hold is the same; the others do not pair")
+	c, mc := evaluation(map[string]string{"s1": "seed: 1 redrawn", "s2": "seed: 2"})
+	err := sameDraws(a, ma, c, mc)
+	assert.ErrorContains(t, err, "s1 differs")
+	assert.NotContains(t, err.Error(), "s2")
+}
+
 func TestPairCutsSumsTheScenariosBothFinished(t *testing.T) {
 	run := func(name, variant string, c report.Cuts) UnitResult {
 		r := pairedRun(name, variant, "sub6_sub6", []float64{10}, 0, true)
@@ -538,6 +600,16 @@ func TestSmokeEvaluation(t *testing.T) {
 	_, err = Run(ctx, opts)
 	require.NoError(t, err)
 	assert.Contains(t, progress.String(), fmt.Sprintf("0 of %d units to run", units), "a finished evaluation resumes with nothing to do")
+
+	same, err := CompareEvaluations(out, out, "cubic")
+	require.NoError(t, err, "an evaluation pairs with itself")
+	assert.Equal(t, len(m.Corpus), same.Paired.Scenarios)
+	assert.Equal(t, []int{2}, same.B.Parallel)
+	gain := same.Paired.Gain[diag.AllClasses]
+	assert.Zero(t, gain.Value, "the same runs: no difference")
+	assert.Zero(t, gain.HalfWidth())
+	_, err = CompareEvaluations(out, out, "reno")
+	assert.ErrorContains(t, err, "no scenario finished in both", "no unit of that variant")
 }
 
 func TestImplausibleRunsNamesTheScenarios(t *testing.T) {

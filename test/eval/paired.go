@@ -54,20 +54,25 @@ func sameScenario(ref, v []UnitResult, each func(r, u *UnitResult)) {
 func pairScenarios(ref, v []UnitResult) []scenarioPair {
 	var pairs []scenarioPair
 	sameScenario(ref, v, func(r, u *UnitResult) {
-		index := map[int]report.Handover{}
-		for _, h := range r.Handovers {
-			index[h.Index] = h
-		}
-		var p scenarioPair
-		for _, h := range u.Handovers {
-			if rh, ok := index[h.Index]; ok && rh.Class == h.Class {
-				p.ref = append(p.ref, rh)
-				p.v = append(p.v, h)
-			}
-		}
-		pairs = append(pairs, p)
+		pairs = append(pairs, pairHandovers(r, u))
 	})
 	return pairs
+}
+
+// pairHandovers matches the handovers of one scenario's units by index.
+func pairHandovers(r, u *UnitResult) scenarioPair {
+	index := map[int]report.Handover{}
+	for _, h := range r.Handovers {
+		index[h.Index] = h
+	}
+	var p scenarioPair
+	for _, h := range u.Handovers {
+		if rh, ok := index[h.Index]; ok && rh.Class == h.Class {
+			p.ref = append(p.ref, rh)
+			p.v = append(p.v, h)
+		}
+	}
+	return p
 }
 
 // comparePaired computes a variant's paired figures against the reference.

@@ -48,13 +48,19 @@ type UnitResult struct {
 
 // Load reads every finished unit of an evaluation, in running order.
 func Load(out string) (*Manifest, []UnitResult, error) {
+	return loadFinished(out, func(Unit) bool { return true })
+}
+
+// loadFinished reads the finished units of an evaluation that keep
+// accepts, in running order.
+func loadFinished(out string, keep func(Unit) bool) (*Manifest, []UnitResult, error) {
 	m, err := ReadManifest(out)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the evaluation in %s: %w", out, err)
 	}
 	var results []UnitResult
 	for _, u := range m.Units() {
-		if !u.Finished(out) {
+		if !keep(u) || !u.Finished(out) {
 			continue
 		}
 		r, _, err := loadUnit(out, u)

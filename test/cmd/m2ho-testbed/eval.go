@@ -136,6 +136,27 @@ func cmdEval(ctx context.Context, args []string, out io.Writer, log *slog.Logger
 	return nil
 }
 
+// cmdCompare pairs one variant's units of two evaluations of one corpus:
+// the same daemon run two ways (an A/A check of the testbed), or two
+// daemon builds.
+func cmdCompare(_ context.Context, args []string, out io.Writer, _ *slog.Logger) error {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	a := fs.String("a", "", "the first evaluation's output directory")
+	b := fs.String("b", "", "the second evaluation's output directory, compared against the first")
+	variant := fs.String("variant", eval.DefaultVariants[0], "the variant compared")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *a == "" || *b == "" {
+		return errors.New("--a and --b name the two evaluations")
+	}
+	c, err := eval.CompareEvaluations(*a, *b, *variant)
+	if err != nil {
+		return err
+	}
+	return eval.WriteComparison(out, c)
+}
+
 // cmdPredict judges handover prediction on a generated corpus's
 // signalling alone, without running it: no root, seconds for thousands of
 // handovers.

@@ -2,7 +2,7 @@
 // variant (run), the demo comparison of CUBIC with and without m2ho (demo),
 // the section 6 evaluation over a generated corpus (eval), handover
 // prediction on a corpus's signalling (predict), the scenario generator
-// (gen-scenario), the emulator's fidelity measurement
+// (gen-scenario), one variant in two evaluations (compare), the emulator's fidelity measurement
 // (fidelity), two CPEs sharing a fleet store (fleet), and the removal of
 // what crashed runs left (cleanup). See docs/testbed.md.
 package main
@@ -29,6 +29,7 @@ commands:
   gen-scenario --seed N [--duration 120s] [--mobility walking|driving] [--scale 0.1] [--match-mix] [--traces DIR] [--leads paper|captures] [--lan-receiver] [--cell-buffer D] [--source-discard] [--route] [--out FILE]
   eval [--out out/eval] [--handovers 70] [--seed 1] [--scenario-duration 2m] [--mobility walking,driving] [--traces DIR] [--cell-buffer D] [--source-discard] [--leads paper|captures]
        [--variants LIST] [--extra-variants LIST] [--extra-scenarios 1] [--m2hod bin/m2hod] [--diag-flush 50ms] [--parallel 1] [--report-only]
+  compare --a DIR --b DIR [--variant scubic]   one variant in two evaluations of one corpus, paired: B against A
   predict [--handovers 1000] [--seed 1] [--scenario-duration 2m] [--mobility walking,driving] [--traces DIR] [--leads paper|captures]
                                      handover prediction (Table 4 and 5) on a generated corpus's signalling, without running it
   fidelity [--out DIR]                  the emulator's own fidelity (packet rate, TCP on a constant link)
@@ -60,6 +61,7 @@ func main() {
 		"run":          cmdRun,
 		"demo":         cmdDemo,
 		"eval":         cmdEval,
+		"compare":      cmdCompare,
 		"gen-scenario": cmdGenScenario,
 		"predict":      cmdPredict,
 		"fidelity":     cmdFidelity,

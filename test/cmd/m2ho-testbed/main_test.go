@@ -142,6 +142,13 @@ func TestEvalNeedsAReferenceAndAnM2hoVariant(t *testing.T) {
 	assert.ErrorContains(t, err, "reference variant with an m2ho variant")
 }
 
+func TestCompareNeedsTwoEvaluations(t *testing.T) {
+	err := cmdCompare(context.Background(), []string{"--a", t.TempDir()}, &bytes.Buffer{}, slog.Default())
+	assert.ErrorContains(t, err, "--a and --b")
+	err = cmdCompare(context.Background(), []string{"--a", t.TempDir(), "--b", t.TempDir()}, &bytes.Buffer{}, slog.Default())
+	assert.ErrorContains(t, err, "reading the evaluation", "no manifest: no evaluation")
+}
+
 // TestCaptureLeadsAreCurrent measures the leads of the shared captures as
 // `m2ho-testbed leads` does and compares them with the file the
 // generator embeds, so a decoder change that moves them is seen.
