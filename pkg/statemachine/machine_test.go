@@ -2224,6 +2224,39 @@ func TestPreparationClampIsLogged(t *testing.T) {
 	assert.Contains(t, clamps[0], "source="+estimator.SourceCell)
 }
 
+// TestClampChangesAreLoggedAtDebug: at debug level every change of the
+// clamp is a line with the estimator's view of the serving cell; a clamp
+// renewed unchanged writes none, and at info level there is none at all.
+func TestClampChangesAreLoggedAtDebug(t *testing.T) {
+	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
+		t.Run(level.String(), func(t *testing.T) {
+			var log logbuf.Buffer
+			est, err := seededEstimator()
+			require.NoError(t, err)
+			h := &harness{t: t, est: est, act: &fakeActuator{failing: map[string]bool{}}, obs: &recordingObserver{}}
+			h.m, err = New(DefaultConfig(), est, h.act, slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: level})))
+			require.NoError(t, err)
+			for _, s := range []step{serve(0, lteA, diag.Cell{}), meas(10, diag.EventA3, lteA, lteB), tick(100), tick(200)} {
+				s(h)
+			}
+			var clamps []string
+			for l := range strings.Lines(log.String()) {
+				if strings.Contains(l, `msg=clamp `) {
+					clamps = append(clamps, l)
+				}
+			}
+			if level == slog.LevelInfo {
+				assert.Empty(t, clamps)
+				return
+			}
+			require.Len(t, clamps, 1, "the Preparation clamp, set once and renewed:\n%s", log.String())
+			for _, want := range []string{"bytes=400000", "source=" + estimator.SourceCell, "serving_fresh=false", "min_rtt=0s"} {
+				assert.Contains(t, clamps[0], want)
+			}
+		})
+	}
+}
+
 // TestPreparationClampOutlivesItsPrediction: the datapath must still hold
 // a Preparation clamp when the machine's tick after the prediction's end
 // replaces it (a reopening ramp, a release). With the prediction's end as

@@ -1,6 +1,10 @@
 package statemachine
 
-import "time"
+import (
+	"context"
+	"log/slog"
+	"time"
+)
 
 // Clamp sources beside the estimator's buffer lookup rules.
 const (
@@ -68,9 +72,26 @@ func (m *Machine) holdClamp(bytes uint32, source string, limit time.Time) {
 	p := &m.pol
 	changed := p.freeze || p.clampBytes != bytes || !p.clampLimit.Equal(limit)
 	p.clampBytes, p.freeze, p.clampSource, p.clampLimit = bytes, false, source, limit
+	if changed {
+		m.logClamp()
+	}
 	if changed || m.clampWriteDue() {
 		m.writeClamp()
 	}
+}
+
+// logClamp logs, at debug level, a clamp that changed with what the
+// estimator saw of the serving cell when it did: the holds and ramps are
+// made of those figures, several times a second, and nothing else tells
+// afterwards why a window was what it was.
+func (m *Machine) logClamp() {
+	if !m.logger.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	p := &m.pol
+	c, fresh := m.est.Carried(m.now)
+	m.logger.Debug("clamp", "bytes", p.clampBytes, "source", p.clampSource,
+		"serving_fresh", fresh, "peak_bdp", c.BDP, "min_rtt", c.MinRTT, "srtt", c.SRTT)
 }
 
 // holdFreeze keeps a zero window in force until limit.
