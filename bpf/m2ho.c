@@ -328,6 +328,13 @@ int m2ho_egress(struct __sk_buff *skb)
 	stamp_tsval(flow, &pkt);
 	if (!plain_ack)
 		return TC_ACT_UNSPEC;
+	if (hides_sack(flow, &pkt, pol, now)) {
+		int stripped = strip_sack(skb, pkt.l4_off, pkt.tcp_len);
+		if (stripped > 0)
+			count(CNT_SACK_HIDDEN);
+		else if (stripped < 0)
+			count(CNT_REWRITE_FAILED);
+	}
 	if (!(flow->flags & FLOW_ACK_VALID) || pkt.ack != flow->last_ack) {
 		flow->ack_moved = stamp_time(now);
 		flow->hole_seen = 0;

@@ -319,6 +319,9 @@ enum counter_id {
 	/* duplicate ACK let through although suppression held its flow: its
 	 * acknowledgement stood still for DUPACK_HOLD_MS */
 	CNT_DUPACK_HOLD_EXPIRED,
+	/* ACK moving the acknowledgement to a hole suppression holds: its
+	 * SACK option left as NOPs */
+	CNT_SACK_HIDDEN,
 	CNT_MAX,
 };
 

@@ -138,6 +138,39 @@ static __always_inline bool suppress_dupack(struct flow_state *flow, const struc
 }
 
 /*
+ * hides_sack says whether an egress ACK that moves the acknowledgement must
+ * leave without its SACK blocks. While suppression holds the flow and data
+ * above the new acknowledgement has arrived, the ACK stands at a hole: the
+ * first ACK the receiver sends after the context release began delivering
+ * out of order still acknowledges what came in order before it, so it
+ * passes as no duplicate, but its SACK blocks tell the sender of the data
+ * beyond the hole, and RACK marks the hole lost a quarter of RTT_min
+ * later. In the testbed, 16 of the 19 handovers that m2ho's senders went
+ * through without a dropped packet but not without a retransmission took
+ * exactly one, 25 to 77 ms after the execution (m2hod 86b787a,
+ * docs/results/eval-86b787a), with no duplicate ACK let through in the one
+ * traced (walking seed 6, handover 7): a fast retransmit and a window cut,
+ * undone once the held data arrived. The ACK's progress still reaches the sender; the same
+ * rules as the duplicates' decide (suppress_dupack, which runs first and
+ * releases the flow whose ACK passed the snapshot): a Preparation hides
+ * only a hole that showed since it began, or one no duplicate showed yet.
+ */
+static __always_inline bool hides_sack(struct flow_state *flow, const struct packet *pkt,
+				       const struct policy *pol, __u64 now)
+{
+	__u32 mode = pol->suppress_mode;
+	if (mode == SUPPRESS_OFF || pkt->tcp_len <= 20 || repeats_last_ack(flow, pkt))
+		return false;
+	if (!(flow_flags(flow) & FLOW_RX_SEQ_VALID) || !seq_after(READ_ONCE(flow->highest_rx_seq), pkt->ack))
+		return false;
+	if (!policy_live(pol->suppress_deadline_ns, false, now))
+		return false;
+	if (mode == SUPPRESS_HANDOVER)
+		return !(flow_flags(flow) & FLOW_RELEASED);
+	return !flow->hole_seen || (__s32)(flow->hole_seen - stamp_time(pol->suppress_since_ns)) >= 0;
+}
+
+/*
  * clamped_window returns the window field to advertise: min(own, clamp)
  * in units of the flow's scale, never below one MSS (rounded up so the
  * scaled window still holds a full segment) unless freezing.

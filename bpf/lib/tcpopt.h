@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* TCP options the datapath reads: MSS, window scale and timestamps. */
+/* TCP options the datapath reads (MSS, window scale and timestamps) and
+ * the one it blanks (SACK). */
 #ifndef M2HO_LIB_TCPOPT_H
 #define M2HO_LIB_TCPOPT_H
 
@@ -9,10 +10,13 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
+#include "csum.h"
+
 #define TCPOPT_EOL 0
 #define TCPOPT_NOP 1
 #define TCPOPT_MSS 2
 #define TCPOPT_WINDOW 3
+#define TCPOPT_SACK 5
 #define TCPOPT_TIMESTAMP 8
 
 #define TCPOLEN_MSS 4
@@ -121,6 +125,94 @@ static __always_inline void parse_tcp_options(struct __sk_buff *skb, __u8 *opt, 
 		return;
 	bpf_loop(TCP_MAX_OPTION_BYTES, scan_tcp_option, &scan, 0);
 	*out = scan.out;
+}
+
+/* State of the search for a SACK option, driven by bpf_loop as the scan
+ * above. old holds the options as they are, new as they leave. */
+struct sack_search {
+	__u8 old[TCP_MAX_OPTION_BYTES];
+	__u8 new[TCP_MAX_OPTION_BYTES];
+	__u32 len;
+	__u32 pos;
+	__u32 sack_pos;
+	__u32 sack_len; /* 0: no SACK option */
+};
+
+/* find_sack_option steps over the option at search->pos; returning 1 stops
+ * the loop, at the first SACK option or at the end of the options. */
+static long find_sack_option(__u64 index, void *ctx)
+{
+	struct sack_search *search = ctx;
+	__u32 pos = search->pos;
+	__u32 len = search->len;
+
+	if (pos >= len || pos >= TCP_MAX_OPTION_BYTES)
+		return 1;
+	__u8 kind = search->old[pos];
+	if (kind == TCPOPT_EOL)
+		return 1;
+	if (kind == TCPOPT_NOP) {
+		search->pos = pos + 1;
+		return 0;
+	}
+	if (pos + 1 >= len || pos + 1 >= TCP_MAX_OPTION_BYTES)
+		return 1;
+	__u8 opt_len = search->old[pos + 1];
+	if (opt_len < 2 || pos + opt_len > len)
+		return 1;
+	if (kind == TCPOPT_SACK) {
+		search->sack_pos = pos;
+		search->sack_len = opt_len;
+		return 1;
+	}
+	search->pos = pos + opt_len;
+	return 0;
+}
+
+/* blank_sack_byte turns byte index of the options into a NOP when it lies
+ * inside the SACK option found. */
+static long blank_sack_byte(__u64 index, void *ctx)
+{
+	struct sack_search *search = ctx;
+	if (index >= TCP_MAX_OPTION_BYTES)
+		return 1;
+	search->new[index] = index >= search->sack_pos && index < search->sack_pos + search->sack_len
+				     ? TCPOPT_NOP
+				     : search->old[index];
+	return 0;
+}
+
+/*
+ * strip_sack replaces the SACK option of the TCP header at l4_off, of
+ * tcp_len bytes, with NOPs: the segment keeps its length, its other options
+ * and its acknowledgement, and tells the sender nothing of what arrived
+ * above it. The checksum is updated by the difference of the options
+ * before and after (a TCP header is a whole number of 32-bit words, and so
+ * are its options), then the options are stored. Returns 1 when a SACK
+ * option was blanked, 0 when there was none, a negative error when a helper
+ * failed (the segment is then unchanged, or changed in its checksum only
+ * when the store failed).
+ */
+static __always_inline int strip_sack(struct __sk_buff *skb, __u32 l4_off, __u32 tcp_len)
+{
+	__u32 opt_len = tcp_len - 20;
+	if (tcp_len <= 20 || opt_len > TCP_MAX_OPTION_BYTES)
+		return 0;
+	struct sack_search search = {.len = opt_len};
+	if (bpf_skb_load_bytes(skb, l4_off + 20, search.old, opt_len))
+		return -1;
+	bpf_loop(TCP_MAX_OPTION_BYTES, find_sack_option, &search, 0);
+	if (!search.sack_len)
+		return 0;
+	bpf_loop(TCP_MAX_OPTION_BYTES, blank_sack_byte, &search, 0);
+	__s64 diff = bpf_csum_diff((__be32 *)search.old, opt_len, (__be32 *)search.new, opt_len, 0);
+	if (diff < 0)
+		return (int)diff;
+	int err = bpf_l4_csum_replace(skb, l4_off + TCP_CHECKSUM_OFFSET, 0, (__u64)diff, 0);
+	if (err)
+		return err;
+	err = bpf_skb_store_bytes(skb, l4_off + 20, search.new, opt_len, 0);
+	return err ? err : 1;
 }
 
 #endif /* M2HO_LIB_TCPOPT_H */

@@ -68,7 +68,8 @@ const (
 	m2hoCounterIdCNT_WSCALE_ADOPTED      m2hoCounterId = 25
 	m2hoCounterIdCNT_SEQ_IMPLAUSIBLE     m2hoCounterId = 26
 	m2hoCounterIdCNT_DUPACK_HOLD_EXPIRED m2hoCounterId = 27
-	m2hoCounterIdCNT_MAX                 m2hoCounterId = 28
+	m2hoCounterIdCNT_SACK_HIDDEN         m2hoCounterId = 28
+	m2hoCounterIdCNT_MAX                 m2hoCounterId = 29
 )
 
 type m2hoCpuState struct {
@@ -76,7 +77,7 @@ type m2hoCpuState struct {
 	ClockJiffies uint64
 	ClockNs      uint64
 	BurstLastNs  uint64
-	Counters     [28]uint64
+	Counters     [29]uint64
 }
 
 type m2hoDupackHold uint32

@@ -834,3 +834,114 @@ func TestFlowsAndEviction(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, flows, 2)
 }
+
+// blankedSACK is frame, whose TCP header starts at l4 and whose options end
+// in NOP, NOP and a SACK option of one block, with that SACK option as
+// NOPs: what egress sends when it hides the blocks (the checksum aside).
+func blankedSACK(frame []byte, l4 int) []byte {
+	out := append([]byte(nil), frame...)
+	end := l4 + int(out[l4+12]>>4)*4
+	for i := end - 10; i < end; i++ {
+		out[i] = 1
+	}
+	return out
+}
+
+// TestSACKOfAnACKAtAHeldHoleIsHidden: the receiver's first ACK after the
+// context release began delivering out of order still acknowledges what
+// came in order before it, and passes as no duplicate; its SACK blocks
+// would let the sender's RACK mark the hole lost. It leaves with them
+// blanked, its acknowledgement, timestamps and window intact and its
+// checksum valid. Where suppression does not hold the hole, SACK blocks
+// pass as they are.
+func TestSACKOfAnACKAtAHeldHoleIsHidden(t *testing.T) {
+	for _, f := range framings[:4] {
+		t.Run(f.name, func(t *testing.T) {
+			d := datapathFor(t, f)
+			s := freshPorts(segment{ipv6: f.ipv6, ethernet: f.ethernet, timestamps: true, tsval: 1, sack: true})
+			handshake(t, d, s, 7, 7)
+			verdictOf(t, d, peerData(s, 0, 1000), false)
+			require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
+
+			require.NoError(t, d.PrepareSuppression(time.Now().Add(time.Minute)))
+			verdictOf(t, d, peerData(s, 1000, 1000), false)
+			// The release delivers 3000..4000 ahead of 2000..3000 before
+			// the host acknowledged 2000: that ACK carries SACK 3000..4000.
+			verdictOf(t, d, peerData(s, 3000, 1000), false)
+			frame, l4 := ackOf(s, 2000).build(t)
+			verdict, out := d.egress(t, frame)
+			require.Equal(t, int32(verdictPass), verdict, "the acknowledgement moved: no duplicate")
+			assert.True(t, tcpChecksumOK(out, l4, f.ipv6, s.l3Offset()), "checksum")
+			want := blankedSACK(frame, l4)
+			copy(want[l4+tcpChecksumOffset:l4+tcpChecksumOffset+2], out[l4+tcpChecksumOffset:])
+			assert.Equal(t, want, out, "the SACK option as NOPs, nothing else changed")
+			c, err := d.Counters()
+			require.NoError(t, err)
+			assert.Equal(t, uint64(1), c[m2hoCounterIdCNT_SACK_HIDDEN])
+
+			assert.Equal(t, int32(verdictDrop), verdictOf(t, d, ackOf(s, 2000), true), "its duplicates are held")
+			_, err = d.StartSuppression(time.Now().Add(time.Minute))
+			require.NoError(t, err)
+			// the handover's epoch: snapshot 4000; 2000..2500 arrives
+			verdictOf(t, d, peerData(s, 2000, 500), false)
+			frame, l4 = ackOf(s, 2500).build(t)
+			_, out = d.egress(t, frame)
+			assert.Equal(t, blankedSACK(frame, l4)[l4+20:], out[l4+20:], "a hole below the snapshot, in the epoch")
+			assert.True(t, tcpChecksumOK(out, l4, f.ipv6, s.l3Offset()))
+
+			// The hole fills and data after the snapshot arrives, with a
+			// loss at 4500: the ACK passes the snapshot and releases the
+			// flow, and the sender hears of the loss at once.
+			verdictOf(t, d, peerData(s, 2500, 500), false)
+			verdictOf(t, d, peerData(s, 4000, 500), false)
+			verdictOf(t, d, peerData(s, 5500, 1000), false)
+			frame, _ = ackOf(s, 4500).build(t)
+			verdict, out = d.egress(t, frame)
+			assert.Equal(t, int32(verdictPass), verdict)
+			assert.Equal(t, frame, out, "the ACK that releases keeps its SACK blocks")
+			verdict, out = d.egress(t, frame)
+			assert.Equal(t, int32(verdictPass), verdict)
+			assert.Equal(t, frame, out, "so do the duplicates of a released flow")
+			c, err = d.Counters()
+			require.NoError(t, err)
+			assert.Equal(t, uint64(2), c[m2hoCounterIdCNT_SACK_HIDDEN])
+		})
+	}
+}
+
+// TestSACKPassesWithoutAHeldHole: without suppression, for a hole from
+// before the prediction, or with nothing received above the
+// acknowledgement, an ACK's SACK option passes as it is.
+func TestSACKPassesWithoutAHeldHole(t *testing.T) {
+	t.Run("no suppression", func(t *testing.T) {
+		d, s := flowAcknowledging1000(t)
+		verdictOf(t, d, peerData(s, 1000, 1000), false)
+		verdictOf(t, d, peerData(s, 3000, 1000), false)
+		frame, _ := ackOf(s, 2000).build(t)
+		_, out := d.egress(t, frame)
+		assert.Equal(t, frame, out)
+	})
+	t.Run("a hole from before the prediction", func(t *testing.T) {
+		d, s := flowAcknowledging1000(t)
+		verdictOf(t, d, peerData(s, 2000, 1000), false) // a loss at 1000..2000
+		require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true), "its first duplicate")
+		time.Sleep(coarseClockLag + 25*time.Millisecond)
+		require.NoError(t, d.PrepareSuppression(time.Now().Add(time.Minute)))
+		verdictOf(t, d, peerData(s, 1000, 500), false) // half of it retransmitted
+		frame, _ := ackOf(s, 1500).build(t)
+		_, out := d.egress(t, frame)
+		assert.Equal(t, frame, out, "the sender's recovery goes on")
+	})
+	t.Run("nothing above the acknowledgement", func(t *testing.T) {
+		d, s := flowAcknowledging1000(t)
+		require.NoError(t, d.PrepareSuppression(time.Now().Add(time.Minute)))
+		verdictOf(t, d, peerData(s, 1000, 1000), false)
+		frame, _ := ackOf(s, 2000).build(t)
+		_, out := d.egress(t, frame)
+		assert.Equal(t, frame, out)
+	})
+	d, _ := flowAcknowledging1000(t)
+	c, err := d.Counters()
+	require.NoError(t, err)
+	assert.Zero(t, c[m2hoCounterIdCNT_SACK_HIDDEN])
+}
