@@ -203,8 +203,11 @@ func (h *hookedFlowsDatapath) Flows() ([]datapath.Flow, error) {
 
 // TestRTTWalksKeepTheOldCellOut follows a mmWave to sub-6 handover
 // (10 ms RTT before, 40 ms after) through the flow walks: the last
-// mmWave sample, taken after the previous walk, must not become the sub-6
-// cell's RTT_min, or Eq. 2 holds the window at a quarter of its value.
+// mmWave sample, taken after the previous walk, must not reach the sub-6
+// cell's estimate. The path's RTT_min carries over for
+// estimator.carriedRTTMin, 2 s; once the sub-6 cell's own is probed, Eq. 2
+// holds its window at twice its bandwidth-delay product, where an old
+// sample kept in its RTT_min would hold it at a quarter of that.
 func TestRTTWalksKeepTheOldCellOut(t *testing.T) {
 	mm := diag.Cell{RAT: diag.RATNR, Band: diag.BandMmWave, PCI: 7, ARFCN: 2079167}
 	sub6 := diag.Cell{RAT: diag.RATNR, Band: diag.BandSub6, PCI: 2, ARFCN: 632628}
@@ -251,14 +254,14 @@ func TestRTTWalksKeepTheOldCellOut(t *testing.T) {
 			// The sub-6 cell has not delivered yet: this walk finds only
 			// the mmWave sample.
 			walk(210)
-			for ms := 300; ms <= 1300; ms += 10 {
+			for ms := 300; ms <= 3000; ms += 10 {
 				if ms%50 == 0 {
 					sample(40 * time.Millisecond)
 					walk(ms)
 				}
 				est.AddBytes(at(ms), uint64(rate*float64(ms)/1000))
 			}
-			got, ok := est.BandwidthClamp(at(1300))
+			got, ok := est.BandwidthClamp(at(3000))
 			require.True(t, ok)
 			// Eq. 2 on the sub-6 path: 2 * 10 MB/s * 40 ms * 40/40.
 			assert.InDelta(t, 2*rate*0.040, float64(got), 2*rate*0.040/20)

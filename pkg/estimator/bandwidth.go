@@ -92,6 +92,9 @@ type bandwidth struct {
 	// none is under way; probeMin is its smallest sample (see AddRTT).
 	probeStart time.Time
 	probeMin   time.Duration
+	// minRTTCarried says RTT_min is the previous cell's (restart), not
+	// yet confirmed by a sample or a probe of this one.
+	minRTTCarried bool
 
 	roundStart byteSample
 	inRound    bool
@@ -167,9 +170,42 @@ func (b *bandwidth) queueAtRate(rtt time.Duration) float64 {
 	return b.bytesPerSecond * max(rtt-b.minRTT, 0).Seconds()
 }
 
-// restart forgets everything measured on the previous path. The byte
-// history stays: it is the interface's, not the path's.
-func (b *bandwidth) restart() { *b = bandwidth{} }
+// restart forgets what the previous cell measured at a change of cell at
+// at: its rate, rounds and smoothed RTT. The byte history stays: it is the
+// interface's, not the path's. RTT_min stays too, for carriedRTTMin at
+// most, as a ceiling the new cell's samples lower (see carriedRTTMin).
+func (b *bandwidth) restart(at time.Time, window time.Duration) {
+	minRTT, minRTTAt := b.minRTT, b.minRTTAt
+	*b = bandwidth{}
+	if minRTT == 0 {
+		return
+	}
+	b.minRTT, b.minRTTAt, b.minRTTCarried = minRTT, minRTTAt, true
+	if expires := at.Add(carriedRTTMin - window); minRTTAt.After(expires) {
+		b.minRTTAt = expires
+	}
+}
+
+// carriedRTTMin is how long the path's RTT_min outlives a change of cell.
+// It is mostly the way to the servers, which a handover between cells of
+// one network barely changes, and the new cell's first samples cannot
+// measure it: they wait behind what the handover piled up in the target
+// (the data the source forwarded, the flight a mmWave cell held), and the
+// holds sized on an RTT_min taken from them (the rate times it, plus half
+// the buffer) keep that pile as a standing queue until RTT_min expires. In
+// an evaluation (m2hod b177332, walking seed 6) a mmWave to sub-6 handover
+// that overflowed the target left the sender's smoothed RTT at 135 to 160
+// ms for the 3.6 s to the next handover, twice the path's 71 ms: the
+// held window kept a queue of about the whole 150 kB buffer, and that
+// handover overflowed the target, 23 packets as it completed and 24 after.
+// Carried for a while only: once it expires a probe (probingLocked)
+// drains the queue and measures the new cell's own RTT_min. Until then a
+// path slower than the old one has its holds short of its bandwidth-delay
+// product by the rate times the difference, which the half buffer they
+// keep queued covers, and Eq. 2's lambda of 2 covers a path up to twice
+// as slow; the difference, which looks like a queue, raises no buffer
+// estimate (queueLowerBoundLocked).
+const carriedRTTMin = 2 * time.Second
 
 // AddBytes takes a sample of the cumulative ingress byte counter of the
 // modem interface, on the clock of the diag events. Samples must come in
@@ -252,7 +288,9 @@ func (e *Estimator) closeRoundLocked(s byteSample) {
 // mmWave estimates are kept but not used for mmWave targets
 // (lookupLocked).
 func (e *Estimator) queueLowerBoundLocked(queued float64, at time.Time) {
-	if queued < 1 || e.serving.RAT == "" {
+	// Against a carried RTT_min, a path slower than the previous one
+	// looks like a queue it does not hold.
+	if queued < 1 || e.serving.RAT == "" || e.bw.minRTTCarried {
 		return
 	}
 	r := e.recordLocked(e.serving)
@@ -272,9 +310,8 @@ func (e *Estimator) queueLowerBoundLocked(queued float64, at time.Time) {
 // AddRTT takes an RTT sample measured at t and read while Path returned
 // path. A sample of an earlier path is dropped (and counted): the serving
 // cell changed while it was being read, so it may have been measured on
-// the previous cell, and a faster old path would become the new cell's
-// RTT_min for RTTMinWindow and shrink Eq. 2's window below the new path's
-// bandwidth-delay product.
+// the previous cell, and it would count in the new cell's smoothed RTT
+// and in the queue of its first round.
 func (e *Estimator) AddRTT(path uint64, t time.Time, rtt time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -299,7 +336,7 @@ func (e *Estimator) AddRTT(path uint64, t time.Time, rtt time.Duration) {
 	}
 	switch {
 	case b.minRTT == 0 || rtt <= b.minRTT:
-		b.minRTT, b.minRTTAt = rtt, t
+		b.minRTT, b.minRTTAt, b.minRTTCarried = rtt, t, false
 		b.probeStart = time.Time{}
 	case t.Sub(b.minRTTAt) > e.cfg.RTTMinWindow:
 		if b.probeStart.IsZero() {
@@ -307,7 +344,7 @@ func (e *Estimator) AddRTT(path uint64, t time.Time, rtt time.Duration) {
 		}
 		b.probeMin = min(b.probeMin, rtt)
 		if t.Sub(b.probeStart) >= max(probeRounds*b.srtt, minProbe) {
-			b.minRTT, b.minRTTAt = b.probeMin, t
+			b.minRTT, b.minRTTAt, b.minRTTCarried = b.probeMin, t, false
 			b.probeStart = time.Time{}
 		}
 	}

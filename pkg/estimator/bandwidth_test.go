@@ -329,6 +329,104 @@ func TestCellChangeRestartsBandwidth(t *testing.T) {
 	}
 }
 
+// TestRTTMinCarriesOverAHandover: the new cell's first RTT samples wait
+// behind what the handover piled up in it; the hold sized on them would
+// keep that pile as a standing queue. The path's RTT_min stays the
+// ceiling of the new cell's, which a faster sample still lowers, for two
+// seconds at most: then a probe measures the new cell's own.
+func TestRTTMinCarriesOverAHandover(t *testing.T) {
+	const rate = 1_875_000 // 15 Mbit/s on both cells
+	const buffer = 150_000
+	tests := []struct {
+		name string
+		// newRTT is every RTT sample of the new cell.
+		newRTT     time.Duration
+		wantMinRTT time.Duration
+	}{
+		{name: "samples behind the handover's queue: the path's RTT_min", newRTT: 130 * time.Millisecond, wantMinRTT: 70 * time.Millisecond},
+		{name: "a faster new cell lowers it", newRTT: 60 * time.Millisecond, wantMinRTT: 60 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEstimator(t, nil)
+			for _, c := range []diag.Cell{lteA, lteB} {
+				e.SetServing(c, at(0))
+				e.AddBurst(Burst{Start: at(1), End: at(5), Bytes: buffer})
+			}
+			e.SetServing(lteA, at(0))
+			var total uint64
+			handover := 2000.0
+			for ms := 0.0; ms <= 3000; ms += 10 {
+				rtt := 70 * time.Millisecond
+				if ms == handover {
+					e.SetServing(lteB, at(ms))
+				}
+				if ms >= handover {
+					rtt = tc.newRTT
+				}
+				if int(ms)%50 == 0 {
+					e.AddRTT(e.Path(), at(ms), rtt)
+				}
+				// The interruption: nothing arrives for 50 ms.
+				if ms < handover || ms >= handover+50 {
+					total += rate / 100
+				}
+				e.AddBytes(at(ms), total)
+			}
+			got, ok := e.Carried(at(3000))
+			require.True(t, ok)
+			assert.Equal(t, tc.wantMinRTT, got.MinRTT)
+			window, ok := e.BandwidthClamp(at(3000))
+			require.True(t, ok)
+			assert.InDelta(t, rate*tc.wantMinRTT.Seconds()+buffer/2, float64(window), 5000, "the hold: the product on the path's RTT_min, plus half the buffer")
+		})
+	}
+	t.Run("a slower new path raises no buffer estimate", func(t *testing.T) {
+		// a buffer below the 37.5 kB the 20 ms would seem to queue
+		const small = 20_000
+		e := newEstimator(t, nil)
+		e.SetServing(lteB, at(0))
+		e.AddBurst(Burst{Start: at(1), End: at(5), Bytes: small})
+		e.SetServing(lteA, at(0))
+		e.AddRTT(e.Path(), at(0), 40*time.Millisecond)
+		e.SetServing(lteB, at(10))
+		var total uint64
+		for ms := 10.0; ms <= 1500; ms += 10 {
+			if int(ms)%50 == 0 {
+				e.AddRTT(e.Path(), at(ms), 60*time.Millisecond)
+			}
+			total += rate / 100
+			e.AddBytes(at(ms), total)
+		}
+		assert.Equal(t, 40*time.Millisecond, e.bw.minRTT, "still the old path's")
+		assert.Equal(t, uint64(small), cellRecord(t, e, lteB).BufferBytes, "20 ms of a slower path is no queue")
+	})
+	for _, tc := range []struct {
+		name     string
+		measured float64 // ms: when the old path measured its RTT_min
+		// the new cell serves at 9 s; its RTT_min is probed by then
+		probedBy float64
+	}{
+		{name: "carried for two seconds, then probed", measured: 8900, probedBy: 11_350},
+		{name: "no longer than it had left", measured: 0, probedBy: 10_350},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEstimator(t, nil)
+			e.SetServing(lteA, at(0))
+			e.AddRTT(e.Path(), at(tc.measured), 70*time.Millisecond)
+			e.SetServing(lteB, at(9000))
+			for ms := 9000.0; ms <= 12_000; ms += 50 {
+				e.AddRTT(e.Path(), at(ms), 90*time.Millisecond)
+				want := 70 * time.Millisecond
+				if ms >= tc.probedBy {
+					want = 90 * time.Millisecond
+				}
+				require.Equal(t, want, e.bw.minRTT, "at %v ms", ms)
+			}
+		})
+	}
+}
+
 // TestBandwidthClampCappedByBuffer: Eq. 2 converges to lambda bandwidth-
 // delay products in flight; the cap keeps the queue within the serving
 // cell's buffer estimate.

@@ -306,16 +306,17 @@ func (e *Estimator) UseFleet(f Fleet) {
 // SetServing names the cell that bursts reported by AddBurst belong to
 // from at on; a burst that started before at is dropped, as it may hold
 // the previous cell's data. A change of cell also restarts the bandwidth
-// estimate: the new path has its own base delay and capacity, and a rate
-// measured on a mmWave cell held against a sub-6 cell lets the sender
-// overflow it (a testbed run lost 1,086 packets that way right after a
-// mmWave to sub-6 handover, docs/testbed.md "Results").
+// estimate: the new cell has its own capacity, and a rate measured on a
+// mmWave cell held against a sub-6 cell lets the sender overflow it (a
+// testbed run lost 1,086 packets that way right after a mmWave to sub-6
+// handover, docs/testbed.md "Results"). The path's RTT_min carries over
+// for a while (carriedRTTMin).
 func (e *Estimator) SetServing(c diag.Cell, at time.Time) {
 	c = c.Normalized()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if c.Key() != e.serving.Key() {
-		e.bw.restart()
+		e.bw.restart(at, e.cfg.RTTMinWindow)
 		e.servingSince = at
 		e.path++
 	}
