@@ -60,7 +60,9 @@ type Analysis struct {
 	// CUBIC + m2ho daemons.
 	Prediction *report.PredictionResult `json:"prediction,omitempty"`
 	// PredictionPrecision and PredictionRecall are m2ho's overall
-	// figures with their intervals over the runs.
+	// figures with their intervals over the runs; recall over handovers,
+	// as the paper counts it: a radio link failure has no command to
+	// predict.
 	PredictionPrecision Interval `json:"prediction_precision"`
 	PredictionRecall    Interval `json:"prediction_recall"`
 	// DupAcks is Table 3 for the variants whose daemon suppresses
@@ -344,7 +346,7 @@ func predictionIntervals(truths []*emu.GroundTruth) (precision, recall Interval,
 		if pr, ok := one.Predictor(report.PredictorM2HO); ok {
 			if overall, ok := pr.Class(diag.AllClasses); ok {
 				p = append(p, cluster{num: float64(overall.Precision.Num), den: float64(overall.Precision.Den)})
-				r = append(r, cluster{num: float64(overall.Recall.Num), den: float64(overall.Recall.Den)})
+				r = append(r, cluster{num: float64(overall.RecallHandovers.Num), den: float64(overall.RecallHandovers.Den)})
 			}
 		}
 	}
@@ -363,8 +365,9 @@ func (a *Analysis) predictionGoals() []Goal {
 	return []Goal{
 		{Name: "prediction precision (replay of the generated signalling)", Target: ">= 95%",
 			Measured: fmt.Sprintf("%s (%d/%d)", pr.Percent(false), overall.Precision.Num, overall.Precision.Den), Met: pr.AtLeast(0.95), Value: pr.Value},
-		{Name: "prediction recall (replay of the generated signalling)", Target: ">= 88%",
-			Measured: fmt.Sprintf("%s (%d/%d)", rc.Percent(false), overall.Recall.Num, overall.Recall.Den), Met: rc.AtLeast(0.88), Value: rc.Value},
+		{Name: "prediction recall over handovers (replay of the generated signalling)", Target: ">= 88%",
+			Measured: fmt.Sprintf("%s (%d/%d; with radio link failures %d/%d)", rc.Percent(false), overall.RecallHandovers.Num, overall.RecallHandovers.Den,
+				overall.Recall.Num, overall.Recall.Den), Met: rc.AtLeast(0.88), Value: rc.Value},
 	}
 }
 

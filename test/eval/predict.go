@@ -88,9 +88,9 @@ func (p *CorpusPrediction) Write(w io.Writer) error {
 	if !ok {
 		return nil
 	}
-	fmt.Fprintf(w, "\nM2HO, 95%% intervals over scenarios: precision %s (%d/%d), recall %s (%d/%d).\n",
+	fmt.Fprintf(w, "\nM2HO, 95%% intervals over scenarios: precision %s (%d/%d), recall over handovers %s (%d/%d; with radio link failures %d/%d).\n",
 		p.Precision.Percent(false), overall.Precision.Num, overall.Precision.Den,
-		p.Recall.Percent(false), overall.Recall.Num, overall.Recall.Den)
+		p.Recall.Percent(false), overall.RecallHandovers.Num, overall.RecallHandovers.Den, overall.Recall.Num, overall.Recall.Den)
 	return nil
 }
 

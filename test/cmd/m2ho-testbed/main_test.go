@@ -177,7 +177,7 @@ func TestPredict(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, cmdPredict(context.Background(), []string{"--handovers", "20", "--traces", "", "--mobility", "driving"}, &out, slog.New(slog.DiscardHandler)))
 	assert.Contains(t, out.String(), "## Table 4")
-	assert.Regexp(t, `M2HO, 95% intervals over scenarios: precision [0-9.]+% \[[0-9.]+, [0-9.]+\] \([0-9]+/[0-9]+\), recall`, out.String())
+	assert.Regexp(t, `M2HO, 95% intervals over scenarios: precision [0-9.]+% \[[0-9.]+, [0-9.]+\] \([0-9]+/[0-9]+\), recall over handovers [0-9.]+% \[[0-9.]+, [0-9.]+\] \([0-9]+/[0-9]+; with radio link failures [0-9]+/[0-9]+\)`, out.String())
 	assert.Error(t, cmdPredict(context.Background(), []string{"--mobility", "cycling"}, &out, slog.New(slog.DiscardHandler)))
 	assert.Error(t, cmdPredict(context.Background(), []string{"extra"}, &out, slog.New(slog.DiscardHandler)))
 }
