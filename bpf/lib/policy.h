@@ -150,10 +150,11 @@ static __always_inline bool suppress_dupack(struct flow_state *flow, const struc
  * exactly one, 25 to 77 ms after the execution (m2hod 86b787a,
  * docs/results/eval-86b787a), with no duplicate ACK let through in the one
  * traced (walking seed 6, handover 7): a fast retransmit and a window cut,
- * undone once the held data arrived. The ACK's progress still reaches the sender; the same
- * rules as the duplicates' decide (suppress_dupack, which runs first and
- * releases the flow whose ACK passed the snapshot): a Preparation hides
- * only a hole that showed since it began, or one no duplicate showed yet.
+ * undone once the held data arrived. The ACK's progress still reaches the
+ * sender; the same rules as the duplicates' decide (suppress_dupack, which
+ * runs first and releases the flow whose ACK passed the snapshot): a
+ * Preparation hides only a hole that showed since it began, or one no
+ * duplicate showed yet.
  */
 static __always_inline bool hides_sack(struct flow_state *flow, const struct packet *pkt,
 				       const struct policy *pol, __u64 now)
