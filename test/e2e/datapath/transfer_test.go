@@ -285,19 +285,98 @@ func TestRealLossDuringSuppression(t *testing.T) {
 	assert.Greater(t, received(), bytesBefore, "transfer goes on")
 }
 
+// TestSACKHiddenAtTheContextRelease reorders the downlink as a context
+// release does while a Preparation suppresses: segments S0 and S1 are held,
+// S2 arrives, then S0, and S1 only 40 ms later. The receiver's ACK of S0
+// moves its acknowledgement to the hole at S1 and carries a SACK block for
+// S2, from which the sender's RACK would mark S1 lost within a quarter of
+// the RTT. The datapath blanks that block and drops the duplicates: the
+// real kernel sender retransmits nothing.
+func TestSACKHiddenAtTheContextRelease(t *testing.T) {
+	const holes = 3
+	m := newModemLink(t, 30*time.Millisecond)
+	require.NoError(t, m.ue.SetSysctl("net.ipv4.tcp_comp_sack_nr", "0"))
+	server := tcptest.StartBulkServer(t, m.server, fmt.Sprintf("%s:%d", nstest.ServerAddr, nstest.ServerPort))
+	dp := openIn(t, m.ue, datapath.Options{Iface: "wwan0"})
+	require.NoError(t, dp.SetClamp(128<<10, time.Now().Add(time.Minute)))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	received, _ := tcptest.Download(t, ctx, m.ue, fmt.Sprintf("%s:%d", nstest.ServerAddr, nstest.ServerPort))
+	<-server.Conns
+	time.Sleep(500 * time.Millisecond)
+	retransBefore := snmpCounter(t, m.server, "snmp", "Tcp:", "RetransSegs")
+	require.NoError(t, dp.PrepareSuppression(time.Now().Add(10*time.Second)))
+
+	var (
+		held      [][]byte
+		made      int
+		nextHole  = time.Now()
+		filled    = make(chan struct{}, holes)
+		writeErrs = make(chan error, holes)
+	)
+	m.setDownlinkHook(func(pkt []byte) [][]byte {
+		seg, ok := parseIPv4TCP(pkt)
+		if !ok || !seg.fromServer || seg.payload == 0 || made == holes || time.Now().Before(nextHole) {
+			return [][]byte{pkt}
+		}
+		if len(held) < 2 {
+			held = append(held, pkt)
+			return nil
+		}
+		s0, s1 := held[0], held[1]
+		held = nil
+		made++
+		nextHole = time.Now().Add(200 * time.Millisecond)
+		time.AfterFunc(40*time.Millisecond, func() {
+			_, err := m.ueTun.Write(s1)
+			writeErrs <- err
+			filled <- struct{}{}
+		})
+		return [][]byte{pkt, s0}
+	})
+	for range holes {
+		select {
+		case <-filled:
+			require.NoError(t, <-writeErrs)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the downlink never carried enough segments")
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+
+	c, err := dp.Counters()
+	require.NoError(t, err)
+	t.Logf("counters %+v", c)
+	assert.GreaterOrEqual(t, counter(t, c, "sack_hidden"), uint64(holes), "the ACK of S0 at each hole")
+	assert.Positive(t, counter(t, c, "dupack_suppressed"))
+	assert.Equal(t, retransBefore, snmpCounter(t, m.server, "snmp", "Tcp:", "RetransSegs"), "the sender retransmitted nothing")
+	bytesBefore := received()
+	time.Sleep(200 * time.Millisecond)
+	assert.Greater(t, received(), bytesBefore, "transfer goes on")
+}
+
 // tcpExtCounter reads a TcpExt counter of ns's network stack.
 func tcpExtCounter(t *testing.T, ns *nstest.NS, name string) uint64 {
+	t.Helper()
+	return snmpCounter(t, ns, "netstat", "TcpExt:", name)
+}
+
+// snmpCounter reads counter name of the table whose lines begin with
+// prefix in /proc/net/file of ns's network stack (a line of names, then
+// a line of values).
+func snmpCounter(t *testing.T, ns *nstest.NS, file, prefix, name string) uint64 {
 	t.Helper()
 	var value uint64
 	found := false
 	require.NoError(t, ns.Do(func() error {
-		raw, err := os.ReadFile("/proc/thread-self/net/netstat")
+		raw, err := os.ReadFile("/proc/thread-self/net/" + file)
 		if err != nil {
 			return err
 		}
 		lines := strings.Split(string(raw), "\n")
 		for i := 0; i+1 < len(lines); i++ {
-			if !strings.HasPrefix(lines[i], "TcpExt:") || !strings.HasPrefix(lines[i+1], "TcpExt:") {
+			if !strings.HasPrefix(lines[i], prefix) || !strings.HasPrefix(lines[i+1], prefix) {
 				continue
 			}
 			names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
@@ -311,7 +390,7 @@ func tcpExtCounter(t *testing.T, ns *nstest.NS, name string) uint64 {
 		}
 		return nil
 	}))
-	require.True(t, found, "no TcpExt counter %s", name)
+	require.True(t, found, "no %s counter %s in %s", prefix, name, file)
 	return value
 }
 
