@@ -162,13 +162,14 @@ demo: deps build
 
 # eval runs the section 6 evaluation (docs/results.md): CUBIC scaled like
 # the testbed with and without m2ho over walking and driving corpora of at
-# least 70 handovers each on the shared Lumos5G traces, and the baselines
-# and ablations on one scenario of each (about two hours); run it again to
-# resume. EVAL_OUT keeps the per-run results, small enough for the
-# repository, so a run stopped on one machine resumes on another.
+# least 140 handovers each on the shared Lumos5G traces, and the baselines
+# and ablations on one scenario of each, two units at a time (about two
+# hours on two cores); run it again to resume. EVAL_OUT keeps the per-run
+# results, small enough for the repository, so a run stopped on one
+# machine resumes on another.
 EVAL_OUT ?= docs/results/eval
 eval: deps build
-	$(BIN)/m2ho-testbed eval --out $(EVAL_OUT) --m2hod $(BIN)/m2hod
+	$(BIN)/m2ho-testbed eval --out $(EVAL_OUT) --m2hod $(BIN)/m2hod --parallel 2
 
 # eval-quick is the day-to-day check: the headline pair only, on at least
 # twelve handovers of each mobility pattern (four scenarios, two units at

@@ -91,7 +91,7 @@ func defaultCorpus(handovers int) eval.Corpus {
 func cmdEval(ctx context.Context, args []string, out io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	outDir := fs.String("out", "out/eval", "output directory (an earlier evaluation there resumes)")
-	corpus := corpusFlags(fs, defaultCorpus(70), "")
+	corpus := corpusFlags(fs, defaultCorpus(140), "")
 	fs.StringVar(&corpus.Leads, "leads", scenario.LeadsPaper, "lead model of the corpus: paper or captures")
 	variants := fs.String("variants", strings.Join(eval.DefaultVariants, ","), "comma-separated variants run on every scenario: the reference first, then the headline m2ho variant")
 	extra := fs.String("extra-variants", strings.Join(eval.DefaultExtraVariants, ","), "comma-separated variants run on the first --extra-scenarios scenarios of each mobility pattern")

@@ -27,7 +27,7 @@ commands:
   run --scenario FILE --variant cubic|scubic|bbr|reno[+m2ho|+freeze|+m2ho-no-COMPONENT] --out DIR [--m2hod PATH] [--pcap] [--diag-flush 50ms]
   demo [--out out/demo] [--scenario test/scenarios/demo.yaml] [--m2hod bin/m2hod] [--diag-flush 50ms]
   gen-scenario --seed N [--duration 120s] [--mobility walking|driving] [--scale 0.1] [--match-mix] [--traces DIR] [--leads paper|captures] [--lan-receiver] [--cell-buffer D] [--source-discard] [--route] [--out FILE]
-  eval [--out out/eval] [--handovers 70] [--seed 1] [--scenario-duration 2m] [--mobility walking,driving] [--traces DIR] [--cell-buffer D] [--source-discard] [--leads paper|captures]
+  eval [--out out/eval] [--handovers 140] [--seed 1] [--scenario-duration 2m] [--mobility walking,driving] [--traces DIR] [--cell-buffer D] [--source-discard] [--leads paper|captures]
        [--variants LIST] [--extra-variants LIST] [--extra-scenarios 1] [--m2hod bin/m2hod] [--diag-flush 50ms] [--parallel 1] [--report-only]
   compare --a DIR --b DIR [--variant scubic]   one variant in two evaluations of one corpus, paired: B against A
   predict [--handovers 1000] [--seed 1] [--scenario-duration 2m] [--mobility walking,driving] [--traces DIR] [--leads paper|captures]
