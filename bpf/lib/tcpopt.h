@@ -54,28 +54,40 @@ static __always_inline __u32 load_be32(const __u8 *p)
 	return ((__u32)p[0] << 24) | ((__u32)p[1] << 16) | ((__u32)p[2] << 8) | p[3];
 }
 
+/* option_at reads the kind of the option at pos of buf, whose options
+ * are len bytes, and the bytes it spans (1 for a NOP). It returns false
+ * at the end of the options or at a malformed option, which ends a scan:
+ * what was read before it stays valid, as in the kernel's own parser. */
+static __always_inline bool option_at(const __u8 *buf, __u32 len, __u32 pos, __u8 *kind, __u32 *size)
+{
+	if (pos >= len || pos >= TCP_MAX_OPTION_BYTES)
+		return false;
+	*kind = buf[pos];
+	if (*kind == TCPOPT_EOL)
+		return false;
+	if (*kind == TCPOPT_NOP) {
+		*size = 1;
+		return true;
+	}
+	if (pos + 1 >= len || pos + 1 >= TCP_MAX_OPTION_BYTES)
+		return false;
+	__u8 opt_len = buf[pos + 1];
+	if (opt_len < 2 || pos + opt_len > len)
+		return false;
+	*size = opt_len;
+	return true;
+}
+
 /* scan_tcp_option reads the option at scan->pos; returning 1 stops the
- * loop. A malformed option ends the scan: what was read before it stays
- * valid, as in the kernel's own parser. */
+ * loop. */
 static long scan_tcp_option(__u64 index, void *ctx)
 {
 	struct tcpopt_scan *scan = ctx;
 	__u32 pos = scan->pos;
-	__u32 len = scan->len;
+	__u8 kind;
+	__u32 opt_len;
 
-	if (pos >= len || pos >= TCP_MAX_OPTION_BYTES)
-		return 1;
-	__u8 kind = scan->buf[pos];
-	if (kind == TCPOPT_EOL)
-		return 1;
-	if (kind == TCPOPT_NOP) {
-		scan->pos = pos + 1;
-		return 0;
-	}
-	if (pos + 1 >= len || pos + 1 >= TCP_MAX_OPTION_BYTES)
-		return 1;
-	__u8 opt_len = scan->buf[pos + 1];
-	if (opt_len < 2 || pos + opt_len > len)
+	if (!option_at(scan->buf, scan->len, pos, &kind, &opt_len))
 		return 1;
 	if (kind == TCPOPT_MSS && opt_len == TCPOLEN_MSS && pos <= TCP_MAX_OPTION_BYTES - TCPOLEN_MSS) {
 		scan->out.mss = ((__u16)scan->buf[pos + 2] << 8) | scan->buf[pos + 3];
@@ -144,21 +156,10 @@ static long find_sack_option(__u64 index, void *ctx)
 {
 	struct sack_search *search = ctx;
 	__u32 pos = search->pos;
-	__u32 len = search->len;
+	__u8 kind;
+	__u32 opt_len;
 
-	if (pos >= len || pos >= TCP_MAX_OPTION_BYTES)
-		return 1;
-	__u8 kind = search->old[pos];
-	if (kind == TCPOPT_EOL)
-		return 1;
-	if (kind == TCPOPT_NOP) {
-		search->pos = pos + 1;
-		return 0;
-	}
-	if (pos + 1 >= len || pos + 1 >= TCP_MAX_OPTION_BYTES)
-		return 1;
-	__u8 opt_len = search->old[pos + 1];
-	if (opt_len < 2 || pos + opt_len > len)
+	if (!option_at(search->old, search->len, pos, &kind, &opt_len))
 		return 1;
 	if (kind == TCPOPT_SACK) {
 		search->sack_pos = pos;
