@@ -11,6 +11,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// sackFlow opens a flow on d, framed as f, whose handshake agreed on a
+// window scale of 7 both ways, timestamps and SACK.
+func sackFlow(t *testing.T, d *Datapath, f framing) segment {
+	t.Helper()
+	s := freshPorts(segment{ipv6: f.ipv6, ethernet: f.ethernet, timestamps: true, tsval: 1, sack: true})
+	handshake(t, d, s, 7, 7)
+	return s
+}
+
 // peerData is an ingress data segment of flow s at byte offset off.
 func peerData(s segment, off uint32, length int) segment {
 	s.egress, s.syn, s.ackFlag = false, false, true
@@ -41,8 +50,7 @@ func TestDupACKSuppression(t *testing.T) {
 	for _, f := range framings[:4] {
 		t.Run(f.name, func(t *testing.T) {
 			d := datapathFor(t, f)
-			s := freshPorts(segment{ipv6: f.ipv6, ethernet: f.ethernet, timestamps: true, tsval: 1, sack: true})
-			handshake(t, d, s, 7, 7)
+			s := sackFlow(t, d, f)
 			// before the handover: 0..1000 arrives, then 2000..3000 (a hole)
 			verdictOf(t, d, peerData(s, 0, 1000), false)
 			verdictOf(t, d, peerData(s, 2000, 1000), false)
@@ -159,8 +167,7 @@ func setSmoothedRTT(t *testing.T, d *Datapath, s segment, rtt time.Duration) {
 func TestDupACKHold(t *testing.T) {
 	const hold = time.Duration(m2hoDupackHoldDUPACK_HOLD_MS) * time.Millisecond
 	d := loadDetached(t, true, 0)
-	s := freshPorts(segment{timestamps: true, tsval: 1, sack: true})
-	handshake(t, d, s, 7, 7)
+	s := sackFlow(t, d, framings[0])
 	verdictOf(t, d, peerData(s, 0, 1000), false)
 	moved := time.Now()
 	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
@@ -185,8 +192,7 @@ func TestDupACKHold(t *testing.T) {
 
 	// A flow with a 20 ms smoothed RTT is held for two of them only:
 	// the sender's tail loss probe comes after that.
-	fast := freshPorts(segment{timestamps: true, tsval: 1, sack: true})
-	handshake(t, d, fast, 7, 7)
+	fast := sackFlow(t, d, framings[0])
 	verdictOf(t, d, peerData(fast, 0, 1000), false)
 	setSmoothedRTT(t, d, fast, 20*time.Millisecond)
 	moved = time.Now()
@@ -207,8 +213,7 @@ func TestDupACKHold(t *testing.T) {
 // itself.
 func TestHoleAtTheCommandSurvivesTheExecutionEpoch(t *testing.T) {
 	d := loadDetached(t, true, 0)
-	s := freshPorts(segment{timestamps: true, tsval: 1, sack: true})
-	handshake(t, d, s, 7, 7)
+	s := sackFlow(t, d, framings[0])
 	verdictOf(t, d, peerData(s, 0, 1000), false)
 	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
 
@@ -265,8 +270,7 @@ func TestACKAtTheSnapshotReleasesOnlyWithoutDataAbove(t *testing.T) {
 // space reads it from the modem: suppression must already be on.
 func TestSuppressionFromThePrediction(t *testing.T) {
 	d := loadDetached(t, true, 0)
-	s := freshPorts(segment{timestamps: true, tsval: 1, sack: true})
-	handshake(t, d, s, 7, 7)
+	s := sackFlow(t, d, framings[0])
 	verdictOf(t, d, peerData(s, 0, 1000), false)
 	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
 	setSmoothedRTT(t, d, s, 40*time.Millisecond)
@@ -355,8 +359,7 @@ func TestPreparationHoldsTheHoleOfAStandingAck(t *testing.T) {
 func flowAcknowledging1000(t *testing.T) (*Datapath, segment) {
 	t.Helper()
 	d := loadDetached(t, true, 0)
-	s := freshPorts(segment{timestamps: true, tsval: 1, sack: true})
-	handshake(t, d, s, 7, 7)
+	s := sackFlow(t, d, framings[0])
 	setSmoothedRTT(t, d, s, 40*time.Millisecond)
 	verdictOf(t, d, peerData(s, 0, 1000), false)
 	require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
@@ -858,8 +861,7 @@ func TestSACKOfAnACKAtAHeldHoleIsHidden(t *testing.T) {
 	for _, f := range framings[:4] {
 		t.Run(f.name, func(t *testing.T) {
 			d := datapathFor(t, f)
-			s := freshPorts(segment{ipv6: f.ipv6, ethernet: f.ethernet, timestamps: true, tsval: 1, sack: true})
-			handshake(t, d, s, 7, 7)
+			s := sackFlow(t, d, f)
 			verdictOf(t, d, peerData(s, 0, 1000), false)
 			require.Equal(t, int32(verdictPass), verdictOf(t, d, ackOf(s, 1000), true))
 
