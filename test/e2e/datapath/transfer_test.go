@@ -135,17 +135,7 @@ func testDupACKSuppression(t *testing.T, lan bool) {
 	if lan {
 		clientNS, clientAddr = m.addLAN(t), lanAddr
 	}
-	// one duplicate ACK per out-of-order segment: no SACK compression
-	require.NoError(t, clientNS.SetSysctl("net.ipv4.tcp_comp_sack_nr", "0"))
-	server := tcptest.StartBulkServer(t, m.server, fmt.Sprintf("%s:%d", nstest.ServerAddr, nstest.ServerPort))
-	dp := openIn(t, m.ue, datapath.Options{Iface: "wwan0"})
-	// a small receive window keeps the transfer steady and the test quick
-	require.NoError(t, dp.SetClamp(128<<10, time.Now().Add(time.Minute)))
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	received, _ := tcptest.Download(t, ctx, clientNS, fmt.Sprintf("%s:%d", nstest.ServerAddr, nstest.ServerPort))
-	<-server.Conns
+	dp, received := clampedDownload(t, m, clientNS)
 	time.Sleep(300 * time.Millisecond)
 
 	var (
@@ -222,6 +212,24 @@ func testDupACKSuppression(t *testing.T, lan bool) {
 	assert.Greater(t, received(), bytesBefore, "transfer goes on")
 }
 
+// clampedDownload starts a bulk download from the server to client over
+// m, with the datapath open on the ue host, and returns once the server
+// accepted the connection; the download ends with the test. Every
+// out-of-order segment draws its own duplicate ACK (no SACK compression
+// at the client), and a small receive window keeps the transfer steady
+// and the test quick.
+func clampedDownload(t *testing.T, m *modemLink, client *nstest.NS) (*datapath.Datapath, func() uint64) {
+	t.Helper()
+	require.NoError(t, client.SetSysctl("net.ipv4.tcp_comp_sack_nr", "0"))
+	addr := fmt.Sprintf("%s:%d", nstest.ServerAddr, nstest.ServerPort)
+	server := tcptest.StartBulkServer(t, m.server, addr)
+	dp := openIn(t, m.ue, datapath.Options{Iface: "wwan0"})
+	require.NoError(t, dp.SetClamp(128<<10, time.Now().Add(time.Minute)))
+	received, _ := tcptest.Download(t, t.Context(), client, addr)
+	<-server.Conns
+	return dp, received
+}
+
 // TestRealLossDuringSuppression drops a downlink segment for good while
 // suppression is on. The receiver's duplicate ACKs are held for at most
 // two smoothed RTTs after its acknowledgement last moved; then they, or
@@ -229,15 +237,7 @@ func testDupACKSuppression(t *testing.T, lan bool) {
 // real kernel sender repairs the loss without its retransmission timer.
 func TestRealLossDuringSuppression(t *testing.T) {
 	m := newModemLink(t, 20*time.Millisecond)
-	require.NoError(t, m.ue.SetSysctl("net.ipv4.tcp_comp_sack_nr", "0"))
-	server := tcptest.StartBulkServer(t, m.server, fmt.Sprintf("%s:%d", nstest.ServerAddr, nstest.ServerPort))
-	dp := openIn(t, m.ue, datapath.Options{Iface: "wwan0"})
-	require.NoError(t, dp.SetClamp(128<<10, time.Now().Add(time.Minute)))
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	received, _ := tcptest.Download(t, ctx, m.ue, fmt.Sprintf("%s:%d", nstest.ServerAddr, nstest.ServerPort))
-	<-server.Conns
+	dp, received := clampedDownload(t, m, m.ue)
 	time.Sleep(500 * time.Millisecond)
 	timeoutsBefore := tcpExtCounter(t, m.server, "TCPTimeouts")
 
@@ -295,15 +295,7 @@ func TestRealLossDuringSuppression(t *testing.T) {
 func TestSACKHiddenAtTheContextRelease(t *testing.T) {
 	const holes = 3
 	m := newModemLink(t, 30*time.Millisecond)
-	require.NoError(t, m.ue.SetSysctl("net.ipv4.tcp_comp_sack_nr", "0"))
-	server := tcptest.StartBulkServer(t, m.server, fmt.Sprintf("%s:%d", nstest.ServerAddr, nstest.ServerPort))
-	dp := openIn(t, m.ue, datapath.Options{Iface: "wwan0"})
-	require.NoError(t, dp.SetClamp(128<<10, time.Now().Add(time.Minute)))
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	received, _ := tcptest.Download(t, ctx, m.ue, fmt.Sprintf("%s:%d", nstest.ServerAddr, nstest.ServerPort))
-	<-server.Conns
+	dp, received := clampedDownload(t, m, m.ue)
 	time.Sleep(500 * time.Millisecond)
 	retransBefore := snmpCounter(t, m.server, "snmp", "Tcp:", "RetransSegs")
 	require.NoError(t, dp.PrepareSuppression(time.Now().Add(10*time.Second)))
