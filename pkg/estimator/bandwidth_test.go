@@ -753,6 +753,69 @@ func TestDrainableWindow(t *testing.T) {
 	}
 }
 
+// TestDrainableWindowOfACellThatSlowsUnderAQueue: once the newest RTT
+// sample waited longer than the lead, the hold drains at the rate the
+// cell delivered over that wait, which the rounds (a smoothed RTT long)
+// learn only later; a queue the lead drains anyway keeps the rounds'
+// rate.
+func TestDrainableWindowOfACellThatSlowsUnderAQueue(t *testing.T) {
+	const (
+		rate       = 12_500_000 // 100 Mbit/s
+		sub6Buffer = 150_000
+		minRTT     = 70 * time.Millisecond
+		lead       = 146 * time.Millisecond
+		slowFromMs = 1700
+	)
+	tests := []struct {
+		name string
+		// queued is every sample's RTT above RTT_min after the first;
+		// later the rate from slowFromMs to the end at 2000 ms.
+		queued time.Duration
+		later  float64
+		window float64
+	}{
+		{name: "a queue longer than the lead at a steady rate: the rate over the lead", queued: 300 * time.Millisecond, later: rate,
+			window: rate*lead.Seconds() + sub6Buffer},
+		{name: "a queue longer than the lead as the cell slows to a third: the rate over the wait", queued: 300 * time.Millisecond, later: rate / 3,
+			window: rate/3*lead.Seconds() + sub6Buffer},
+		{name: "a queue shorter than the lead as the cell slows to a third: the rounds' rate", queued: 100 * time.Millisecond, later: rate / 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEstimator(t, nil)
+			e.SetServing(lteA, at(-100))
+			e.AddBurst(Burst{Start: at(-100), End: at(-95), Bytes: sub6Buffer})
+			e.SetServing(mmA, at(0))
+			var total float64
+			for ms := 0; ms <= 2000; ms += 10 {
+				rtt := minRTT + tc.queued
+				if ms == 0 {
+					rtt = minRTT
+				}
+				e.AddBytes(at(float64(ms)), uint64(total))
+				e.AddRTT(e.Path(), at(float64(ms)), rtt)
+				r := float64(rate)
+				if ms >= slowFromMs {
+					r = tc.later
+				}
+				total += r / 100
+			}
+			window, ok := e.DrainableWindow(at(2000), lead)
+			require.True(t, ok)
+			if tc.window == 0 {
+				// The last round, a smoothed RTT long, began before
+				// the fall: its rate lies between the two.
+				round, ok := e.LastRound(at(2000))
+				require.True(t, ok)
+				rounds := float64(round.Flight) / (minRTT + tc.queued).Seconds()
+				require.Greater(t, rounds, rate/3*1.1, "the last round saw the rate before the fall")
+				tc.window = rounds*lead.Seconds() + sub6Buffer
+			}
+			assert.InDelta(t, tc.window, float64(window), tc.window*0.03)
+		})
+	}
+}
+
 func TestDrainableWindowNeedsAnEstimate(t *testing.T) {
 	e := newEstimator(t, nil)
 	e.SetServing(mmA, at(0))
