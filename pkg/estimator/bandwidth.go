@@ -521,11 +521,12 @@ func (e *Estimator) holdBytes(window float64) uint64 {
 // queue the lead drains anyway needs no such care, and the rate over a
 // wait that short would be at the mercy of the cell's scheduling gaps.
 // In an evaluation (m2hod b177332, driving seed 5, handover 5) a mmWave
-// cell's RTT rose from 152 to 470 ms in the 400 ms before its A2
-// report, at a flight of 453 packets the hold had sized on the rate
-// before: the source drained a third of it by the execution and the
-// target dropped 234 packets, then the sender timed out. Plain CUBIC,
-// at 133 packets, dropped 38. In three announced mmWave to sub-6
+// cell slowed around its A2 report: at a flight of 453 packets, which
+// the hold had sized on the rate before, the sender's smoothed RTT rose
+// from 152 ms 200 ms before the report to 410 ms at the execution; the
+// source drained a third of the flight by then, the target dropped 234
+// packets and the sender timed out. Plain CUBIC, at 133 packets,
+// dropped 38. In three announced mmWave to sub-6
 // handovers m2ho overflowed the target by 75 to 234 packets where plain
 // CUBIC lost 0 to 38.
 //
