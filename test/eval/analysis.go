@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -47,6 +48,9 @@ type Analysis struct {
 	// BBR + m2ho with BBR, on the scenarios both finished.
 	Paired    map[string]Paired `json:"paired"`
 	BBRPaired *Paired           `json:"bbr_paired,omitempty"`
+	// ByMobility compares the headline variant with the reference on
+	// each mobility pattern's scenarios alone.
+	ByMobility map[string]Paired `json:"paired_by_mobility"`
 	// groups are the finished units per variant.
 	groups map[string][]UnitResult
 	// Summaries are per variant, a row per handover class and overall.
@@ -211,6 +215,7 @@ func analyse(m *Manifest, results []UnitResult) (*Analysis, error) {
 	}
 	if len(groups[a.Headline]) > 0 {
 		a.Phases = pairPhases(groups[a.Reference], groups[a.Headline])
+		a.ByMobility = pairByMobility(a.Reference, groups[a.Reference], a.Headline, groups[a.Headline], m.Mobilities)
 	}
 	if len(groups[variantBBR]) > 0 && len(groups[variantBBRM2HO]) > 0 {
 		p := comparePaired(variantBBR, groups[variantBBR], variantBBRM2HO, groups[variantBBRM2HO])
@@ -411,6 +416,40 @@ func (a *Analysis) pair(x, base string) (Paired, bool) {
 	return comparePaired(base, a.groups[base], x, a.groups[x]), true
 }
 
+// pairByMobility compares a variant with the reference on each mobility
+// pattern's scenarios alone; a pattern neither ran is left out.
+func pairByMobility(refName string, ref []UnitResult, name string, v []UnitResult, mobilities []string) map[string]Paired {
+	ofMobility := func(units []UnitResult, mobility string) []UnitResult {
+		var out []UnitResult
+		for _, u := range units {
+			if u.Scenario.Mobility == mobility {
+				out = append(out, u)
+			}
+		}
+		return out
+	}
+	out := map[string]Paired{}
+	for _, mobility := range mobilities {
+		r, u := ofMobility(ref, mobility), ofMobility(v, mobility)
+		if p := comparePaired(refName, r, name, u); p.Scenarios > 0 {
+			out[mobility] = p
+		}
+	}
+	return out
+}
+
+// maxGainHalfWidth is the widest the overall gain's interval may be for
+// the evaluation to tell a gain of a few points from its noise: ±5
+// points.
+const maxGainHalfWidth = 0.05
+
+// scenariosFor is about how many scenarios like those behind iv would
+// narrow its interval to halfWidth: an interval over independent
+// scenarios narrows with the square root of their number.
+func scenariosFor(iv Interval, halfWidth float64) int {
+	return int(math.Ceil(float64(iv.Scenarios) * math.Pow(iv.HalfWidth()/halfWidth, 2)))
+}
+
 // goals checks the throughput, convergence, loss and never-hurts targets
 // on the paired comparison of the headline variant with the reference; a
 // goal is met when its whole 95% interval meets it. Prediction and
@@ -425,6 +464,12 @@ func goals(a *Analysis) []Goal {
 	gain := p.Gain[diag.AllClasses]
 	out = append(out, Goal{Name: "handover throughput over " + ref + ", overall", Target: ">= +46%, whole interval above +30%",
 		Measured: gain.Percent(true), Met: gain.Value >= 0.46 && gain.AtLeast(0.30), Value: gain.Value})
+	if gain.Valid {
+		out = append(out, Goal{Name: "width of the overall gain's interval", Target: fmt.Sprintf("at most ±%.0f points", 100*maxGainHalfWidth),
+			Measured: fmt.Sprintf("±%.1f points over %d scenarios (about %d for ±%.0f at this spread)", 100*gain.HalfWidth(), gain.Scenarios,
+				scenariosFor(gain, maxGainHalfWidth), 100*maxGainHalfWidth),
+			Met: gain.HalfWidth() <= maxGainHalfWidth, Value: gain.HalfWidth()})
+	}
 	if g, ok := p.Gain[diag.ClassSub6MmWave]; ok {
 		out = append(out, Goal{Name: "handover throughput over " + ref + ", sub6 to mmWave", Target: ">= +100%",
 			Measured: g.Percent(true), Met: g.AtLeast(1), Value: g.Value})
@@ -624,6 +669,23 @@ func writeDaemon(w io.Writer, a *Analysis, variants []string) {
 	}
 }
 
+// writeByMobility prints the headline comparison on each mobility
+// pattern's scenarios alone: what each pattern gains, and how much of
+// the overall interval's width each contributes.
+func writeByMobility(w io.Writer, a *Analysis, mobilities []string) {
+	fmt.Fprintf(w, "| mobility | scenarios | handovers | vs %s (paired, 95%% CI) | half-width | whole runs | loss-free (%s) |\n", report.Title(a.Reference), report.Title(a.Reference))
+	fmt.Fprintln(w, "|---|---:|---:|---|---:|---|---|")
+	for _, mobility := range mobilities {
+		p, ok := a.ByMobility[mobility]
+		if !ok {
+			continue
+		}
+		g := p.Gain[diag.AllClasses]
+		fmt.Fprintf(w, "| %s | %d | %d | %s | ±%.1f | %s | %s (%s) |\n", mobility, p.Scenarios, p.Handovers, g.Percent(true), 100*g.HalfWidth(),
+			p.RunGain.Percent(true), p.LossFree.Percent(false), p.ReferenceLossFree.Percent(false))
+	}
+}
+
 func writeGoals(w io.Writer, gs []Goal) {
 	fmt.Fprintln(w, "| goal | target | measured | met |")
 	fmt.Fprintln(w, "|---|---|---|---|")
@@ -657,6 +719,10 @@ func writeMarkdown(w io.Writer, m *Manifest, a *Analysis) error {
 	writeGoals(w, a.Goals)
 	fmt.Fprintln(w, "\n## Outcomes per variant")
 	writeOutcomes(w, a, variants)
+	if len(a.ByMobility) > 0 {
+		fmt.Fprintf(w, "\n## %s per mobility pattern\n", report.Title(a.Headline))
+		writeByMobility(w, a, m.Mobilities)
+	}
 	fmt.Fprintf(w, "\n## Table 2: %s against the baselines\n", report.Title(a.Headline))
 	baselines := []string{a.Reference}
 	for _, v := range variants {

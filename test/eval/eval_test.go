@@ -529,6 +529,62 @@ func TestGoalsNeedTheWholeInterval(t *testing.T) {
 	assert.True(t, byName["BBR + m2ho relative to BBR"].Met, "the ratio's interval starts at 99.8%")
 }
 
+// TestGainIntervalWidthIsAGoal: the overall gain's interval must be at
+// most ±5 points wide, and the goal says how many scenarios of the same
+// spread would make it so.
+func TestGainIntervalWidthIsAGoal(t *testing.T) {
+	tests := []struct {
+		name      string
+		low, high float64
+		met       bool
+		measured  string
+	}{
+		{name: "wider", low: 0.042, high: 0.158, measured: "±5.8 points over 45 scenarios (about 61 for ±5 at this spread)"},
+		{name: "as wide as allowed", low: 0.05, high: 0.15, met: true, measured: "±5.0 points over 45 scenarios (about 45 for ±5 at this spread)"},
+		{name: "narrower", low: 0.075, high: 0.125, met: true, measured: "±2.5 points over 45 scenarios (about 12 for ±5 at this spread)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gain := Interval{Value: 0.1, Low: tt.low, High: tt.high, Valid: true, Scenarios: 45}
+			a := &Analysis{Reference: "scubic", Headline: "scubic+m2ho", Paired: map[string]Paired{
+				"scubic+m2ho": {Gain: map[string]Interval{diag.AllClasses: gain}},
+			}}
+			var width *Goal
+			for _, g := range goals(a) {
+				if g.Name == "width of the overall gain's interval" {
+					width = &g
+				}
+			}
+			require.NotNil(t, width)
+			assert.Equal(t, tt.met, width.Met)
+			assert.Equal(t, tt.measured, width.Measured)
+			assert.Equal(t, "at most ±5 points", width.Target)
+		})
+	}
+}
+
+func TestPairByMobilityComparesEachPatternAlone(t *testing.T) {
+	var ref, m2ho []UnitResult
+	for i, mobility := range []string{"walking", "walking", "driving"} {
+		name := fmt.Sprintf("s%d", i)
+		gain := 1.5
+		if mobility == "driving" {
+			gain = 1.1
+		}
+		r := pairedRun(name, "scubic", "sub6_sub6", []float64{10, 10}, 1, false)
+		v := pairedRun(name, "scubic+m2ho", "sub6_sub6", []float64{10 * gain, 10 * gain}, 1, true)
+		r.Scenario.Mobility, v.Scenario.Mobility = mobility, mobility
+		ref, m2ho = append(ref, r), append(m2ho, v)
+	}
+	by := pairByMobility("scubic", ref, "scubic+m2ho", m2ho, []string{"walking", "driving", "static"})
+	require.Len(t, by, 2, "no scenario of the third pattern")
+	assert.Equal(t, 2, by["walking"].Scenarios)
+	assert.Equal(t, 4, by["walking"].Handovers)
+	assert.InDelta(t, 0.5, by["walking"].Gain[diag.AllClasses].Value, 1e-9)
+	assert.Equal(t, 1, by["driving"].Scenarios)
+	assert.InDelta(t, 0.1, by["driving"].Gain[diag.AllClasses].Value, 1e-9)
+}
+
 // TestSmokeEvaluation runs the whole harness on a tiny corpus: two
 // variants over four handovers, then resumes, which must run nothing. It
 // checks the files, not the gains.
@@ -561,7 +617,7 @@ func TestSmokeEvaluation(t *testing.T) {
 	md, err := os.ReadFile(path)
 	require.NoError(t, err)
 	for _, want := range []string{"## Goals", "## Table 2", "## Table 3", "## Table 4", "## Table 5", "Generated against seen", "## Loss-free handovers", "Why the others were not", "## Where the senders' windows were cut", "## Where the kept window went", "## m2hod overhead",
-		"Diag stream: rb_alloc events coalesced into a datagram every 50ms", "up to 2 units at a time"} {
+		"per mobility pattern", "width of the overall gain's interval", "Diag stream: rb_alloc events coalesced into a datagram every 50ms", "up to 2 units at a time"} {
 		assert.Contains(t, string(md), want)
 	}
 	for _, f := range []string{ResultsJSON, HandoversCSV, plotThroughputCDF, plotConvergenceCDF, plotLossFree} {
