@@ -568,8 +568,9 @@ const (
 )
 
 // smallTargetBuffer sizes, from draw (uniform in [0, 1)), the room the
-// target grants during a handover that overflows it (finding 3): a sixth to two thirds of the smaller of
-// the target's own buffer and the source's bandwidth-delay product. The
+// target grants during a handover that overflows it (finding 3): a sixth
+// to two thirds of the smaller of the target's own buffer and the
+// source's bandwidth-delay product. The
 // override replaces the target's buffer while the procedure lasts, so it
 // has to be below that buffer, or the handover would get more room than
 // an ordinary one. Under the source's bandwidth-delay product, CUBIC's
@@ -577,7 +578,8 @@ const (
 // it with the forwarded queue and what arrives during the interruption,
 // whatever the target's band: that is what the flag promises. With the
 // cells of cells() this is about 220 to 870 kB after a sub-6 source
-// (150 Mbit/s × 70 ms), 250 kB to 1 MB from mmWave to sub-6 (the target's
+// (150 Mbit/s × 70 ms; none is drawn there at the measured rates,
+// smallTargetShare), 250 kB to 1 MB from mmWave to sub-6 (the target's
 // 1.5 MB) and about 1.5 to 5.8 MB between mmWave cells (1 Gbit/s × 70
 // ms): the larger the source's window, the more is lost, as the paper
 // sees more overflows after a mmWave source. It is never below one packet
