@@ -526,9 +526,9 @@ func (e *Estimator) holdBytes(window float64) uint64 {
 // from 152 ms 200 ms before the report to 410 ms at the execution; the
 // source drained a third of the flight by then, the target dropped 234
 // packets and the sender timed out. Plain CUBIC, at 133 packets,
-// dropped 38. In three announced mmWave to sub-6
-// handovers m2ho overflowed the target by 75 to 234 packets where plain
-// CUBIC lost 0 to 38.
+// dropped 38. In three announced mmWave to sub-6 handovers m2ho
+// overflowed the target by 75 to 234 packets where plain CUBIC lost 0
+// to 38.
 //
 // It is not ok when BandwidthClamp is not.
 func (e *Estimator) DrainableWindow(now time.Time, lead time.Duration) (bytes uint64, ok bool) {
