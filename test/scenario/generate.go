@@ -570,10 +570,10 @@ const (
 // smallTargetBuffer sizes, from draw (uniform in [0, 1)), the room the
 // target grants during a handover that overflows it (finding 3): a sixth
 // to two thirds of the smaller of the target's own buffer and the
-// source's bandwidth-delay product. The
-// override replaces the target's buffer while the procedure lasts, so it
-// has to be below that buffer, or the handover would get more room than
-// an ordinary one. Under the source's bandwidth-delay product, CUBIC's
+// source's bandwidth-delay product. The override replaces the target's
+// buffer while the procedure lasts, so it has to be below that buffer,
+// or the handover would get more room than an ordinary one. Under the
+// source's bandwidth-delay product, CUBIC's
 // window (which exceeds it once it fills the source's buffer) overflows
 // it with the forwarded queue and what arrives during the interruption,
 // whatever the target's band: that is what the flag promises. With the
