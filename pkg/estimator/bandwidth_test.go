@@ -701,6 +701,18 @@ func TestQueueRaisesTheBufferEstimate(t *testing.T) {
 	}
 }
 
+// servingMmWaveAfterSub6 is an estimator serving mmWave cell mmA from 0
+// ms, after a sub-6 cell whose burst showed a buffer of sub6Buffer: the
+// sub-6 buffer estimate the mmWave hold adds to what the cell drains.
+func servingMmWaveAfterSub6(t *testing.T, sub6Buffer uint64) *Estimator {
+	t.Helper()
+	e := newEstimator(t, nil)
+	e.SetServing(lteA, at(-100))
+	e.AddBurst(Burst{Start: at(-100), End: at(-95), Bytes: sub6Buffer})
+	e.SetServing(mmA, at(0))
+	return e
+}
+
 // TestDrainableWindow: on a mmWave cell the hold lets through what the
 // cell delivers in the lead (at least its bandwidth-delay product) plus
 // the smallest sub-6 buffer estimate; a cell that slowed with a queue
@@ -732,10 +744,7 @@ func TestDrainableWindow(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEstimator(t, nil)
-			e.SetServing(lteA, at(-100))
-			e.AddBurst(Burst{Start: at(-100), End: at(-95), Bytes: sub6Buffer})
-			e.SetServing(mmA, at(0))
+			e := servingMmWaveAfterSub6(t, sub6Buffer)
 			var total float64
 			for ms := 0; ms <= 1000; ms += 10 {
 				r, rtt := float64(rate), minRTT
@@ -782,10 +791,7 @@ func TestDrainableWindowOfACellThatSlowsUnderAQueue(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEstimator(t, nil)
-			e.SetServing(lteA, at(-100))
-			e.AddBurst(Burst{Start: at(-100), End: at(-95), Bytes: sub6Buffer})
-			e.SetServing(mmA, at(0))
+			e := servingMmWaveAfterSub6(t, sub6Buffer)
 			var total float64
 			for ms := 0; ms <= 2000; ms += 10 {
 				rtt := minRTT + tc.queued
