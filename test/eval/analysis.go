@@ -254,12 +254,13 @@ func (a *Analysis) evaluateDupAcks(m *Manifest, groups map[string][]UnitResult) 
 		}
 		res := DupAckResult{DupAckSummary: summary}
 		var precision, recall []cluster
-		for _, run := range runs {
+		for i, run := range runs {
 			one := report.SummarizeDupAcks(name, []report.DupAckRun{run})
 			overall, _ := one.Class(diag.AllClasses)
 			p, r := overall.Events.Precision(), overall.Events.Recall()
-			precision = append(precision, cluster{num: float64(p.Num), den: float64(p.Den)})
-			recall = append(recall, cluster{num: float64(r.Num), den: float64(r.Den)})
+			mobility := units[i].Scenario.Mobility
+			precision = append(precision, cluster{num: float64(p.Num), den: float64(p.Den), stratum: mobility})
+			recall = append(recall, cluster{num: float64(r.Num), den: float64(r.Den), stratum: mobility})
 		}
 		res.EventPrecision, res.EventRecall = ratioInterval(precision, 0), ratioInterval(recall, 0)
 		for _, u := range units {
@@ -335,23 +336,28 @@ func (a *Analysis) evaluatePrediction(groups map[string][]UnitResult) error {
 	}
 	res.Live = &live
 	a.Prediction = res
-	a.PredictionPrecision, a.PredictionRecall, err = predictionIntervals(truths)
+	mobilities := make([]string, len(units))
+	for i, u := range units {
+		mobilities[i] = u.Scenario.Mobility
+	}
+	a.PredictionPrecision, a.PredictionRecall, err = predictionIntervals(truths, mobilities)
 	return err
 }
 
 // predictionIntervals are the intervals of M2HO's overall prediction
-// precision and recall, resampling runs: each run's replay on its own.
-func predictionIntervals(truths []*emu.GroundTruth) (precision, recall Interval, err error) {
+// precision and recall, resampling runs: each run's replay on its own;
+// mobilities[i] is truths[i]'s scenario's pattern.
+func predictionIntervals(truths []*emu.GroundTruth, mobilities []string) (precision, recall Interval, err error) {
 	var p, r []cluster
-	for _, truth := range truths {
+	for i, truth := range truths {
 		one, err := report.EvaluatePrediction([]*emu.GroundTruth{truth})
 		if err != nil {
 			return Interval{}, Interval{}, fmt.Errorf("evaluating prediction: %w", err)
 		}
 		if pr, ok := one.Predictor(report.PredictorM2HO); ok {
 			if overall, ok := pr.Class(diag.AllClasses); ok {
-				p = append(p, cluster{num: float64(overall.Precision.Num), den: float64(overall.Precision.Den)})
-				r = append(r, cluster{num: float64(overall.RecallHandovers.Num), den: float64(overall.RecallHandovers.Den)})
+				p = append(p, cluster{num: float64(overall.Precision.Num), den: float64(overall.Precision.Den), stratum: mobilities[i]})
+				r = append(r, cluster{num: float64(overall.RecallHandovers.Num), den: float64(overall.RecallHandovers.Den), stratum: mobilities[i]})
 			}
 		}
 	}

@@ -493,6 +493,37 @@ func TestRatioIntervalCoversTheSpread(t *testing.T) {
 	assert.False(t, ratioInterval([]cluster{{num: 1, den: 0}}, 0).Valid)
 }
 
+func TestRatioIntervalResamplesWithinPatterns(t *testing.T) {
+	// Every walking scenario gains 20%, every driving one nothing: the
+	// spread lies between the patterns only, and a corpus always holds
+	// the same number of each.
+	patterns := func(walking, driving int) []cluster {
+		var clusters []cluster
+		for range walking {
+			clusters = append(clusters, cluster{num: 120, den: 100, stratum: "walking"})
+		}
+		for range driving {
+			clusters = append(clusters, cluster{num: 100, den: 100, stratum: "driving"})
+		}
+		return clusters
+	}
+	within := ratioInterval(patterns(20, 20), 1)
+	require.True(t, within.Valid)
+	assert.InDelta(t, 0.10, within.Value, 1e-9)
+	assert.InDelta(t, 0, within.HalfWidth(), 1e-9, "resamples keep 20 of each pattern")
+
+	unlabelled := patterns(20, 20)
+	for i := range unlabelled {
+		unlabelled[i].stratum = ""
+	}
+	pooled := ratioInterval(unlabelled, 1)
+	assert.InDelta(t, 0.10, pooled.Value, 1e-9)
+	assert.Greater(t, pooled.HalfWidth(), 0.01, "resampling across patterns counts their mix")
+
+	few := ratioInterval(patterns(20, minStratumScenarios-1), 1)
+	assert.Greater(t, few.HalfWidth(), 0.01, "a pattern of too few scenarios is resampled with the others")
+}
+
 func TestGoalsNeedTheWholeInterval(t *testing.T) {
 	iv := func(v, lo, hi float64) Interval {
 		return Interval{Value: v, Low: lo, High: hi, Valid: true, Scenarios: 10}

@@ -30,9 +30,10 @@ type Paired struct {
 }
 
 // scenarioPair is one scenario's handovers under the reference and the
-// variant, matched by index.
+// variant, matched by index, and the scenario's mobility pattern.
 type scenarioPair struct {
-	ref, v []report.Handover
+	ref, v   []report.Handover
+	mobility string
 }
 
 // sameScenario calls each with the reference's and the variant's unit
@@ -65,7 +66,7 @@ func pairHandovers(r, u *UnitResult) scenarioPair {
 	for _, h := range r.Handovers {
 		index[h.Index] = h
 	}
-	var p scenarioPair
+	p := scenarioPair{mobility: u.Scenario.Mobility}
 	for _, h := range u.Handovers {
 		if rh, ok := index[h.Index]; ok && rh.Class == h.Class {
 			p.ref = append(p.ref, rh)
@@ -83,7 +84,7 @@ func comparePaired(refName string, ref []UnitResult, name string, v []UnitResult
 		tput := make([]cluster, 0, len(pairs))
 		conv := make([]cluster, 0, len(pairs))
 		for _, sp := range pairs {
-			var t, c cluster
+			t, c := cluster{stratum: sp.mobility}, cluster{stratum: sp.mobility}
 			for i := range sp.v {
 				if class == diag.AllClasses || sp.v[i].Class == class {
 					t.num += sp.v[i].ThroughputBps
@@ -104,7 +105,7 @@ func comparePaired(refName string, ref []UnitResult, name string, v []UnitResult
 	p.ConvergenceRatio = p.ConvergenceByClass[diag.AllClasses]
 	var lossFree, refLossFree []cluster
 	for _, sp := range pairs {
-		var l, rl cluster
+		l, rl := cluster{stratum: sp.mobility}, cluster{stratum: sp.mobility}
 		for i := range sp.v {
 			l.den++
 			rl.den++
@@ -129,7 +130,7 @@ func comparePaired(refName string, ref []UnitResult, name string, v []UnitResult
 func pairRuns(ref, v []UnitResult) []cluster {
 	var runs []cluster
 	sameScenario(ref, v, func(r, u *UnitResult) {
-		runs = append(runs, cluster{num: u.RunGoodputBps, den: r.RunGoodputBps})
+		runs = append(runs, cluster{num: u.RunGoodputBps, den: r.RunGoodputBps, stratum: u.Scenario.Mobility})
 	})
 	return runs
 }

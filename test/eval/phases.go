@@ -71,6 +71,9 @@ func pairPhases(ref, v []UnitResult) []PhaseCost {
 			c.Variant, c.Reference = c.Variant.Add(h.Phases), c.Reference.Add(r.Phases)
 			if perOutcome[o] == nil {
 				perOutcome[o] = make([]cluster, len(phaseNames))
+				for i := range perOutcome[o] {
+					perOutcome[o][i].stratum = u.Scenario.Mobility
+				}
 			}
 			vv, rv := phaseValues(h.Phases), phaseValues(r.Phases)
 			for i := range phaseNames {

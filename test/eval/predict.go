@@ -42,6 +42,7 @@ func PredictCorpus(c Corpus) (*CorpusPrediction, error) {
 	}
 	out := &CorpusPrediction{Corpus: c}
 	var truths []*emu.GroundTruth
+	var mobilities []string
 	err = c.forEachSeed(func(mobility string, seed uint64) (int, error) {
 		sc, err := scenario.Generate(c.generateOptions(mobility, seed, traces))
 		if err != nil {
@@ -52,6 +53,7 @@ func PredictCorpus(c Corpus) (*CorpusPrediction, error) {
 			return 0, fmt.Errorf("%s: %w", sc.Name, err)
 		}
 		truths = append(truths, truth)
+		mobilities = append(mobilities, mobility)
 		handovers := 0
 		for _, h := range truth.Handovers {
 			if h.Procedure == emu.ProcedureHandover {
@@ -68,7 +70,7 @@ func PredictCorpus(c Corpus) (*CorpusPrediction, error) {
 	if out.Result, err = report.EvaluatePrediction(truths); err != nil {
 		return nil, err
 	}
-	if out.Precision, out.Recall, err = predictionIntervals(truths); err != nil {
+	if out.Precision, out.Recall, err = predictionIntervals(truths, mobilities); err != nil {
 		return nil, err
 	}
 	return out, nil

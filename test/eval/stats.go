@@ -13,17 +13,33 @@ import (
 // the independent unit that is resampled. Every figure is a ratio of sums
 // over the resampled scenarios (a mean of paired throughputs, a share of
 // handovers, precision), so one resampling routine serves them all.
+//
+// The corpus is generated per mobility pattern, each pattern's scenarios
+// until it has its number of handovers: how many scenarios of each
+// pattern a corpus holds is fixed by its design, not drawn. The bootstrap
+// follows that design and resamples each pattern's scenarios among
+// themselves, as many as it has, so the intervals do not count, as
+// uncertainty, the mixes of patterns the design never makes. A figure
+// resting on fewer than minStratumScenarios scenarios of some pattern (the
+// extra variants run on one scenario of each) resamples all its
+// scenarios together: a pattern's one or two scenarios cannot say how
+// its scenarios spread.
 const (
 	bootstrapResamples = 10000
 	// bootstrapSeed fixes the resampling: the same results give the
 	// same intervals.
 	bootstrapSeed = 0x6d32686f
 	confidence    = 0.95
+	// minStratumScenarios is the fewest scenarios a pattern must have for
+	// the bootstrap to resample within patterns.
+	minStratumScenarios = 5
 )
 
-// cluster is one scenario's contribution to a ratio of sums.
+// cluster is one scenario's contribution to a ratio of sums; stratum is
+// the scenario's mobility pattern (empty where none is known).
 type cluster struct {
 	num, den float64
+	stratum  string
 }
 
 // Interval is an estimate with its 95% confidence interval.
@@ -38,8 +54,9 @@ type Interval struct {
 }
 
 // ratioInterval is sum(num)/sum(den) over the clusters with its bootstrap
-// interval; shift is subtracted from every value (1 turns a ratio into a
-// gain). Resamples whose denominator is zero are left out.
+// interval, resampled within strata where each has enough clusters;
+// shift is subtracted from every value (1 turns a ratio into a gain).
+// Resamples whose denominator is zero are left out.
 func ratioInterval(clusters []cluster, shift float64) Interval {
 	var num, den float64
 	for _, c := range clusters {
@@ -50,14 +67,17 @@ func ratioInterval(clusters []cluster, shift float64) Interval {
 		return Interval{Scenarios: len(clusters)}
 	}
 	iv := Interval{Value: num/den - shift, Scenarios: len(clusters), Valid: true}
+	strata := resamplingStrata(clusters)
 	rng := rand.New(rand.NewPCG(bootstrapSeed, uint64(len(clusters))))
 	estimates := make([]float64, 0, bootstrapResamples)
 	for range bootstrapResamples {
 		var n, d float64
-		for range clusters {
-			c := clusters[rng.IntN(len(clusters))]
-			n += c.num
-			d += c.den
+		for _, stratum := range strata {
+			for range stratum {
+				c := stratum[rng.IntN(len(stratum))]
+				n += c.num
+				d += c.den
+			}
 		}
 		if d != 0 {
 			estimates = append(estimates, n/d-shift)
@@ -67,6 +87,29 @@ func ratioInterval(clusters []cluster, shift float64) Interval {
 	iv.Low = quantile(estimates, (1-confidence)/2)
 	iv.High = quantile(estimates, 1-(1-confidence)/2)
 	return iv
+}
+
+// resamplingStrata groups the clusters by stratum, in the order the strata
+// first appear, or returns them as one group when a stratum has fewer
+// than minStratumScenarios clusters (or all share one stratum).
+func resamplingStrata(clusters []cluster) [][]cluster {
+	index := map[string]int{}
+	var strata [][]cluster
+	for _, c := range clusters {
+		i, ok := index[c.stratum]
+		if !ok {
+			i = len(strata)
+			index[c.stratum] = i
+			strata = append(strata, nil)
+		}
+		strata[i] = append(strata[i], c)
+	}
+	for _, s := range strata {
+		if len(s) < minStratumScenarios {
+			return [][]cluster{clusters}
+		}
+	}
+	return strata
 }
 
 // BootstrapRatio is sum(num)/sum(den) - shift over scenarios, num[i] and
